@@ -1,0 +1,20 @@
+"""Command tree: run, scenario, trace, policies (each a small module)."""
+
+from __future__ import annotations
+
+import typer
+
+from sim.cli import policies, run, scenario
+from traces.cli import app as trace_app
+
+app = typer.Typer(
+    name="servesim",
+    help="Trace-driven discrete-event simulator of LLM serving (vLLM-exact scheduling).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command(name="run")(run.run)
+app.command(name="policies")(policies.policies)
+app.add_typer(scenario.app, name="scenario")
+app.add_typer(trace_app, name="trace")

@@ -1,0 +1,62 @@
+"""`servesim run`: simulate a scenario and write its results."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from sim import pipeline
+from sim.config.load import load_scenario
+from sim.report.console import print_summary
+
+SetOpt = Annotated[list[str] | None, typer.Option(
+    "--set", "-s", help="Override a scenario field, e.g. --set engine.max_num_seqs=64.")]
+
+
+class _SimProgress:
+    """A progress bar over simulated time, drawn only for runs long enough to need one."""
+
+    def __init__(self, progress: Progress, total_s: float):
+        self.p, self.total = progress, max(total_s, 1e-9)
+        self.task = progress.add_task("simulating", total=self.total)
+        self.calls = 0
+
+    def __call__(self, now: float) -> None:
+        self.calls += 1
+        if self.calls % 512 == 0:
+            self.p.update(self.task, completed=min(now, self.total))
+
+
+def run(
+    scenario: Annotated[Path | None, typer.Argument(
+        help="Scenario YAML (default: the embedded scenarios/default.yaml).")] = None,
+    set_: SetOpt = None,
+    trace: Annotated[Path | None, typer.Option(
+        "--trace", help="Replay this trace file instead of the scenario's workload.")] = None,
+    out: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="Results folder (default: results/<scenario name>).")] = None,
+    step_log: Annotated[bool, typer.Option(
+        "--step-log", help="Also write steps.jsonl, one JSON object per engine step.")] = False,
+    plots: Annotated[bool, typer.Option(help="Write the PNG plots.")] = True,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary table.")] = False,
+) -> None:
+    """Simulate SCENARIO and write summary.json, requests/steps parquet, config.json, plots."""
+    loaded = load_scenario(scenario, tuple(set_ or ()), str(trace) if trace else None)
+    out = out or Path("results") / loaded.scenario.name
+    console = Console(stderr=True)
+    prepared = pipeline.prepare(loaded)  # fail fast, before the progress bar
+    specs = prepared[1]
+    horizon = float(specs.arrival_s[-1]) if len(specs) else 0.0
+    with Progress(TextColumn("{task.description}"), BarColumn(),
+                  TextColumn("{task.completed:,.0f}/{task.total:,.0f} s simulated"),
+                  TimeElapsedColumn(), console=console, transient=True,
+                  disable=quiet) as progress:
+        res = pipeline.run(loaded, out, step_log=step_log, plots=plots,
+                           progress=_SimProgress(progress, horizon), prepared=prepared)
+    if not quiet:
+        print_summary(res.summary, res.config["derived"])
+    typer.echo(f"results: {res.out_dir}")

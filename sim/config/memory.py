@@ -1,0 +1,62 @@
+"""KV capacity, derived the way vLLM derives it.
+
+    kv_bytes = hbm * gpu_memory_utilization - weights/TP - activation peak - non-torch
+    num_gpu_blocks = kv_bytes // (block_size * kv_bytes_per_token)
+
+vLLM measures the activation peak with a dummy forward pass of
+``max_num_batched_tokens`` tokens plus a dummy sampler pass over ``max_num_seqs``
+requests; we estimate the same two terms from the model's shapes:
+
+* the forward pass: the widest intermediate (gate+up output, 2 * intermediate / TP)
+  plus four hidden-size buffers per token, in the model dtype;
+* the sampler: fp32 logits and probabilities for max_num_seqs x vocab.
+
+``NON_TORCH_BYTES`` stands for the CUDA context, NCCL and allocator slack that
+vLLM's profiler reports as non-torch memory (an estimate; vLLM logs show a few
+hundred MiB on one GPU).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sim.config.hardware import GpuSpec, ModelSpec
+
+GIB = 1 << 30
+NON_TORCH_BYTES = GIB // 2  # estimate, see module docstring
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """Per-GPU memory budget (bytes) and the resulting KV blocks."""
+
+    usable_bytes: int  # hbm * gpu_memory_utilization
+    weight_bytes: int  # this GPU's shard of the weights
+    activation_bytes: int  # estimated activation + sampler peak
+    non_torch_bytes: int
+    kv_bytes: int  # left for the KV cache (may be <= 0: does not fit)
+    block_bytes: int  # one KV block on this GPU
+    num_gpu_blocks: int  # blocks in the pool, the null block included
+
+    @property
+    def usable_blocks(self) -> int:
+        """Blocks requests can hold: vLLM keeps block 0 as its null block."""
+        return max(0, self.num_gpu_blocks - 1)
+
+
+def activation_bytes(model: ModelSpec, tp: int, max_tokens: int, max_seqs: int) -> int:
+    per_token = (2 * model.intermediate_size // tp + 4 * model.hidden_size) * model.dtype_bytes
+    sampler = 2 * 4 * max_seqs * model.vocab_size // tp
+    return max_tokens * per_token + sampler
+
+
+def plan_memory(model: ModelSpec, gpu: GpuSpec, tp: int, *, block_size: int,
+                utilization: float, max_tokens: int, max_seqs: int,
+                blocks_override: int | None) -> MemoryPlan:
+    usable = int(gpu.hbm_bytes * utilization)
+    weights = model.weight_bytes_per_gpu(tp)
+    act = activation_bytes(model, tp, max_tokens, max_seqs)
+    kv = usable - weights - act - NON_TORCH_BYTES
+    block = block_size * model.kv_bytes_per_token(tp)
+    blocks = blocks_override if blocks_override is not None else max(0, kv // block)
+    return MemoryPlan(usable, weights, act, NON_TORCH_BYTES, kv, block, blocks)

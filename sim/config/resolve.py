@@ -1,0 +1,124 @@
+"""Resolve a scenario: fill vLLM's defaults, derive KV capacity, reject the impossible.
+
+Everything here is a pure function of the scenario; the result is frozen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sim.config.hardware import GpuSpec, ModelSpec
+from sim.config.memory import GIB, MemoryPlan, plan_memory
+from sim.config.scenario import Scenario
+from sim.sched.base import SchedulerLimits
+from traces.errors import InputError
+
+
+class ConfigError(InputError):
+    """A scenario that validates field by field but cannot run as a whole."""
+
+
+@dataclass(frozen=True)
+class Resolved:
+    scenario: Scenario
+    model: ModelSpec
+    gpu: GpuSpec
+    tp: int
+    limits: SchedulerLimits
+    block_size: int
+    memory: MemoryPlan
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        return self.memory.usable_blocks * self.block_size
+
+    def derived(self) -> dict:
+        """Derived values for reports and `scenario show` (units in the keys)."""
+        m, lim = self.memory, self.limits
+        return {
+            "max_num_seqs": lim.max_num_seqs,
+            "max_num_batched_tokens": lim.max_num_batched_tokens,
+            "max_model_len": lim.max_model_len,
+            "enable_chunked_prefill": lim.enable_chunked_prefill,
+            "weights_gib_per_gpu": round(m.weight_bytes / GIB, 3),
+            "activation_reserve_gib": round((m.activation_bytes + m.non_torch_bytes) / GIB, 3),
+            "kv_cache_gib_per_gpu": round(max(m.kv_bytes, 0) / GIB, 3),
+            "kv_bytes_per_token_per_gpu": self.model.kv_bytes_per_token(self.tp),
+            "kv_block_bytes": m.block_bytes,
+            "num_gpu_blocks": m.num_gpu_blocks,
+            "usable_kv_blocks": m.usable_blocks,
+            "kv_capacity_tokens": self.kv_capacity_tokens,
+            "model_params_b": round(self.model.num_params / 1e9, 3),
+        }
+
+
+def _big_gpu(gpu: GpuSpec) -> bool:
+    # vLLM: "GPUs like H100 and MI300x" get larger defaults; A100 is excluded on purpose
+    return gpu.hbm_bytes >= 70 * GIB and "a100" not in gpu.name.lower()
+
+
+def _limits(sc: Scenario, model: ModelSpec, gpu: GpuSpec) -> SchedulerLimits:
+    e = sc.engine
+    max_len = e.max_model_len or model.max_position_embeddings
+    if max_len > model.max_position_embeddings:
+        raise ConfigError(
+            f"engine.max_model_len {max_len} exceeds {model.name}'s context of "
+            f"{model.max_position_embeddings} tokens")
+    big = _big_gpu(gpu)
+    seqs = e.max_num_seqs or (1024 if big else 256)
+    if e.max_num_batched_tokens:
+        tokens = e.max_num_batched_tokens
+    elif e.enable_chunked_prefill:
+        tokens = 8192 if big else 2048
+    else:
+        tokens = max(max_len, 2048)
+    if not e.enable_chunked_prefill and tokens < max_len:
+        raise ConfigError(
+            f"engine.max_num_batched_tokens ({tokens}) is smaller than max_model_len "
+            f"({max_len}) with chunked prefill off: long prompts could never be scheduled; "
+            "raise max_num_batched_tokens, lower max_model_len or enable chunked prefill")
+    return SchedulerLimits(max_num_seqs=seqs, max_num_batched_tokens=tokens,
+                           max_model_len=max_len, enable_chunked_prefill=e.enable_chunked_prefill,
+                           long_prefill_token_threshold=e.long_prefill_token_threshold)
+
+
+def _check_parallel(model: ModelSpec, tp: int) -> None:
+    if model.num_attention_heads % tp:
+        raise ConfigError(
+            f"tensor_parallel_size {tp} must divide {model.name}'s "
+            f"{model.num_attention_heads} attention heads")
+    if model.num_kv_heads % tp and tp % model.num_kv_heads:
+        raise ConfigError(
+            f"tensor_parallel_size {tp} and {model.name}'s {model.num_kv_heads} KV heads: "
+            "one must divide the other")
+
+
+def _check_memory(sc: Scenario, model, gpu, tp, mem: MemoryPlan, limits) -> None:
+    util = sc.engine.gpu_memory_utilization
+    if sc.engine.num_gpu_blocks_override is None and mem.kv_bytes <= 0:
+        need = (mem.weight_bytes + mem.activation_bytes + mem.non_torch_bytes) / GIB
+        raise ConfigError(
+            f"model {model.name} does not fit {gpu.name} at tensor_parallel_size {tp}: "
+            f"weights {mem.weight_bytes / GIB:.1f} GiB + activations "
+            f"{(mem.activation_bytes + mem.non_torch_bytes) / GIB:.1f} GiB = {need:.1f} GiB per "
+            f"GPU > {mem.usable_bytes / GIB:.1f} GiB usable at gpu_memory_utilization {util}; "
+            "raise tensor_parallel_size or use a larger GPU")
+    per_seq = -(-limits.max_model_len // sc.engine.block_size)
+    if per_seq > mem.usable_blocks:
+        raise ConfigError(
+            f"one request of max_model_len {limits.max_model_len} tokens needs {per_seq} KV "
+            f"blocks but only {mem.usable_blocks} fit ({mem.usable_blocks * sc.engine.block_size}"
+            " tokens); lower engine.max_model_len or give the KV cache more memory")
+
+
+def resolve(sc: Scenario) -> Resolved:
+    """Derive everything a run needs from a scenario; ConfigError if it cannot run."""
+    model, gpu, tp = sc.model_spec, sc.gpu_spec, sc.tensor_parallel_size
+    _check_parallel(model, tp)
+    limits = _limits(sc, model, gpu)
+    mem = plan_memory(model, gpu, tp, block_size=sc.engine.block_size,
+                      utilization=sc.engine.gpu_memory_utilization,
+                      max_tokens=limits.max_num_batched_tokens, max_seqs=limits.max_num_seqs,
+                      blocks_override=sc.engine.num_gpu_blocks_override)
+    _check_memory(sc, model, gpu, tp, mem, limits)
+    return Resolved(sc, model, gpu, tp, limits, sc.engine.block_size, mem)

@@ -1,0 +1,151 @@
+"""The scenario: one validated tree describing a what-if run.
+
+    name, description, seed, horizon_s
+    model        catalog name or explicit ModelSpec
+    gpu          catalog name or explicit GpuSpec
+    tensor_parallel_size
+    engine       vLLM's knobs, names and defaults
+    scheduler    {name: vllm, ...params}
+    kv           {name: paged, ...params}
+    cost         {name: roofline, ...params}
+    workload     trace file or synthetic spec (traces.spec.WorkloadSpec)
+    slo          latency budgets for goodput and the verdict
+
+Every field states its unit. The tree is frozen: derived values (KV capacity,
+resolved defaults) live in ``sim.config.resolve``.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator
+
+import sim.cost  # noqa: F401  (registers cost models)
+import sim.kv  # noqa: F401  (registers KV policies)
+import sim.sched  # noqa: F401  (registers schedulers)
+from sim.catalog import CatalogError, get_gpu, get_model
+from sim.config.choice import RegistryChoice
+from sim.config.hardware import GpuSpec, ModelSpec
+from sim.cost.base import COST_MODELS
+from sim.kv.base import KV_POLICIES
+from sim.sched.base import SCHEDULERS
+from traces.spec import WorkloadSpec
+
+_STRICT = ConfigDict(extra="forbid", frozen=True)
+
+
+class EngineConfig(BaseModel):
+    """vLLM engine arguments (same names; None = vLLM's default for this GPU)."""
+
+    model_config = _STRICT
+
+    block_size: PositiveInt = Field(16, le=256, description="Token slots per KV block (tokens).")
+    gpu_memory_utilization: float = Field(
+        0.9, gt=0, le=1, description="Fraction of GPU memory vLLM may use (fraction)."
+    )
+    max_num_seqs: PositiveInt | None = Field(
+        None, description="Most requests running at once (requests). Default as vLLM's API "
+        "server: 1024 on GPUs with >= 70 GiB other than A100, else 256.",
+    )
+    max_num_batched_tokens: PositiveInt | None = Field(
+        None, description="Token budget of one step (tokens). Default as vLLM's API server: "
+        "8192 on GPUs with >= 70 GiB other than A100, else 2048; with chunked prefill off, "
+        "max(max_model_len, 2048).",
+    )
+    enable_chunked_prefill: bool = Field(
+        True, description="Split prompts across steps to fit the token budget (vLLM v1: on)."
+    )
+    long_prefill_token_threshold: int = Field(
+        0, ge=0, description="Cap on one request's tokens per step; 0 = no cap (tokens)."
+    )
+    max_model_len: PositiveInt | None = Field(
+        None, description="Longest prompt + output served (tokens); default: the model's "
+        "context length. Longer requests are rejected.",
+    )
+    num_gpu_blocks_override: PositiveInt | None = Field(
+        None, description="Use this many KV blocks instead of deriving them from memory "
+        "(blocks; one is vLLM's null block, so N - 1 are usable).",
+    )
+    enable_prefix_caching: bool = Field(
+        False, description="Reuse KV blocks of identical prompt prefixes (needs prefix hashes "
+        "in the trace or a shared_prefix workload).",
+    )
+
+
+class SchedulerChoice(RegistryChoice):
+    registry = SCHEDULERS
+    name: str = Field("vllm", description="Scheduling policy (see `servesim policies`).")
+
+
+class KVChoice(RegistryChoice):
+    registry = KV_POLICIES
+    name: str = Field("paged", description="KV memory policy (see `servesim policies`).")
+
+
+class CostChoice(RegistryChoice):
+    registry = COST_MODELS
+    name: str = Field("roofline", description="Step-time model (see `servesim policies`).")
+
+
+class SloConfig(BaseModel):
+    """Latency budgets, as `vllm bench serve --goodput` (ms), and the verdict percentile."""
+
+    model_config = _STRICT
+
+    ttft_ms: float | None = Field(500.0, gt=0, description="Time-to-first-token budget (ms).")
+    tpot_ms: float | None = Field(50.0, gt=0, description="Time-per-output-token budget (ms).")
+    e2el_ms: float | None = Field(None, gt=0, description="End-to-end latency budget (ms).")
+    percentile: float = Field(
+        95.0, gt=0, le=100, description="Percentile the verdict checks against each budget (%)."
+    )
+
+
+class Scenario(BaseModel):
+    """A complete what-if scenario."""
+
+    model_config = _STRICT
+
+    name: str = Field("scenario", description="Name shown in reports.")
+    description: str = Field("", description="Free text shown in reports.")
+    seed: int = Field(0, ge=0, description="The one seed every random stream derives from.")
+    horizon_s: float | None = Field(
+        None, gt=0, description="Stop simulating at this time (s); requests arriving later "
+        "are not sent, unfinished ones are reported. None: run until all finish (a safety "
+        "limit ends runaway overloaded runs and marks them unstable).",
+    )
+    model: str | ModelSpec = Field(description="Catalog model name or an explicit model.")
+    gpu: str | GpuSpec = Field(description="Catalog GPU name or an explicit GPU.")
+    tensor_parallel_size: PositiveInt = Field(1, description="GPUs per replica (count).")
+    engine: EngineConfig = Field(default_factory=EngineConfig)
+    scheduler: SchedulerChoice = Field(default_factory=lambda: SchedulerChoice(name="vllm"))
+    kv: KVChoice = Field(default_factory=lambda: KVChoice(name="paged"))
+    cost: CostChoice = Field(default_factory=lambda: CostChoice(name="roofline"))
+    workload: WorkloadSpec = Field(description="Where requests come from.")
+    slo: SloConfig = Field(default_factory=SloConfig)
+
+    @field_validator("model")
+    @classmethod
+    def _known_model(cls, v):
+        if isinstance(v, str):
+            try:
+                get_model(v)
+            except CatalogError as e:
+                raise ValueError(str(e)) from None
+        return v
+
+    @field_validator("gpu")
+    @classmethod
+    def _known_gpu(cls, v):
+        if isinstance(v, str):
+            try:
+                get_gpu(v)
+            except CatalogError as e:
+                raise ValueError(str(e)) from None
+        return v
+
+    @property
+    def model_spec(self) -> ModelSpec:
+        return get_model(self.model) if isinstance(self.model, str) else self.model
+
+    @property
+    def gpu_spec(self) -> GpuSpec:
+        return get_gpu(self.gpu) if isinstance(self.gpu, str) else self.gpu

@@ -1,0 +1,45 @@
+"""The linear step-time model: a handful of coefficients, easy to reason about.
+
+    step = base + prefill_token * prefill tokens + decode_seq * decode requests
+                + context_token * context tokens read by decode requests
+
+"Context tokens read" counts each decode-shaped request's tokens already in the
+KV cache before the step (``context_lens``). Golden tests use this model because
+every step time can be computed by hand.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from sim.cost.base import COST_MODELS, CostModel, StepShape
+
+
+class LinearParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    base_ms: float = Field(5.0, ge=0, description="Fixed time of every step (ms).")
+    prefill_token_ms: float = Field(
+        0.1, ge=0, description="Time per prefill-shaped token computed (ms/token)."
+    )
+    decode_seq_ms: float = Field(
+        0.05, ge=0, description="Time per decode-shaped request in the step (ms/request)."
+    )
+    context_token_ms: float = Field(
+        0.0, ge=0, description="Time per context token a decode request reads (ms/token)."
+    )
+
+
+@COST_MODELS.register("linear")
+class LinearCost(CostModel):
+    description = "base + per-prefill-token + per-decode-seq + per-context-token (ms)"
+    Params = LinearParams
+
+    def step_times(self, plan):
+        s, p = StepShape.of(plan), self.params
+        ms = (p.base_ms + p.prefill_token_ms * float(s.prefill_q.sum())
+              + p.decode_seq_ms * s.num_decode + p.context_token_ms * s.decode_ctx)
+        out = np.asarray(ms, dtype=np.float64) * 1e-3
+        out[0] += self.swap_time(plan)
+        return out

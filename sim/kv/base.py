@@ -1,0 +1,134 @@
+"""KV-cache manager seam: how requests get and give back KV blocks.
+
+A KV manager owns a pool of ``num_blocks`` usable blocks of ``block_size`` token
+slots each and one block table per request. Policies differ in how many blocks a
+request must hold to have a given number of token slots (paged: just enough;
+contiguous: a reservation made up front). Everything else (the free list, the
+tables, the integrity check) is shared.
+
+Units: tokens and blocks throughout. Request ids are indices into the run's
+request table.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import numpy as np
+
+from sim.registry import Registry
+
+
+@dataclass(frozen=True)
+class KVUsage:
+    """A snapshot of the pool (blocks)."""
+
+    used: int  # blocks held by requests
+    free: int  # blocks available to allocate (includes evictable cached blocks)
+    cached: int  # free blocks that still hold reusable prefix KV
+    total: int  # usable blocks (the null block excluded)
+
+
+class KVManager(ABC):
+    """Abstract KV manager: the scheduler's only window onto KV memory."""
+
+    #: one-line description shown by ``servesim policies``
+    description = ""
+
+    def __init__(self, *, num_blocks: int, block_size: int, num_requests: int,
+                 max_model_len: int, prompt_tokens: np.ndarray, output_tokens: np.ndarray,
+                 params=None, specs=None):
+        if num_blocks < 1:
+            raise ValueError(f"KV pool needs at least one usable block, got {num_blocks}")
+        self.block_size = block_size
+        self.num_blocks = num_blocks
+        self.max_model_len = max_model_len
+        self.prompt_tokens = prompt_tokens
+        self.output_tokens = output_tokens
+        self.params = params
+        self.specs = specs  # the run's RequestSpecs (prefix hashes), when a policy needs them
+        self.held = np.zeros(num_requests, dtype=np.int64)  # blocks per request
+
+    # ---- policy ---------------------------------------------------------------
+    @abstractmethod
+    def blocks_for(self, req_ids: np.ndarray, total_tokens: np.ndarray) -> np.ndarray:
+        """Blocks each request must hold to have ``total_tokens`` slots (vectorized)."""
+
+    def decode_run_new_blocks(self, req_ids: np.ndarray, context_lens: np.ndarray,
+                              num_steps: int) -> np.ndarray:
+        """New blocks the scheduler must allocate at each step of a decode run.
+
+        Step ``j`` computes one token per request at position ``context_lens + j``.
+        Returns an int array of length ``num_steps``. The default is exact for any
+        policy whose ``blocks_for`` is monotone; subclasses override with closed forms.
+        """
+        out = np.zeros(num_steps, dtype=np.int64)
+        prev = self.held[req_ids]
+        for j in range(num_steps):
+            need = np.maximum(prev, self.blocks_for(req_ids, context_lens + j + 1))
+            out[j] = int((need - prev).sum())
+            prev = need
+        return out
+
+    # ---- allocation -------------------------------------------------------------
+    def extra_blocks(self, req_ids: np.ndarray, total_tokens: np.ndarray) -> np.ndarray:
+        """Blocks each request still lacks to hold ``total_tokens`` slots (>= 0)."""
+        return np.maximum(0, self.blocks_for(req_ids, total_tokens) - self.held[req_ids])
+
+    @property
+    @abstractmethod
+    def num_free(self) -> int:
+        """Blocks that an allocation may take now."""
+
+    def can_allocate(self, num_blocks: int) -> bool:
+        """Whether ``num_blocks`` more blocks can be allocated now."""
+        return num_blocks <= self.num_free
+
+    #: blocks that admissions of new requests must leave free (a watermark)
+    admission_reserve: int = 0
+
+    @abstractmethod
+    def allocate(self, req: int, total_tokens: int, admitting: bool = False) -> bool:
+        """Grow ``req``'s table to ``total_tokens`` slots; False (and no change) if short.
+
+        ``admitting``: the request is being admitted from the waiting queue, so the
+        policy's ``admission_reserve`` must stay free as well.
+        """
+
+    @abstractmethod
+    def free(self, req: int) -> None:
+        """Return every block ``req`` holds to the pool."""
+
+    def allocate_many(self, req_ids: np.ndarray, total_tokens: np.ndarray) -> None:
+        """Allocate for several requests that are known to fit (decode runs)."""
+        extra = self.extra_blocks(req_ids, total_tokens)
+        for i in np.flatnonzero(extra):
+            ok = self.allocate(int(req_ids[i]), int(total_tokens[i]))
+            assert ok, "allocate_many called with an allocation that does not fit"
+
+    # ---- prefix caching hooks (no-ops unless the policy caches) ----------------
+    def lookup_prefix(self, req: int) -> int:
+        """Tokens of ``req``'s prompt already in the cache (0 without prefix caching)."""
+        return 0
+
+    # ---- observation ------------------------------------------------------------
+    @abstractmethod
+    def usage(self) -> KVUsage:
+        """Current pool occupancy."""
+
+    @property
+    def num_used(self) -> int:
+        """Blocks not available to allocate (held by requests)."""
+        return self.num_blocks - self.num_free
+
+    @abstractmethod
+    def block_table(self, req: int) -> list[int]:
+        """Physical block ids of ``req``, in logical order."""
+
+    @abstractmethod
+    def check_integrity(self) -> None:
+        """Raise AssertionError unless free + used == total and tables are disjoint."""
+
+
+KV_POLICIES: Registry[type[KVManager]] = Registry("KV policy")

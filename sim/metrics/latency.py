@@ -1,0 +1,32 @@
+"""Per-request latencies and their distributions (`vllm bench serve` definitions)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from sim.metrics.stats import describe_ms
+
+if TYPE_CHECKING:
+    from sim.runner import RunResult
+
+
+def request_latencies(res: RunResult) -> dict[str, np.ndarray]:
+    """Per-request TTFT, TPOT, E2EL (seconds; NaN where undefined)."""
+    rec, arr = res.recorder, res.specs.arrival_s
+    ttft = rec.first_token_s - arr
+    e2el = rec.finish_s - arr
+    out = res.generated.astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(out > 1, (e2el - ttft) / (out - 1), np.nan)
+    return {"ttft": ttft, "tpot": tpot, "e2el": e2el}
+
+
+def latency_block(res: RunResult, mask: np.ndarray, *, itl: bool = True) -> dict:
+    """TTFT/TPOT/E2EL distributions (ms) over the requests in ``mask``, plus pooled ITL."""
+    lat = request_latencies(res)
+    block = {k: describe_ms(v[mask]) for k, v in lat.items()}
+    if itl:
+        block["itl"] = describe_ms(*res.recorder.itl_samples())
+    return block

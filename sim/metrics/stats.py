@@ -1,0 +1,45 @@
+"""Percentile summaries with `vllm bench serve`'s conventions (numpy linear percentiles)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+PERCENTILES = (50, 90, 95, 99)
+
+
+def describe_ms(values_s: np.ndarray, weights: np.ndarray | None = None) -> dict:
+    """mean/std/median/p90/p95/p99/max of seconds, reported in ms (NaNs dropped).
+
+    With ``weights`` (integer multiplicities) the result equals that of the
+    expanded sample, without expanding it.
+    """
+    v = np.asarray(values_s, dtype=np.float64)
+    w = np.ones(len(v), dtype=np.int64) if weights is None else np.asarray(weights)
+    keep = ~np.isnan(v) & (w > 0)
+    v, w = v[keep], w[keep]
+    if not len(v):
+        return {"count": 0}
+    n = int(w.sum())
+    mean = float((v * w).sum() / n)
+    std = float(np.sqrt((w * (v - mean) ** 2).sum() / n))
+    out = {"count": n, "mean": mean, "std": std}
+    for p, val in zip(PERCENTILES, weighted_percentiles(v, w, PERCENTILES)):
+        out["median" if p == 50 else f"p{p}"] = val
+    out["max"] = float(v.max())
+    return {k: (x * 1e3 if k != "count" else x) for k, x in out.items()}
+
+
+def weighted_percentiles(v: np.ndarray, w: np.ndarray, pcts) -> list[float]:
+    """np.percentile(np.repeat(v, w), pcts) (linear interpolation), computed without repeat."""
+    order = np.argsort(v, kind="stable")
+    v, cum = v[order], np.cumsum(w[order])
+    n = int(cum[-1])
+    out = []
+    for p in pcts:
+        rank = (n - 1) * p / 100.0
+        lo = int(np.floor(rank))
+        hi = min(lo + 1, n - 1)
+        a = v[np.searchsorted(cum, lo, side="right")]
+        b = v[np.searchsorted(cum, hi, side="right")]
+        out.append(float(a + (b - a) * (rank - lo)))
+    return out

@@ -1,0 +1,61 @@
+"""The rich summary table printed after a run."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+
+def _fmt(v, digits=1) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:,.{digits}f}"
+    return f"{v:,}"
+
+
+def latency_table(lat: dict, title: str) -> Table:
+    t = Table(title=title, title_justify="left")
+    t.add_column("metric (ms)")
+    for c in ("mean", "median", "p90", "p95", "p99", "max"):
+        t.add_column(c, justify="right")
+    for key, label in (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2el", "E2EL")):
+        d = lat.get(key, {})
+        if d.get("count"):
+            t.add_row(label, *(_fmt(d.get(c)) for c in ("mean", "median", "p90", "p95", "p99",
+                                                        "max")))
+    return t
+
+
+def overview_table(s: dict, derived: dict) -> Table:
+    t = Table(title="Run", title_justify="left", show_header=False)
+    t.add_column("key")
+    t.add_column("value", justify="right")
+    r, th, kv, pre = s["requests"], s["throughput"], s["kv_cache"], s["preemption"]
+    rows = [
+        ("requests finished / total", f"{r['finished']:,} / {r['total']:,}"),
+        ("rejected (> max_model_len) / unfinished", f"{r['rejected']:,} / {r['unfinished']:,}"),
+        ("duration (s)", _fmt(s["duration_s"], 2)),
+        ("request throughput (req/s)", _fmt(th["request_per_s"], 3)),
+        ("output token throughput (tok/s)", _fmt(th["output_token_per_s"])),
+        ("total token throughput (tok/s)", _fmt(th["total_token_per_s"])),
+        ("goodput under SLO (req/s)", _fmt(th["goodput_request_per_s"], 3)),
+        ("KV blocks (usable) / capacity (tokens)",
+         f"{derived['usable_kv_blocks']:,} / {derived['kv_capacity_tokens']:,}"),
+        ("KV used mean / peak (%)", f"{100 * kv.get('mean_used_fraction', 0):.1f} / "
+                                    f"{100 * kv.get('peak_used_fraction', 0):.1f}"),
+        ("preemptions (recomputed tokens)", f"{pre['count']:,} ({pre['recomputed_tokens']:,})"),
+        ("SLO at p{:g}".format(s["slo"]["percentile"]), "met" if s["slo"]["met"] else "MISSED"),
+        ("stability", f"{s['stability']['verdict']}: {s['stability']['reason']}"),
+    ]
+    for k, v in rows:
+        t.add_row(k, v)
+    return t
+
+
+def print_summary(summary: dict, derived: dict, console: Console | None = None) -> None:
+    console = console or Console()
+    console.print(overview_table(summary, derived))
+    console.print(latency_table(summary["latency_ms"], "Latency"))
+    for lane, block in summary.get("lanes", {}).items():
+        console.print(latency_table(block["latency_ms"], f"Latency, lane {lane!r}"))

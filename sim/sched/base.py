@@ -1,0 +1,162 @@
+"""Scheduler seam: the abstract base every scheduling policy extends.
+
+The base owns per-request progress (struct of arrays, indexed by request index)
+and the commit of a step's results. Policies implement ``schedule``; most extend
+``VllmScheduler`` and override one small hook.
+
+Progress vocabulary (vLLM v1's):
+    known tokens    = prompt + generated   (all tokens whose ids exist)
+    computed tokens = tokens whose KV is in the cache
+A step schedules ``known - computed`` tokens (or a chunk of them). When a step
+makes computed reach known, the request emits one new output token.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from enum import IntEnum
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from sim.engine.plan import StepOutcome, StepPlan, StepResult
+from sim.engine.requests import RequestSpecs
+from sim.kv.base import KVManager
+from sim.registry import Registry
+
+
+class Status(IntEnum):
+    PENDING = 0  # not arrived yet
+    WAITING = 1  # queued (new, or preempted and queued again)
+    RUNNING = 2
+    FINISHED = 3
+    REJECTED = 4  # prompt + output exceeds max_model_len
+
+
+@dataclass(frozen=True)
+class SchedulerLimits:
+    """The engine knobs a scheduler obeys (vLLM names, resolved values)."""
+
+    max_num_seqs: int  # running requests at most (requests)
+    max_num_batched_tokens: int  # tokens computed per step at most (tokens)
+    max_model_len: int  # prompt + output at most (tokens)
+    enable_chunked_prefill: bool
+    long_prefill_token_threshold: int  # per-request chunk cap per step, 0 = none (tokens)
+
+
+class NoParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Scheduler(ABC):
+    """Abstract scheduler. Subclasses implement :meth:`schedule`."""
+
+    description = ""
+    Params: type[BaseModel] = NoParams
+
+    def __init__(self, specs: RequestSpecs, limits: SchedulerLimits, kv: KVManager,
+                 params: BaseModel | None = None):
+        n = len(specs)
+        self.specs = specs
+        self.limits = limits
+        self.kv = kv
+        self.params = params if params is not None else self.Params()
+        self.prompt = specs.prompt_tokens
+        self.output = specs.output_tokens
+        self.computed = np.zeros(n, dtype=np.int64)
+        self.generated = np.zeros(n, dtype=np.int64)
+        self.status = np.zeros(n, dtype=np.int8)
+        self.num_preemptions = np.zeros(n, dtype=np.int64)
+        self.cached_tokens = np.full(n, -1, dtype=np.int64)  # prefix hit at first admission
+        self.recomputed_tokens = 0  # tokens thrown away by recompute preemption (tokens)
+        self.running = np.zeros(0, dtype=np.int64)  # in running order
+        self.waiting = self.make_queue()
+        self._at_schedule = (0, 0, 0)  # (kv used, running, waiting) when the plan was made
+
+    # ---- queue / arrivals ---------------------------------------------------------
+    def make_queue(self):
+        from sim.sched.queues import FCFSQueue
+
+        return FCFSQueue()
+
+    def add_request(self, req: int) -> bool:
+        """A request arrives. False if it is rejected (prompt + output > max_model_len)."""
+        if self.prompt[req] + self.output[req] > self.limits.max_model_len:
+            self.status[req] = Status.REJECTED
+            return False
+        self.status[req] = Status.WAITING
+        self.waiting.add(req)
+        return True
+
+    def has_work(self) -> bool:
+        return len(self.running) > 0 or len(self.waiting) > 0
+
+    # ---- planning -------------------------------------------------------------------
+    @abstractmethod
+    def schedule(self, now: float) -> StepPlan | None:
+        """Plan the next step at time ``now`` (seconds); None when nothing can run."""
+
+    def next_wakeup(self, now: float) -> float | None:
+        """A time (seconds) at which the scheduler wants to plan again while idle."""
+        return None
+
+    def blocked_reason(self) -> str:
+        """Why waiting requests were not admitted at the last plan (for diagnostics)."""
+        return ""
+
+    def known(self, ids: np.ndarray) -> np.ndarray:
+        return self.prompt[ids] + self.generated[ids]
+
+    def _mark_scheduled(self) -> None:
+        self._at_schedule = (self.kv.num_used, len(self.running), len(self.waiting))
+
+    def _preempt(self, req: int) -> None:
+        """Recompute preemption (vLLM v1): drop the KV, start over from the front."""
+        self.kv.free(req)
+        self.recomputed_tokens += int(self.computed[req])
+        self.computed[req] = 0
+        self.num_preemptions[req] += 1
+        self.status[req] = Status.WAITING
+        self.running = self.running[self.running != req]
+        self.waiting.prepend(req)
+
+    # ---- commit ---------------------------------------------------------------------
+    def update(self, plan: StepPlan, result: StepResult) -> StepOutcome:
+        """Commit an executed plan: advance progress, emit tokens, free finished requests."""
+        ids, k = plan.req_ids, plan.num_steps
+        used0, n_running, n_waiting = self._at_schedule
+        if k > 1:
+            new = self.kv.decode_run_new_blocks(ids, plan.context_lens + 1, k - 1)
+            kv_used = used0 + np.concatenate(([0], np.cumsum(new)))
+            self.kv.allocate_many(ids, plan.context_lens + k)
+            self.computed[ids] += k
+            emitted, gen_before = ids, self.generated[ids]
+            self.generated[ids] += k
+        else:
+            kv_used = np.array([used0], dtype=np.int64)
+            self.computed[ids] += plan.num_tokens
+            emitted = ids[self.computed[ids] >= self.prompt[ids] + self.generated[ids]]
+            gen_before = self.generated[emitted]
+            self.generated[emitted] += 1
+        finished = emitted[self.generated[emitted] >= self.output[emitted]]
+        if len(finished):
+            self._finish(finished)
+        return StepOutcome(
+            emitted=emitted, first_tokens=emitted[gen_before == 0], finished=finished,
+            kv_blocks_used=kv_used, num_running=n_running, num_waiting=n_waiting,
+        )
+
+    def _finish(self, finished: np.ndarray) -> None:
+        for r in finished.tolist():
+            self.kv.free(r)
+        self.status[finished] = Status.FINISHED
+        self.running = self.running[~np.isin(self.running, finished)]
+
+    # ---- end of run -------------------------------------------------------------------
+    def unfinished(self) -> np.ndarray:
+        """Requests that arrived but neither finished nor were rejected."""
+        return np.flatnonzero((self.status == Status.WAITING) | (self.status == Status.RUNNING))
+
+
+SCHEDULERS: Registry[type[Scheduler]] = Registry("scheduler")

@@ -1,0 +1,191 @@
+"""vLLM v1's ``Scheduler.schedule()``, step for step, with the running pass vectorized.
+
+One token budget (``max_num_batched_tokens``) per step:
+
+1. Running requests, in running order, each ask for ``known - computed`` tokens,
+   capped by ``long_prefill_token_threshold`` (if > 0), the remaining budget and
+   ``max_model_len - 1 - computed``. If its KV blocks can't be allocated, the
+   tail of the running list is preempted (recompute) until it fits or the
+   request itself was the victim, which ends the running pass.
+2. Only if nothing was preempted: waiting requests, in queue order, while the
+   budget lasts and ``len(running) < max_num_seqs``. A prompt that exceeds the
+   remaining budget with chunked prefill off, or whose blocks can't be
+   allocated, stops admission (admission never preempts).
+
+The running pass is computed for all requests at once with numpy (grants from a
+cumulative sum of demands, blocks from a cumulative sum of shortfalls); it drops
+to a per-request loop only at the first request whose blocks don't fit.
+
+Decode runs: when a step is pure decode for every running request, nothing was
+admitted and the reason admission stopped cannot change during the run, the
+plan covers the longest run of steps that per-step planning would reproduce
+exactly (see ``sim.engine.plan``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sim.engine.plan import StepPlan
+from sim.sched.base import SCHEDULERS, Scheduler, Status
+from sim.sched.batch import BatchBuilder
+
+MAX_RUN_STEPS = 4096  # bound on one decode run (steps): bounds per-plan arrays
+
+# Why admission stopped. Persistent reasons cannot change during a decode run.
+EMPTY, SEQS, BUDGET, MEMORY, POLICY = "", "max_num_seqs", "token_budget", "kv_memory", "policy"
+
+
+@SCHEDULERS.register("vllm")
+class VllmScheduler(Scheduler):
+    """vLLM v1 FCFS continuous batching with chunked prefill and recompute preemption."""
+
+    description = "vLLM v1: token-budget continuous batching, chunked prefill, FCFS, recompute"
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self._blocked = EMPTY
+
+    def blocked_reason(self) -> str:
+        return self._blocked
+
+    # ---- hooks for policies --------------------------------------------------------
+    def running_order(self) -> np.ndarray:
+        """The order in which running requests are served (vLLM: admission order)."""
+        return self.running
+
+    def pick_victim(self, batch: BatchBuilder) -> int:
+        """The running request to preempt when blocks run out (vLLM FCFS: the tail)."""
+        return int(self.running[-1])
+
+    def admission_block(self, req: int) -> str:
+        """A policy's reason not to admit ``req`` now ('' = no objection)."""
+        return EMPTY
+
+    def blocked_persists(self, reason: str) -> bool:
+        """Whether an admission stop for ``reason`` holds for a whole decode run."""
+        if reason in (SEQS, BUDGET):
+            return True
+        return reason == MEMORY and not self.waiting.arrivals_can_jump
+
+    # ---- the step ----------------------------------------------------------------------
+    def schedule(self, now: float) -> StepPlan | None:
+        if not self.has_work():
+            return None
+        batch, preempted = BatchBuilder(), []
+        budget = self._schedule_running(self.limits.max_num_batched_tokens, batch, preempted)
+        admitted = 0
+        if not preempted:
+            admitted = self._schedule_waiting(budget, batch)
+        if batch.num_reqs == 0:
+            return None
+        ids, tok, ctx = batch.arrays()
+        self._mark_scheduled()
+        steps, interruptible = 1, True
+        if not preempted and not admitted and self._is_pure_decode(ids, tok, ctx):
+            interruptible = not self.blocked_persists(self._blocked)
+            steps = self._run_length(ids, ctx)
+        return StepPlan.build(ids, tok, ctx, preempted, num_steps=steps,
+                              interruptible=interruptible)
+
+    def _demand(self, ids: np.ndarray, comp: np.ndarray) -> np.ndarray:
+        need = self.prompt[ids] + self.generated[ids] - comp
+        thr = self.limits.long_prefill_token_threshold
+        if thr > 0:
+            np.minimum(need, thr, out=need)
+        return np.minimum(need, self.limits.max_model_len - 1 - comp)
+
+    def _schedule_running(self, budget: int, batch: BatchBuilder, preempted: list) -> int:
+        order = self.running_order()
+        pos = 0
+        while pos < len(order) and budget > 0:
+            seg = order[pos:]
+            comp = self.computed[seg]
+            need = self._demand(seg, comp)
+            grant = np.clip(budget - (np.cumsum(need) - need), 0, need)
+            extra = self.kv.extra_blocks(seg, comp + grant)
+            fits = int(np.searchsorted(np.cumsum(extra), self.kv.num_free, side="right"))
+            for i in np.flatnonzero(extra[:fits]).tolist():
+                self.kv.allocate(int(seg[i]), int(comp[i] + grant[i]))
+            on = grant[:fits] > 0
+            batch.add(seg[:fits][on], grant[:fits][on], comp[:fits][on])
+            budget -= int(grant[:fits].sum())
+            if fits == len(seg):
+                break
+            req, g = int(seg[fits]), int(grant[fits])
+            budget, ok = self._allocate_or_preempt(req, int(comp[fits]) + g, budget, batch,
+                                                   preempted)
+            if not ok:
+                break
+            batch.add_one(req, g, int(comp[fits]))
+            budget -= g
+            order = self.running_order()
+            pos = int(np.flatnonzero(order == req)[0]) + 1
+        return budget
+
+    def _allocate_or_preempt(self, req, total, budget, batch, preempted) -> tuple[int, bool]:
+        """vLLM's allocate-or-preempt loop for one running request."""
+        while not self.kv.allocate(req, total):
+            victim = self.pick_victim(batch)
+            if victim != req and batch.contains(victim):
+                budget += batch.remove(victim)
+            self._preempt(victim)
+            preempted.append(victim)
+            if victim == req:
+                return budget, False
+        return budget, True
+
+    def _schedule_waiting(self, budget: int, batch: BatchBuilder) -> int:
+        """Admit waiting requests in queue order; returns how many were admitted.
+
+        Sets ``self._blocked`` to why admission stopped ('' = queue drained).
+        """
+        admitted = 0
+        self._blocked = EMPTY
+        while len(self.waiting):
+            req = self.waiting.peek()
+            self._blocked = self._precheck(req, budget)
+            if self._blocked:
+                break
+            comp = int(self.computed[req]) or self.kv.lookup_prefix(req)
+            need = int(self._demand(np.array([req]), np.array([comp]))[0])
+            if not self.limits.enable_chunked_prefill and need > budget:
+                self._blocked = BUDGET
+                break
+            need = min(need, budget)
+            if not self.kv.allocate(req, comp + need, admitting=True):
+                self._blocked = MEMORY
+                break
+            self._admit(req, comp)
+            batch.add_one(req, need, comp)
+            budget -= need
+            admitted += 1
+        return admitted
+
+    def _precheck(self, req: int, budget: int) -> str:
+        if budget <= 0:
+            return BUDGET
+        if len(self.running) >= self.limits.max_num_seqs:
+            return SEQS
+        return self.admission_block(req)
+
+    def _admit(self, req: int, computed: int) -> None:
+        self.waiting.pop()
+        self.running = np.append(self.running, req)
+        self.status[req] = Status.RUNNING
+        self.computed[req] = computed
+        if self.cached_tokens[req] < 0:
+            self.cached_tokens[req] = computed
+
+    # ---- decode runs -------------------------------------------------------------------
+    def _is_pure_decode(self, ids, tok, ctx) -> bool:
+        return (len(ids) == len(self.running) and bool((tok == 1).all())
+                and bool((ctx + 1 == self.known(ids)).all()))
+
+    def _run_length(self, ids: np.ndarray, ctx: np.ndarray) -> int:
+        """Steps this decode step can repeat unchanged (>= 1)."""
+        k = min(int((self.output[ids] - self.generated[ids]).min()), MAX_RUN_STEPS)
+        if k <= 1:
+            return 1
+        new = self.kv.decode_run_new_blocks(ids, ctx + 1, k - 1)
+        return 1 + int(np.searchsorted(np.cumsum(new), self.kv.num_free, side="right"))

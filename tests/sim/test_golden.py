@@ -1,0 +1,106 @@
+"""Golden tiny traces with hand-computed event logs (linear cost: 10 ms + 1 ms/prefill token).
+
+Each expected log is worked out by hand in the comments, step by step.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.sim.helpers import event_log, run
+
+
+def assert_log(sim, expected):
+    got = event_log(sim)
+    assert [(r, e) for r, e, _ in got] == [(r, e) for r, e, _ in expected]
+    for (r, e, t), (_, _, want) in zip(got, expected):
+        assert t == pytest.approx(want, abs=1e-12), (r, e)
+
+
+def test_lone_request():
+    # P=8, O=3. Step 1 [0, 18 ms): prefill 8 -> token 1. Steps 2, 3: decodes of 10 ms.
+    sim = run([0.0], [8], [3])
+    assert_log(sim, [(0, "arrive", 0), (0, "scheduled", 0), (0, "first_token", 0.018),
+                     (0, "finish", 0.038)])
+    assert [s[1] for s in sim.steps] == [{0: 8}, {0: 1}, {0: 1}]
+    assert sim.recorder.max_itl_s[0] == pytest.approx(0.010)
+
+
+def test_two_requests_share_steps():
+    # r0 P=8 O=3 at 0; r1 P=4 O=2 arrives at 10 ms, during step 1 [0, 18).
+    # step 2 [18, 32): r0 decode + r1 prefill 4 (14 ms) -> r0 token 2, r1 token 1
+    # step 3 [32, 42): both decode -> r0 token 3 (done), r1 token 2 (done)
+    sim = run([0.0, 0.010], [8, 4], [3, 2])
+    assert_log(sim, [
+        (0, "arrive", 0), (0, "scheduled", 0), (1, "arrive", 0.010),
+        (0, "first_token", 0.018), (1, "scheduled", 0.018),
+        (1, "first_token", 0.032), (0, "finish", 0.042), (1, "finish", 0.042)])
+    assert [s[1] for s in sim.steps] == [{0: 8}, {0: 1, 1: 4}, {0: 1, 1: 1}]
+
+
+def test_chunked_prefill_across_steps():
+    # budget 8 tokens. r0 P=20 O=2 at 0; r1 P=2 O=3 at 5 ms.
+    # s1 [0, 18): r0 8 | s2 [18, 36): r0 8, budget spent, r1 waits
+    # s3 [36, 52): r0 last 4 + r1 2 (16 ms) -> both first tokens
+    # s4 [52, 62): both decode, r0 done | s5 [62, 72): r1 done
+    sim = run([0.0, 0.005], [20, 2], [2, 3], max_num_batched_tokens=8)
+    assert [s[1] for s in sim.steps] == [{0: 8}, {0: 8}, {0: 4, 1: 2}, {0: 1, 1: 1}, {1: 1}]
+    assert_log(sim, [
+        (0, "arrive", 0), (0, "scheduled", 0), (1, "arrive", 0.005),
+        (1, "scheduled", 0.036), (0, "first_token", 0.052), (1, "first_token", 0.052),
+        (0, "finish", 0.062), (1, "finish", 0.072)])
+
+
+def test_preemption_when_blocks_run_out():
+    # 4 usable blocks of 4 slots. r0 P=7 O=6, r1 P=5 O=4, both at 0.
+    # s1 [0, 22): admit r0 (2 blocks) and r1 (2 blocks): 12 prefill tokens; free 0
+    # s2 [22, 32): both decode within their blocks (r0 slot 8, r1 slot 6)
+    # s3 [32, 42): r0 needs slot 9 -> a 3rd block: preempt the tail r1 (6 tokens dropped)
+    # s4..s6 [42, 72): r0 decodes; r1 (7 tokens to recompute = 2 blocks) does not fit in 1
+    # s7 [72, 89): r1 recomputes 7 tokens -> token 3 | s8 [89, 99): token 4, done
+    sim = run([0.0, 0.0], [7, 5], [6, 4], usable_blocks=4, block_size=4, max_model_len=16)
+    assert [s[1] for s in sim.steps] == [
+        {0: 7, 1: 5}, {0: 1, 1: 1}, {0: 1}, {0: 1}, {0: 1}, {0: 1}, {1: 7}, {1: 1}]
+    assert sim.steps[2][2] == [1]
+    assert_log(sim, [
+        (0, "arrive", 0), (0, "scheduled", 0), (1, "arrive", 0), (1, "scheduled", 0),
+        (0, "first_token", 0.022), (1, "first_token", 0.022), (1, "preempt", 0.032),
+        (0, "finish", 0.072), (1, "finish", 0.099)])
+    assert sim.scheduler.num_preemptions.tolist() == [0, 1]
+    assert sim.scheduler.recomputed_tokens == 6
+    assert sim.recorder.max_itl_s[1] == pytest.approx(0.089 - 0.032)
+
+
+def test_rejection_over_max_model_len():
+    # r0: 10 + 7 = 17 > 16 tokens -> rejected at arrival; r1 runs alone.
+    sim = run([0.0, 0.0], [10, 4], [7, 2], max_model_len=16)
+    assert_log(sim, [(0, "arrive", 0), (0, "reject", 0), (1, "arrive", 0),
+                     (1, "scheduled", 0), (1, "first_token", 0.014), (1, "finish", 0.024)])
+
+
+def test_arrival_at_step_start_is_visible():
+    # r1 arrives exactly when step 1 ends (18 ms): the step starting then must include it.
+    end = 0.0 + 18 * 1e-3
+    sim = run([0.0, end], [8, 4], [2, 2])
+    assert sim.steps[1][1] == {0: 1, 1: 4}
+    assert sim.steps[1][0] == end
+
+
+def test_no_chunking_stops_admission_at_a_prompt_over_budget():
+    # budget 8, chunked prefill off: r0 (4) fits, r1 (6) exceeds the 4 left -> waits a step.
+    sim = run([0.0, 0.0], [4, 6], [2, 2], max_num_batched_tokens=8, chunked=False,
+              max_model_len=8)
+    assert [s[1] for s in sim.steps] == [{0: 4}, {0: 1, 1: 6}, {1: 1}]
+
+
+def test_long_prefill_threshold_caps_chunks():
+    # threshold 3: a 7-token prompt takes 3 + 3 + 1 tokens over three steps.
+    sim = run([0.0], [7], [2], threshold=3)
+    assert [s[1] for s in sim.steps] == [{0: 3}, {0: 3}, {0: 1}, {0: 1}]
+    assert sim.recorder.first_token_s[0] == pytest.approx(0.013 + 0.013 + 0.010)
+
+
+def test_max_num_seqs_queues_the_rest():
+    # one running sequence at a time: r1 starts only when r0 finishes.
+    sim = run([0.0, 0.0], [2, 2], [2, 2], max_num_seqs=1)
+    assert [s[1] for s in sim.steps] == [{0: 2}, {0: 1}, {1: 2}, {1: 1}]
