@@ -8,6 +8,7 @@ Typer's own (also exit status 2).
 from __future__ import annotations
 
 import sys
+import warnings
 
 from pydantic import ValidationError
 
@@ -18,8 +19,19 @@ from traces.errors import InputError
 __all__ = ["app", "main"]
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"servesim: warning: {message}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns the exit status."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")
+        warnings.showwarning = _show_warning
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         app(args=argv, prog_name="servesim")
     except SystemExit as e:

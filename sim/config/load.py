@@ -77,9 +77,9 @@ def load_scenario(path: str | Path | None = None, overrides: tuple[str, ...] = (
     """Load, override and validate a scenario. ``trace`` replays that file instead."""
     p = Path(path) if path is not None else default_scenario_path()
     data = _read_yaml(p)
+    if trace is not None:  # replay this file; --set workload.* still applies on top
+        data["workload"] = {"trace": str(Path(trace).resolve())}
     for o in overrides:
         apply_override(data, o)
     base = p.parent
-    if trace is not None:
-        data["workload"] = {"trace": str(Path(trace).resolve())}
     return LoadedScenario(validate(data, p.name), p.name, base)

@@ -17,6 +17,8 @@ from sim.config.hardware import GpuSpec, ModelSpec
 from sim.engine.plan import StepPlan
 from sim.registry import Registry
 
+_EMPTY = np.zeros(0, dtype=np.int64)
+
 
 @dataclass(frozen=True)
 class StepShape:
@@ -32,19 +34,16 @@ class StepShape:
 
     @staticmethod
     def of(plan: StepPlan) -> StepShape:
-        dec = plan.decode_mask
-        ctx0 = int(plan.context_lens[dec].sum())
-        n_dec = int(dec.sum())
-        steps = np.arange(plan.num_steps, dtype=np.int64)
-        return StepShape(
-            num_steps=plan.num_steps,
-            total_tokens=plan.total_tokens,
-            num_reqs=plan.batch_size,
-            prefill_q=plan.num_tokens[~dec],
-            prefill_ctx=plan.context_lens[~dec],
-            num_decode=n_dec,
-            decode_ctx=ctx0 + n_dec * steps,
-        )
+        tok, ctx, k = plan.num_tokens, plan.context_lens, plan.num_steps
+        total = int(tok.sum())
+        if total == len(tok):  # every request decode-shaped: the hot path
+            n_dec, ctx0, pq, pc = len(tok), int(ctx.sum()), _EMPTY, _EMPTY
+        else:
+            dec = tok == 1
+            n_dec, ctx0 = int(dec.sum()), int(ctx[dec].sum())
+            pq, pc = tok[~dec], ctx[~dec]
+        decode_ctx = (ctx0 + n_dec * np.arange(k, dtype=np.int64)) if k > 1 else np.array([ctx0])
+        return StepShape(k, total, len(tok), pq, pc, n_dec, decode_ctx)
 
 
 class CostModel(ABC):

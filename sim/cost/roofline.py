@@ -65,6 +65,17 @@ class RooflineCost(CostModel):
                       (inter // tp, h)]
         self.heads = m.num_attention_heads // tp
         self.kv_token_layer = m.kv_bytes_per_token(tp) // m.num_layers  # bytes/token/layer
+        self._memo: dict[tuple[int, int], float] = {}
+
+    def _per_token_count(self, tokens: int, rows: int) -> float:
+        """Layer GEMMs + all-reduce for ``tokens`` and the LM head for ``rows`` (memoized:
+        both depend only on the counts, which the token budget bounds)."""
+        key = (tokens, rows)
+        t = self._memo.get(key)
+        if t is None:
+            layer = self._gemm_time(tokens) + self._allreduce(tokens)
+            t = self._memo[key] = self.model.num_layers * layer + self._lm_head(rows)
+        return t
 
     def _gemm_time(self, tokens: int) -> float:
         b, t = self.model.dtype_bytes, 0.0
@@ -107,11 +118,13 @@ class RooflineCost(CostModel):
 
     def step_times(self, plan):
         s = StepShape.of(plan)
-        layer = (self._gemm_time(s.total_tokens) + self._allreduce(s.total_tokens)
-                 + self._prefill_attention(s.prefill_q, s.prefill_ctx))
-        per_step = self.model.num_layers * (layer + (
-            self._decode_attention(s.num_decode, s.decode_ctx) if s.num_decode
-            else np.zeros(s.num_steps)))
-        out = per_step + self._lm_head(s.num_reqs) + self.overhead
+        fixed = self._per_token_count(s.total_tokens, s.num_reqs) + self.overhead
+        if len(s.prefill_q):
+            fixed += self.model.num_layers * self._prefill_attention(s.prefill_q, s.prefill_ctx)
+        if s.num_decode:
+            out = self.model.num_layers * self._decode_attention(s.num_decode, s.decode_ctx)
+            out += fixed
+        else:
+            out = np.full(s.num_steps, fixed)
         out[0] += self.swap_time(plan)
         return out

@@ -102,10 +102,14 @@ class KVManager(ABC):
 
     def allocate_many(self, req_ids: np.ndarray, total_tokens: np.ndarray) -> None:
         """Allocate for several requests that are known to fit (decode runs)."""
-        extra = self.extra_blocks(req_ids, total_tokens)
-        for i in np.flatnonzero(extra):
-            ok = self.allocate(int(req_ids[i]), int(total_tokens[i]))
-            assert ok, "allocate_many called with an allocation that does not fit"
+        self.grow(req_ids, self.extra_blocks(req_ids, total_tokens))
+
+    def grow(self, req_ids: np.ndarray, extra: np.ndarray) -> None:
+        """Give each request ``extra`` more blocks; the caller checked they fit."""
+        for i in np.flatnonzero(extra).tolist():
+            req = int(req_ids[i])
+            ok = self.allocate(req, int((self.held[req] + extra[i]) * self.block_size))
+            assert ok, "grow called with an allocation that does not fit"
 
     # ---- prefix caching hooks (no-ops unless the policy caches) ----------------
     def lookup_prefix(self, req: int) -> int:

@@ -1,26 +1,25 @@
-"""The physical block pool shared by every KV policy.
+"""The physical block pool of the policies without prefix caching.
 
 Like vLLM's ``BlockPool``: ``num_gpu_blocks`` blocks, of which block 0 is the
 *null block* (a placeholder that is never handed out), so ``num_gpu_blocks - 1``
-blocks are usable. Free blocks sit in a FIFO queue: allocation takes from the
-head, freeing appends to the tail (a request's blocks are appended tail-first, so
-its last block is the first to be reused — vLLM's eviction order).
+blocks are usable. Without prefix caching a free block's identity carries no
+meaning, so the free list is a stack (slices, C speed): allocation takes the
+most recently freed blocks. The prefix-caching pool, where reuse order decides
+what gets evicted, keeps vLLM's LRU queue instead.
 """
 
 from __future__ import annotations
-
-from collections import deque
 
 NULL_BLOCK = 0
 
 
 class BlockPool:
-    """Free queue + per-request block tables. Knows nothing about tokens."""
+    """Free list + per-request block tables. Knows nothing about tokens."""
 
     def __init__(self, num_usable_blocks: int):
         self.num_usable = num_usable_blocks
-        # block ids 1..num_usable; 0 is the null block
-        self._free: deque[int] = deque(range(1, num_usable_blocks + 1))
+        # block ids 1..num_usable; 0 is the null block. The top of the stack is the end.
+        self._free: list[int] = list(range(num_usable_blocks, 0, -1))
         self._tables: dict[int, list[int]] = {}
 
     @property
@@ -28,17 +27,20 @@ class BlockPool:
         return len(self._free)
 
     def take(self, req: int, n: int) -> None:
-        """Append ``n`` free blocks to ``req``'s table. Caller checked ``n <= num_free``."""
-        table = self._tables.setdefault(req, [])
+        """Append ``n`` free blocks to ``req``'s table. Caller checked ``0 < n <= num_free``."""
+        table = self._tables.get(req)
+        if table is None:
+            table = self._tables[req] = []
         free = self._free
-        table.extend(free.popleft() for _ in range(n))
+        table.extend(free[-n:])
+        del free[-n:]
 
     def release(self, req: int) -> int:
-        """Give all of ``req``'s blocks back (tail first); returns how many."""
+        """Give all of ``req``'s blocks back; returns how many."""
         table = self._tables.pop(req, None)
         if not table:
             return 0
-        self._free.extend(reversed(table))
+        self._free.extend(table)
         return len(table)
 
     def table(self, req: int) -> list[int]:

@@ -60,6 +60,15 @@ class PagedKV(KVManager):
         self.held[req] += need
         return True
 
+    def grow(self, req_ids, extra):
+        nz = np.flatnonzero(extra)
+        if not len(nz):
+            return
+        take = self.pool.take
+        for req, n in zip(req_ids[nz].tolist(), extra[nz].tolist()):
+            take(req, n)
+        self.held[req_ids[nz]] += extra[nz]
+
     def free(self, req):
         self.pool.release(req)
         self.held[req] = 0

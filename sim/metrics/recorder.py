@@ -3,9 +3,12 @@
 Per request (arrays indexed by request index): first scheduled, first token,
 last token, finish time, largest inter-token gap. Per step: start, duration,
 prefill tokens, decode requests, batch size, KV blocks used, running, waiting,
-preemptions. Inter-token latencies are kept as weighted samples: in a decode run
-of k steps over n requests, each step's duration after the first is one gap for
-each of the n requests, stored once with weight n (exact, and k*n times smaller).
+preemptions. Steps are stored per plan (a decode run's constant columns once,
+with its step count) and expanded on demand, so recording costs O(1) Python
+work per plan. Inter-token latencies are kept as weighted samples: in a decode
+run of k steps over n requests, each step's duration after the first is one
+gap for each of the n requests, stored once with weight n (exact, and k*n
+times smaller).
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from sim.engine.plan import StepOutcome, StepPlan
 
 STEP_COLUMNS = ("start_s", "duration_s", "prefill_tokens", "decode_seqs", "batch_size",
                 "kv_blocks_used", "num_running", "num_waiting", "num_preempted")
+_PER_PLAN = ("prefill_tokens", "decode_seqs", "batch_size", "num_running", "num_preempted")
+_PER_STEP = ("start_s", "duration_s", "kv_blocks_used", "num_waiting")
 
 
 class Recorder:
@@ -27,7 +32,9 @@ class Recorder:
         self.finish_s = nan.copy()
         self.max_itl_s = np.zeros(num_requests)
         self._itl: list[tuple[np.ndarray, np.ndarray]] = []
-        self._steps: dict[str, list[np.ndarray]] = {c: [] for c in STEP_COLUMNS}
+        self._plan_cols: dict[str, list[int]] = {c: [] for c in _PER_PLAN}
+        self._step_cols: dict[str, list[np.ndarray]] = {c: [] for c in _PER_STEP}
+        self._plan_steps: list[int] = []
         self.num_steps = 0
 
     def on_plan(self, plan: StepPlan, starts: np.ndarray, durations: np.ndarray,
@@ -39,42 +46,55 @@ class Recorder:
 
     def _requests(self, plan, start, ends, durations, outcome) -> None:
         ids = plan.req_ids
-        new = ids[np.isnan(self.first_scheduled_s[ids])]
-        self.first_scheduled_s[new] = start
+        fs = self.first_scheduled_s[ids]
+        if np.isnan(fs).any():
+            self.first_scheduled_s[ids[np.isnan(fs)]] = start
         em = outcome.emitted
         prev = self.last_token_s[em]
         seen = ~np.isnan(prev)
         gaps = ends[0] - prev[seen]
         if len(gaps):
             self._itl.append((gaps, np.ones(len(gaps), dtype=np.int64)))
-            np.maximum.at(self.max_itl_s, em[seen], gaps)
+            idx = em[seen]
+            self.max_itl_s[idx] = np.maximum(self.max_itl_s[idx], gaps)
         if plan.num_steps > 1:
             rest = durations[1:]
             self._itl.append((rest, np.full(len(rest), len(em), dtype=np.int64)))
             self.max_itl_s[em] = np.maximum(self.max_itl_s[em], rest.max())
         self.last_token_s[em] = ends[-1]
-        self.first_token_s[outcome.first_tokens] = ends[0]
-        self.finish_s[outcome.finished] = ends[-1]
+        if len(outcome.first_tokens):
+            self.first_token_s[outcome.first_tokens] = ends[0]
+        if len(outcome.finished):
+            self.finish_s[outcome.finished] = ends[-1]
 
     def _step_rows(self, plan, starts, durations, outcome, waiting) -> None:
-        k = plan.num_steps
-        cols = self._steps
-        cols["start_s"].append(starts)
-        cols["duration_s"].append(durations)
-        cols["prefill_tokens"].append(np.full(k, plan.num_prefill_tokens, dtype=np.int32))
-        cols["decode_seqs"].append(np.full(k, plan.num_decode_seqs, dtype=np.int32))
-        cols["batch_size"].append(np.full(k, plan.batch_size, dtype=np.int32))
-        cols["kv_blocks_used"].append(outcome.kv_blocks_used.astype(np.int32))
-        cols["num_running"].append(np.full(k, outcome.num_running, dtype=np.int32))
-        cols["num_waiting"].append(waiting.astype(np.int32))
-        pre = np.zeros(k, dtype=np.int32)
-        pre[0] = len(plan.preempted)
-        cols["num_preempted"].append(pre)
-        self.num_steps += k
+        p, s = self._plan_cols, self._step_cols
+        p["prefill_tokens"].append(plan.num_prefill_tokens)
+        p["decode_seqs"].append(plan.num_decode_seqs)
+        p["batch_size"].append(plan.batch_size)
+        p["num_running"].append(outcome.num_running)
+        p["num_preempted"].append(len(plan.preempted))
+        s["start_s"].append(starts)
+        s["duration_s"].append(durations)
+        s["kv_blocks_used"].append(outcome.kv_blocks_used)
+        s["num_waiting"].append(waiting)
+        self._plan_steps.append(plan.num_steps)
+        self.num_steps += plan.num_steps
 
     def steps(self) -> dict[str, np.ndarray]:
-        """Per-step columns, concatenated."""
-        return {c: (np.concatenate(v) if v else np.zeros(0)) for c, v in self._steps.items()}
+        """Per-step columns (decode runs expanded)."""
+        if not self._plan_steps:
+            return {c: np.zeros(0) for c in STEP_COLUMNS}
+        k = np.asarray(self._plan_steps)
+        out = {c: np.concatenate(v) for c, v in self._step_cols.items()}
+        for c, v in self._plan_cols.items():
+            out[c] = np.repeat(np.asarray(v, dtype=np.int64), k)
+        # a plan's preemptions happen before its first step only
+        first = np.concatenate(([0], np.cumsum(k)[:-1]))
+        pre = np.zeros(self.num_steps, dtype=np.int64)
+        pre[first] = self._plan_cols["num_preempted"]
+        out["num_preempted"] = pre
+        return {c: out[c] for c in STEP_COLUMNS}
 
     def itl_samples(self) -> tuple[np.ndarray, np.ndarray]:
         """Inter-token latencies (seconds) and their weights."""

@@ -66,6 +66,7 @@ class Scheduler(ABC):
         self.output = specs.output_tokens
         self.computed = np.zeros(n, dtype=np.int64)
         self.generated = np.zeros(n, dtype=np.int64)
+        self.known_tokens = specs.prompt_tokens.copy()  # prompt + generated (tokens)
         self.status = np.zeros(n, dtype=np.int8)
         self.num_preemptions = np.zeros(n, dtype=np.int64)
         self.cached_tokens = np.full(n, -1, dtype=np.int64)  # prefix hit at first admission
@@ -73,6 +74,7 @@ class Scheduler(ABC):
         self.running = np.zeros(0, dtype=np.int64)  # in running order
         self.waiting = self.make_queue()
         self._at_schedule = (0, 0, 0)  # (kv used, running, waiting) when the plan was made
+        self.run_blocks = np.zeros(0, dtype=np.int64)  # cumulative new blocks, steps 1.. of a run
 
     # ---- queue / arrivals ---------------------------------------------------------
     def make_queue(self):
@@ -105,9 +107,6 @@ class Scheduler(ABC):
         """Why waiting requests were not admitted at the last plan (for diagnostics)."""
         return ""
 
-    def known(self, ids: np.ndarray) -> np.ndarray:
-        return self.prompt[ids] + self.generated[ids]
-
     def _mark_scheduled(self) -> None:
         self._at_schedule = (self.kv.num_used, len(self.running), len(self.waiting))
 
@@ -126,24 +125,33 @@ class Scheduler(ABC):
         """Commit an executed plan: advance progress, emit tokens, free finished requests."""
         ids, k = plan.req_ids, plan.num_steps
         used0, n_running, n_waiting = self._at_schedule
-        if k > 1:
-            new = self.kv.decode_run_new_blocks(ids, plan.context_lens + 1, k - 1)
-            kv_used = used0 + np.concatenate(([0], np.cumsum(new)))
-            self.kv.allocate_many(ids, plan.context_lens + k)
+        if k > 1:  # a decode run: blocks for steps 1..k-1 were counted when it was planned
+            cum = self.run_blocks[: k - 1]
+            kv_used = np.empty(k, dtype=np.int64)
+            kv_used[0] = used0
+            kv_used[1:] = used0 + cum
+            if cum[-1]:
+                self.kv.allocate_many(ids, plan.context_lens + k)
             self.computed[ids] += k
-            emitted, gen_before = ids, self.generated[ids]
-            self.generated[ids] += k
+            emitted = ids
+            gen_before = self.generated[ids]
+            self.generated[ids] = gen_before + k
+            self.known_tokens[ids] += k
         else:
             kv_used = np.array([used0], dtype=np.int64)
-            self.computed[ids] += plan.num_tokens
-            emitted = ids[self.computed[ids] >= self.prompt[ids] + self.generated[ids]]
+            comp = self.computed[ids] + plan.num_tokens
+            self.computed[ids] = comp
+            emitted = ids[comp >= self.known_tokens[ids]]
             gen_before = self.generated[emitted]
-            self.generated[emitted] += 1
-        finished = emitted[self.generated[emitted] >= self.output[emitted]]
+            self.generated[emitted] = gen_before + 1
+            self.known_tokens[emitted] += 1
+        finished = emitted[gen_before + 1 >= self.output[emitted]] if k == 1 else \
+            emitted[gen_before + k >= self.output[emitted]]
         if len(finished):
             self._finish(finished)
+        first = emitted[gen_before == 0]
         return StepOutcome(
-            emitted=emitted, first_tokens=emitted[gen_before == 0], finished=finished,
+            emitted=emitted, first_tokens=first, finished=finished,
             kv_blocks_used=kv_used, num_running=n_running, num_waiting=n_waiting,
         )
 
@@ -151,7 +159,7 @@ class Scheduler(ABC):
         for r in finished.tolist():
             self.kv.free(r)
         self.status[finished] = Status.FINISHED
-        self.running = self.running[~np.isin(self.running, finished)]
+        self.running = self.running[self.status[self.running] == Status.RUNNING]
 
     # ---- end of run -------------------------------------------------------------------
     def unfinished(self) -> np.ndarray:

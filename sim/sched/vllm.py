@@ -89,26 +89,36 @@ class VllmScheduler(Scheduler):
                               interruptible=interruptible)
 
     def _demand(self, ids: np.ndarray, comp: np.ndarray) -> np.ndarray:
-        need = self.prompt[ids] + self.generated[ids] - comp
+        need = self.known_tokens[ids] - comp
         thr = self.limits.long_prefill_token_threshold
         if thr > 0:
             np.minimum(need, thr, out=need)
-        return np.minimum(need, self.limits.max_model_len - 1 - comp)
+        # never binds for admitted requests (prompt + output <= max_model_len), kept for parity
+        return np.minimum(need, self.limits.max_model_len - 1 - comp, out=need)
 
     def _schedule_running(self, budget: int, batch: BatchBuilder, preempted: list) -> int:
         order = self.running_order()
         pos = 0
         while pos < len(order) and budget > 0:
-            seg = order[pos:]
+            seg = order[pos:] if pos else order
             comp = self.computed[seg]
             need = self._demand(seg, comp)
-            grant = np.clip(budget - (np.cumsum(need) - need), 0, need)
+            cum = np.cumsum(need)
+            if cum[-1] <= budget:  # everyone gets all they ask for: the common case
+                grant = need
+            else:  # budget runs out part-way: grant = clip(budget - before, 0, need)
+                grant = np.minimum(np.maximum(budget - (cum - need), 0), need)
             extra = self.kv.extra_blocks(seg, comp + grant)
-            fits = int(np.searchsorted(np.cumsum(extra), self.kv.num_free, side="right"))
-            for i in np.flatnonzero(extra[:fits]).tolist():
-                self.kv.allocate(int(seg[i]), int(comp[i] + grant[i]))
-            on = grant[:fits] > 0
-            batch.add(seg[:fits][on], grant[:fits][on], comp[:fits][on])
+            cum_extra = np.cumsum(extra)
+            fits = len(seg)
+            if cum_extra[-1] > self.kv.num_free:
+                fits = int(np.searchsorted(cum_extra, self.kv.num_free, side="right"))
+            self.kv.grow(seg[:fits], extra[:fits])
+            if grant is need and fits == len(seg):
+                batch.add(seg, grant, comp)
+            else:
+                on = grant[:fits] > 0
+                batch.add(seg[:fits][on], grant[:fits][on], comp[:fits][on])
             budget -= int(grant[:fits].sum())
             if fits == len(seg):
                 break
@@ -179,8 +189,9 @@ class VllmScheduler(Scheduler):
 
     # ---- decode runs -------------------------------------------------------------------
     def _is_pure_decode(self, ids, tok, ctx) -> bool:
-        return (len(ids) == len(self.running) and bool((tok == 1).all())
-                and bool((ctx + 1 == self.known(ids)).all()))
+        # one token each, and that token is the last known one (not a prefill chunk of 1)
+        return (len(ids) == len(self.running) and int(tok.sum()) == len(ids)
+                and bool((ctx + 1 == self.known_tokens[ids]).all()))
 
     def _run_length(self, ids: np.ndarray, ctx: np.ndarray) -> int:
         """Steps this decode step can repeat unchanged (>= 1)."""
@@ -188,4 +199,8 @@ class VllmScheduler(Scheduler):
         if k <= 1:
             return 1
         new = self.kv.decode_run_new_blocks(ids, ctx + 1, k - 1)
-        return 1 + int(np.searchsorted(np.cumsum(new), self.kv.num_free, side="right"))
+        cum = np.cumsum(new)
+        if cum[-1] > self.kv.num_free:
+            k = 1 + int(np.searchsorted(cum, self.kv.num_free, side="right"))
+        self.run_blocks = cum[: k - 1]
+        return k

@@ -1,0 +1,126 @@
+"""Bad input: one clear line on stderr, exit status 2, no traceback, nothing written."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sim.cli import main
+
+GOOD = """\
+name: t
+model: llama-3-8b
+gpu: h100-sxm
+workload:
+  arrival: {process: poisson, rate: 2.0}
+  lengths: {dist: fixed, prompt: 100, output: 10}
+  num_requests: 20
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "s.yaml") -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def run_cli(args, capsys):
+    code = main([str(a) for a in args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def assert_one_line_error(code, err, *needles):
+    assert code == 2
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("servesim: error: ")
+    assert "Traceback" not in err
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+
+
+@pytest.mark.parametrize("text,needles", [
+    (GOOD + "bogus: 1\n", ["s.yaml", "bogus", "unknown key"]),
+    (GOOD + "engine: {max_num_seqs: many}\n", ["s.yaml", "engine.max_num_seqs", "integer"]),
+    (GOOD + "engine: {max_num_seqs: 0}\n", ["engine.max_num_seqs", "greater than 0"]),
+    (GOOD + "engine: {block_size: -16}\n", ["engine.block_size", "greater than 0"]),
+    (GOOD + "engine: {gpu_memory_utilization: 1.5}\n", ["gpu_memory_utilization"]),
+    (GOOD.replace("llama-3-8b", "llama-9b"), ["model", "unknown model 'llama-9b'"]),
+    (GOOD + "scheduler: {name: nope}\n", ["scheduler", "unknown scheduler 'nope'"]),
+    (GOOD + "cost: {name: linear, base_ms: -1}\n", ["cost", "base_ms"]),
+    (GOOD + "cost: {name: linear, speed: 3}\n", ["cost", "speed", "allowed keys"]),
+    ("model: [unclosed\n", ["s.yaml", "line"]),
+    ("- just a list\n", ["s.yaml", "mapping"]),
+])
+def test_bad_scenarios(tmp_path, capsys, text, needles):
+    out = tmp_path / "out"
+    code, _, err = run_cli(["run", write(tmp_path, text), "--out", out, "-q"], capsys)
+    assert_one_line_error(code, err, *needles)
+    assert not out.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out")]
+
+
+def test_model_that_does_not_fit(tmp_path, capsys):
+    text = GOOD.replace("llama-3-8b", "llama-3-70b")
+    code, _, err = run_cli(["run", write(tmp_path, text), "-q", "--out", tmp_path / "o"], capsys)
+    assert_one_line_error(code, err, "does not fit", "h100-sxm", "GiB", "tensor_parallel_size")
+
+
+def test_max_model_len_beyond_kv(tmp_path, capsys):
+    text = GOOD + "engine: {num_gpu_blocks_override: 10}\n"
+    code, _, err = run_cli(["scenario", "validate", write(tmp_path, text)], capsys)
+    assert_one_line_error(code, err, "max_model_len", "KV blocks")
+
+
+def test_bad_override(tmp_path, capsys):
+    code, _, err = run_cli(["scenario", "validate", write(tmp_path, GOOD), "--set", "engine"],
+                           capsys)
+    assert_one_line_error(code, err, "--set", "KEY=VALUE")
+    code, _, err = run_cli(["scenario", "validate", write(tmp_path, GOOD), "--set",
+                            "engine.max_num_seqs=-3"], capsys)
+    assert_one_line_error(code, err, "engine.max_num_seqs")
+
+
+def test_missing_scenario_file(tmp_path, capsys):
+    code, _, err = run_cli(["run", tmp_path / "nope.yaml", "-q"], capsys)
+    assert_one_line_error(code, err, "nope.yaml", "cannot read")
+
+
+TRACE_CASES = [
+    ("missing column", "arrival_s,prompt_tokens\n0,5\n", ["output_tokens"]),
+    ("negative", "arrival_s,prompt_tokens,output_tokens\n0,5,3\n1,-4,3\n",
+     ["row", "prompt_tokens"]),
+    ("non-numeric", "arrival_s,prompt_tokens,output_tokens\n0,five,3\n", ["row", "prompt_tokens"]),
+    ("nan", "arrival_s,prompt_tokens,output_tokens\n0,5,\n", ["row", "output_tokens"]),
+    ("empty", "", ["empty"]),
+]
+
+
+@pytest.mark.parametrize("label,text,needles", TRACE_CASES, ids=[c[0] for c in TRACE_CASES])
+def test_bad_traces(tmp_path, capsys, label, text, needles):
+    trace = write(tmp_path, text, "trace.csv")
+    out = tmp_path / "out"
+    code, _, err = run_cli(["run", "--trace", trace, "--out", out, "-q"], capsys)
+    assert_one_line_error(code, err, "trace.csv", *needles)
+    assert not out.exists()
+    code, _, err = run_cli(["trace", "stats", trace], capsys)
+    assert_one_line_error(code, err, "trace.csv", *needles)
+
+
+def test_unsorted_trace_is_sorted_with_a_warning(tmp_path, capsys):
+    trace = write(tmp_path, "arrival_s,prompt_tokens,output_tokens\n1,5,3\n0,6,2\n", "t.csv")
+    code, out, err = run_cli(["run", "--trace", trace, "--out", tmp_path / "o", "-q"], capsys)
+    assert code == 0, err
+    assert "t.csv" in err and "order" in err
+
+
+def test_console_script_exit_code(tmp_path):
+    bad = write(tmp_path, GOOD + "bogus: 1\n")
+    p = subprocess.run([sys.executable, "-m", "sim.cli", "run", str(bad), "-q"],
+                       capture_output=True, text=True)
+    assert p.returncode == 2
+    assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr

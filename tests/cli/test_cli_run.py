@@ -1,0 +1,86 @@
+"""`servesim run`, `scenario`, `policies` on small scenarios: outputs, determinism, step log."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from sim.cli import main
+from tests.cli.test_cli_errors import GOOD, write
+
+SMALL = GOOD + "seed: 7\n"
+
+
+def test_run_writes_every_output(tmp_path, capsys):
+    out = tmp_path / "res"
+    assert main(["run", str(write(tmp_path, SMALL)), "--out", str(out), "--step-log"]) == 0
+    printed = capsys.readouterr().out
+    assert "TTFT" in printed and "TPOT" in printed and f"results: {out}" in printed
+    names = {p.name for p in out.iterdir()}
+    assert names == {"summary.json", "config.json", "requests.parquet", "steps.parquet",
+                     "ttft_cdf.png", "kv_vs_waiting.png", "steps.jsonl"}
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["requests"] == {"total": 20, "finished": 20, "rejected": 0, "unfinished": 0,
+                                   "dropped_after_horizon": 0}
+    req = pd.read_parquet(out / "requests.parquet")
+    assert len(req) == 20 and (req["status"] == "finished").all()
+    assert (req["generated_tokens"] == 10).all()
+    steps = pd.read_parquet(out / "steps.parquet")
+    lines = (out / "steps.jsonl").read_text().splitlines()
+    assert len(lines) == len(steps) == summary["steps"]["count"]
+    first = json.loads(lines[0])
+    assert set(first) == {"step", "start_s", "duration_s", "tokens", "preempted", "finished",
+                          "kv_blocks_used"}
+    assert first["tokens"] == {"0": 100} and first["step"] == 0
+    # every request's output tokens appear in the log: one prefill step + 9 decode steps each
+    per_req = {}
+    for ln in lines:
+        for rid, n in json.loads(ln)["tokens"].items():
+            per_req.setdefault(rid, []).append(n)
+    assert all(v == [100] + [1] * 9 for v in per_req.values())
+    config = json.loads((out / "config.json").read_text())
+    assert config["derived"]["usable_kv_blocks"] > 0
+    assert config["engine"]["block_size"] == 16
+
+
+def test_same_seed_gives_byte_identical_summary(tmp_path):
+    sc = write(tmp_path, SMALL.replace("num_requests: 20", "num_requests: 200"))
+    for name in ("a", "b"):
+        assert main(["run", str(sc), "--out", str(tmp_path / name), "-q", "--no-plots"]) == 0
+    a = (tmp_path / "a" / "summary.json").read_bytes()
+    assert a == (tmp_path / "b" / "summary.json").read_bytes()
+    sc2 = write(tmp_path, SMALL.replace("num_requests: 20", "num_requests: 200")
+                .replace("seed: 7", "seed: 8"), "s2.yaml")
+    assert main(["run", str(sc2), "--out", str(tmp_path / "c"), "-q", "--no-plots"]) == 0
+    assert a != (tmp_path / "c" / "summary.json").read_bytes()
+
+
+def test_set_override_changes_the_run(tmp_path):
+    sc = write(tmp_path, SMALL)
+    assert main(["run", str(sc), "--out", str(tmp_path / "a"), "-q", "--no-plots",
+                 "--set", "engine.max_num_seqs=1"]) == 0
+    cfg = json.loads((tmp_path / "a" / "config.json").read_text())
+    assert cfg["engine"]["max_num_seqs"] == 1
+    assert cfg["derived"]["max_num_seqs"] == 1
+
+
+def test_scenario_validate_and_show(tmp_path, capsys):
+    sc = write(tmp_path, SMALL)
+    assert main(["scenario", "validate", str(sc)]) == 0
+    assert "ok" in capsys.readouterr().out
+    assert main(["scenario", "show", str(sc)]) == 0
+    shown = capsys.readouterr().out
+    assert "usable_kv_blocks" in shown and "max_num_batched_tokens: 8192" in shown
+
+
+def test_default_scenario_validates(capsys):
+    assert main(["scenario", "validate"]) == 0
+    assert "default.yaml: ok" in capsys.readouterr().out
+
+
+def test_policies_lists_every_registry(capsys):
+    assert main(["policies"]) == 0
+    out = capsys.readouterr().out
+    for name in ("vllm", "paged", "linear", "roofline"):
+        assert name in out

@@ -1,0 +1,97 @@
+"""Metric definitions (vllm bench serve), weighted percentiles, the stability verdict."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sim.config.load import validate
+from sim.metrics.stats import describe_ms, weighted_percentiles
+from sim.metrics.summary import summarize
+from sim.pipeline import prepare
+from sim.runner import simulate
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 10, allow_nan=False), st.integers(1, 7)), min_size=1,
+                max_size=40))
+def test_weighted_percentiles_equal_expanded(pairs):
+    v = np.array([p[0] for p in pairs])
+    w = np.array([p[1] for p in pairs])
+    got = weighted_percentiles(v, w, (0, 50, 90, 95, 99, 100))
+    want = np.percentile(np.repeat(v, w), (0, 50, 90, 95, 99, 100))
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_describe_ms_units_and_nan():
+    d = describe_ms(np.array([0.001, 0.003, np.nan]))
+    assert d["count"] == 2 and d["mean"] == pytest.approx(2.0) and d["max"] == pytest.approx(3.0)
+
+
+def scenario(**over):
+    data = {
+        "name": "m", "model": "llama-3-8b", "gpu": "h100-sxm", "seed": 3,
+        "cost": {"name": "linear", "base_ms": 10, "prefill_token_ms": 1, "decode_seq_ms": 0},
+        "workload": {"arrival": {"process": "constant", "rate": 1.0},
+                     "lengths": {"dist": "fixed", "prompt": 8, "output": 3},
+                     "num_requests": 4},
+    }
+    data.update(over)
+    return validate(data, "test")
+
+
+def run(sc):
+    from sim.config.load import LoadedScenario
+
+    r, specs, _ = prepare(LoadedScenario(sc, "test", Path(".")))
+    res = simulate(r, specs)
+    return res, summarize(res)
+
+
+def test_vllm_bench_definitions_by_hand():
+    # 4 isolated requests (1 s apart), P=8 O=3: TTFT 18 ms, E2E 38 ms, TPOT (38-18)/2 = 10 ms,
+    # two ITLs of 10 ms each; duration = last finish 3.038 s - first arrival 0.
+    res, s = run(scenario())
+    lat = s["latency_ms"]
+    assert lat["ttft"]["mean"] == pytest.approx(18.0)
+    assert lat["tpot"]["median"] == pytest.approx(10.0)
+    assert lat["itl"]["count"] == 8 and lat["itl"]["p99"] == pytest.approx(10.0)
+    assert lat["e2el"]["max"] == pytest.approx(38.0)
+    assert s["duration_s"] == pytest.approx(3.038)
+    assert s["throughput"]["request_per_s"] == pytest.approx(4 / 3.038)
+    assert s["throughput"]["output_token_per_s"] == pytest.approx(12 / 3.038)
+    assert s["throughput"]["total_token_per_s"] == pytest.approx(44 / 3.038)
+    assert s["stability"]["verdict"] == "stable"
+
+
+def test_goodput_counts_requests_within_every_budget():
+    _, s = run(scenario(slo={"ttft_ms": 17.0, "tpot_ms": 50}))
+    assert s["throughput"]["goodput_request_per_s"] == 0  # TTFT 18 ms > 17 ms
+    assert s["slo"]["met"] is False
+    _, s = run(scenario(slo={"ttft_ms": 18.5, "tpot_ms": 50}))
+    assert s["throughput"]["goodput_request_per_s"] == pytest.approx(4 / 3.038)
+    assert s["slo"]["met"] is True
+
+
+def test_overload_is_unstable_and_still_finishes():
+    # 400 req/s of 2000-token prompts against ~1 s of prefill per 1000 tokens: hopeless
+    sc = scenario(workload={"arrival": {"process": "poisson", "rate": 400.0},
+                            "lengths": {"dist": "fixed", "prompt": 2000, "output": 20},
+                            "num_requests": 300})
+    res, s = run(sc)
+    assert s["stability"]["verdict"] == "unstable"
+    assert s["requests"]["finished"] == 300
+
+
+def test_horizon_reports_unfinished():
+    sc = scenario(horizon_s=1.5)
+    res, s = run(sc)
+    assert s["requests"]["dropped_after_horizon"] == 2  # arrivals at 2 s and 3 s
+    assert s["requests"]["finished"] == 2 and s["requests"]["unfinished"] == 0
+    sc = scenario(horizon_s=1.02)  # cuts the second request mid-generation
+    res, s = run(sc)
+    assert s["requests"]["unfinished"] == 1 and s["sim"]["stopped_at_limit"]
