@@ -13,6 +13,7 @@ from sim.engine.engine import Engine, RunStatus
 from sim.engine.requests import RequestSpecs
 from sim.kv.base import KV_POLICIES, KVManager
 from sim.metrics.recorder import Recorder
+from sim.sched.admission import ADMISSION_RULES
 from sim.sched.base import SCHEDULERS, Scheduler
 
 SAFETY_MIN_S = 3600.0  # an unbounded run stops this long (or 4 spans) after the last arrival
@@ -28,6 +29,7 @@ class RunResult:
     cached_tokens: np.ndarray  # prefix-cache hit at first admission (tokens; -1 never ran)
     generated: np.ndarray  # output tokens emitted per request
     recomputed_tokens: int  # tokens thrown away by preemption (tokens)
+    counters: dict  # scheduler and KV counters (allocation failures, ...)
     kv_total_blocks: int
     run: RunStatus
     dropped_after_horizon: int  # requests of the trace arriving after the horizon
@@ -43,8 +45,10 @@ def build_kv(r: Resolved, specs: RequestSpecs) -> KVManager:
 
 
 def build_scheduler(r: Resolved, specs: RequestSpecs, kv: KVManager) -> Scheduler:
-    cls = SCHEDULERS.get(r.scenario.scheduler.name)
-    return cls(specs, r.limits, kv, r.scenario.scheduler.params)
+    sc = r.scenario
+    admission = ADMISSION_RULES.get(sc.admission.name)(specs, r.limits, kv, sc.admission.params)
+    cls = SCHEDULERS.get(sc.scheduler.name)
+    return cls(specs, r.limits, kv, sc.scheduler.params, admission=admission)
 
 
 def build_cost(r: Resolved) -> CostModel:
@@ -82,6 +86,8 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
         resolved=r, specs=specs, recorder=recorder, status=sched.status.copy(),
         num_preemptions=sched.num_preemptions.copy(), cached_tokens=sched.cached_tokens.copy(),
         generated=sched.generated.copy(), recomputed_tokens=sched.recomputed_tokens,
+        counters={"alloc_failures": sched.alloc_failures,
+                  "memory_blocked": int(sched.memory_blocked.sum()), **kv.counters()},
         kv_total_blocks=kv.num_blocks, run=status, dropped_after_horizon=n_all - n,
         wall_s=time.perf_counter() - t0,
     )

@@ -7,9 +7,11 @@ from rich.table import Table
 
 from sim.cost.base import COST_MODELS
 from sim.kv.base import KV_POLICIES
+from sim.sched.admission import ADMISSION_RULES
 from sim.sched.base import SCHEDULERS
 
-REGISTRIES = (("scheduler", SCHEDULERS), ("kv", KV_POLICIES), ("cost", COST_MODELS))
+REGISTRIES = (("scheduler", SCHEDULERS), ("kv", KV_POLICIES), ("admission", ADMISSION_RULES),
+              ("cost", COST_MODELS))
 
 
 def policies() -> None:

@@ -27,6 +27,7 @@ from sim.config.choice import RegistryChoice
 from sim.config.hardware import GpuSpec, ModelSpec
 from sim.cost.base import COST_MODELS
 from sim.kv.base import KV_POLICIES
+from sim.sched.admission import ADMISSION_RULES
 from sim.sched.base import SCHEDULERS
 from traces.spec import WorkloadSpec
 
@@ -81,6 +82,11 @@ class KVChoice(RegistryChoice):
     name: str = Field("paged", description="KV memory policy (see `servesim policies`).")
 
 
+class AdmissionChoice(RegistryChoice):
+    registry = ADMISSION_RULES
+    name: str = Field("optimistic", description="Admission rule (see `servesim policies`).")
+
+
 class CostChoice(RegistryChoice):
     registry = COST_MODELS
     name: str = Field("roofline", description="Step-time model (see `servesim policies`).")
@@ -115,12 +121,20 @@ class Scenario(BaseModel):
     model: str | ModelSpec = Field(description="Catalog model name or an explicit model.")
     gpu: str | GpuSpec = Field(description="Catalog GPU name or an explicit GPU.")
     tensor_parallel_size: PositiveInt = Field(1, description="GPUs per replica (count).")
-    engine: EngineConfig = Field(default_factory=EngineConfig)
-    scheduler: SchedulerChoice = Field(default_factory=lambda: SchedulerChoice(name="vllm"))
-    kv: KVChoice = Field(default_factory=lambda: KVChoice(name="paged"))
-    cost: CostChoice = Field(default_factory=lambda: CostChoice(name="roofline"))
+    engine: EngineConfig = Field(default_factory=EngineConfig,
+                                 description="vLLM engine arguments (vLLM's names).")
+    scheduler: SchedulerChoice = Field(default_factory=lambda: SchedulerChoice(name="vllm"),
+                                       description="Scheduling policy and its parameters.")
+    kv: KVChoice = Field(default_factory=lambda: KVChoice(name="paged"),
+                         description="KV memory policy and its parameters.")
+    admission: AdmissionChoice = Field(
+        default_factory=lambda: AdmissionChoice(name="optimistic"),
+        description="Admission rule for waiting requests and its parameters.")
+    cost: CostChoice = Field(default_factory=lambda: CostChoice(name="roofline"),
+                             description="Step-time model and its parameters.")
     workload: WorkloadSpec = Field(description="Where requests come from.")
-    slo: SloConfig = Field(default_factory=SloConfig)
+    slo: SloConfig = Field(default_factory=SloConfig,
+                           description="Latency budgets for goodput and the SLO verdict.")
 
     @field_validator("model")
     @classmethod

@@ -116,3 +116,5 @@ class StepOutcome:
     kv_blocks_used: np.ndarray  # KV blocks in use during each step (blocks) [num_steps]
     num_running: int  # running requests after the plan was scheduled
     num_waiting: int  # waiting requests when the plan was scheduled
+    kv_tokens: np.ndarray  # tokens whose KV the held blocks store, after each step [num_steps]
+    blocked: str = ""  # why admission stopped when the plan was made ('' = queue drained)

@@ -117,6 +117,10 @@ class KVManager(ABC):
         return 0
 
     # ---- observation ------------------------------------------------------------
+    def counters(self) -> dict:
+        """Policy-specific totals for the run summary (prefix hits, swap bytes, ...)."""
+        return {}
+
     @abstractmethod
     def usage(self) -> KVUsage:
         """Current pool occupancy."""

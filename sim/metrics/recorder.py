@@ -18,9 +18,10 @@ import numpy as np
 from sim.engine.plan import StepOutcome, StepPlan
 
 STEP_COLUMNS = ("start_s", "duration_s", "prefill_tokens", "decode_seqs", "batch_size",
-                "kv_blocks_used", "num_running", "num_waiting", "num_preempted")
+                "kv_blocks_used", "kv_tokens", "num_running", "num_waiting", "num_preempted",
+                "blocked")
 _PER_PLAN = ("prefill_tokens", "decode_seqs", "batch_size", "num_running", "num_preempted")
-_PER_STEP = ("start_s", "duration_s", "kv_blocks_used", "num_waiting")
+_PER_STEP = ("start_s", "duration_s", "kv_blocks_used", "kv_tokens", "num_waiting")
 
 
 class Recorder:
@@ -35,6 +36,7 @@ class Recorder:
         self._plan_cols: dict[str, list[int]] = {c: [] for c in _PER_PLAN}
         self._step_cols: dict[str, list[np.ndarray]] = {c: [] for c in _PER_STEP}
         self._plan_steps: list[int] = []
+        self._blocked: list[str] = []  # why admission stopped, per plan
         self.num_steps = 0
 
     def on_plan(self, plan: StepPlan, starts: np.ndarray, durations: np.ndarray,
@@ -77,14 +79,18 @@ class Recorder:
         s["start_s"].append(starts)
         s["duration_s"].append(durations)
         s["kv_blocks_used"].append(outcome.kv_blocks_used)
+        s["kv_tokens"].append(outcome.kv_tokens)
         s["num_waiting"].append(waiting)
+        self._blocked.append(outcome.blocked)
         self._plan_steps.append(plan.num_steps)
         self.num_steps += plan.num_steps
 
     def steps(self) -> dict[str, np.ndarray]:
         """Per-step columns (decode runs expanded)."""
         if not self._plan_steps:
-            return {c: np.zeros(0) for c in STEP_COLUMNS}
+            out = {c: np.zeros(0) for c in STEP_COLUMNS}
+            out["blocked"] = np.zeros(0, dtype=object)
+            return out
         k = np.asarray(self._plan_steps)
         out = {c: np.concatenate(v) for c, v in self._step_cols.items()}
         for c, v in self._plan_cols.items():
@@ -94,6 +100,7 @@ class Recorder:
         pre = np.zeros(self.num_steps, dtype=np.int64)
         pre[first] = self._plan_cols["num_preempted"]
         out["num_preempted"] = pre
+        out["blocked"] = np.repeat(np.asarray(self._blocked, dtype=object), k)
         return {c: out[c] for c in STEP_COLUMNS}
 
     def itl_samples(self) -> tuple[np.ndarray, np.ndarray]:

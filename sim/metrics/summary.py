@@ -74,8 +74,11 @@ def summarize(res: RunResult) -> dict:
             "count": int(res.num_preemptions.sum()),
             "requests_preempted": int((res.num_preemptions > 0).sum()),
             "recomputed_tokens": res.recomputed_tokens,
+            "allocation_failures": res.counters["alloc_failures"],
+            "requests_blocked_on_memory": res.counters["memory_blocked"],
         },
-        "kv_cache": kv_block(steps, res.kv_total_blocks),
+        "kv_cache": kv_block(steps, res.kv_total_blocks, res.resolved.block_size),
+        "waiting": waiting_block(steps),
         "steps": steps_block(steps),
         "stability": stability(res),
         "lanes": lane_blocks(res),
@@ -84,17 +87,41 @@ def summarize(res: RunResult) -> dict:
     }
 
 
-def kv_block(steps: dict, total: int) -> dict:
-    used, dur = steps["kv_blocks_used"], steps["duration_s"]
+def _time_mean(x: np.ndarray, dur: np.ndarray) -> float:
+    return float((x * dur).sum() / max(float(dur.sum()), 1e-12))
+
+
+def kv_block(steps: dict, total: int, block_size: int) -> dict:
+    """KV occupancy over time (time-weighted by step duration) and its waste.
+
+    Waste = slots held by requests but not holding a token's KV: the partly filled
+    last block of each request under paging, the unused reservation of contiguous
+    policies (internal fragmentation).
+    """
+    used, dur, tokens = steps["kv_blocks_used"], steps["duration_s"], steps["kv_tokens"]
     if not len(used):
         return {"total_blocks": total}
-    frac = used / max(total, 1)
+    slots = used * block_size
+    waste = np.where(slots > 0, 1.0 - tokens / np.maximum(slots, 1), 0.0)
+    busy = slots > 0
     return {
         "total_blocks": total,
-        "mean_used_fraction": float((frac * dur).sum() / max(dur.sum(), 1e-12)),
-        "peak_used_fraction": float(frac.max()),
+        "mean_used_fraction": _time_mean(used / max(total, 1), dur),
+        "peak_used_fraction": float(used.max() / max(total, 1)),
         "peak_used_blocks": int(used.max()),
+        "mean_wasted_slot_fraction": _time_mean(waste[busy], dur[busy]) if busy.any() else 0.0,
     }
+
+
+def waiting_block(steps: dict) -> dict:
+    """Mean number of requests waiting (time-weighted), split by why admission stopped."""
+    dur, waiting, why = steps["duration_s"], steps["num_waiting"], steps["blocked"]
+    total = max(float(dur.sum()), 1e-12)
+    out = {"mean_waiting": float((waiting * dur).sum() / total)}
+    for reason in sorted(set(why.tolist()) - {""}):
+        m = why == reason
+        out[f"mean_waiting_on_{reason}"] = float((waiting[m] * dur[m]).sum() / total)
+    return out
 
 
 def steps_block(steps: dict) -> dict:

@@ -24,6 +24,7 @@ from sim.engine.plan import StepOutcome, StepPlan, StepResult
 from sim.engine.requests import RequestSpecs
 from sim.kv.base import KVManager
 from sim.registry import Registry
+from sim.sched.admission import Admission, Optimistic
 
 
 class Status(IntEnum):
@@ -56,12 +57,13 @@ class Scheduler(ABC):
     Params: type[BaseModel] = NoParams
 
     def __init__(self, specs: RequestSpecs, limits: SchedulerLimits, kv: KVManager,
-                 params: BaseModel | None = None):
+                 params: BaseModel | None = None, admission: Admission | None = None):
         n = len(specs)
         self.specs = specs
         self.limits = limits
         self.kv = kv
         self.params = params if params is not None else self.Params()
+        self.admission = admission or Optimistic(specs, limits, kv)
         self.prompt = specs.prompt_tokens
         self.output = specs.output_tokens
         self.computed = np.zeros(n, dtype=np.int64)
@@ -73,7 +75,11 @@ class Scheduler(ABC):
         self.recomputed_tokens = 0  # tokens thrown away by recompute preemption (tokens)
         self.running = np.zeros(0, dtype=np.int64)  # in running order
         self.waiting = self.make_queue()
-        self._at_schedule = (0, 0, 0)  # (kv used, running, waiting) when the plan was made
+        # when the plan was made: KV blocks used, running, waiting, KV tokens stored after the
+        # step, why admission stopped
+        self._at_schedule = (0, 0, 0, 0, "")
+        self.alloc_failures = 0  # running-pass block allocations that failed (each preempts)
+        self.memory_blocked = np.zeros(n, dtype=bool)  # ever refused admission for lack of KV
         self.run_blocks = np.zeros(0, dtype=np.int64)  # cumulative new blocks, steps 1.. of a run
 
     # ---- queue / arrivals ---------------------------------------------------------
@@ -107,8 +113,10 @@ class Scheduler(ABC):
         """Why waiting requests were not admitted at the last plan (for diagnostics)."""
         return ""
 
-    def _mark_scheduled(self) -> None:
-        self._at_schedule = (self.kv.num_used, len(self.running), len(self.waiting))
+    def _mark_scheduled(self, scheduled_tokens: int) -> None:
+        stored = int(self.computed[self.running].sum()) + scheduled_tokens
+        self._at_schedule = (self.kv.num_used, len(self.running), len(self.waiting), stored,
+                             self.blocked_reason())
 
     def _preempt(self, req: int) -> None:
         """Recompute preemption (vLLM v1): drop the KV, start over from the front."""
@@ -124,7 +132,7 @@ class Scheduler(ABC):
     def update(self, plan: StepPlan, result: StepResult) -> StepOutcome:
         """Commit an executed plan: advance progress, emit tokens, free finished requests."""
         ids, k = plan.req_ids, plan.num_steps
-        used0, n_running, n_waiting = self._at_schedule
+        used0, n_running, n_waiting, stored0, blocked = self._at_schedule
         if k > 1:  # a decode run: blocks for steps 1..k-1 were counted when it was planned
             cum = self.run_blocks[: k - 1]
             kv_used = np.empty(k, dtype=np.int64)
@@ -150,9 +158,11 @@ class Scheduler(ABC):
         if len(finished):
             self._finish(finished)
         first = emitted[gen_before == 0]
+        stored = stored0 + len(ids) * np.arange(k) if k > 1 else np.array([stored0])
         return StepOutcome(
             emitted=emitted, first_tokens=first, finished=finished,
             kv_blocks_used=kv_used, num_running=n_running, num_waiting=n_waiting,
+            kv_tokens=stored, blocked=blocked,
         )
 
     def _finish(self, finished: np.ndarray) -> None:

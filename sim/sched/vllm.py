@@ -33,7 +33,8 @@ from sim.sched.batch import BatchBuilder
 MAX_RUN_STEPS = 4096  # bound on one decode run (steps): bounds per-plan arrays
 
 # Why admission stopped. Persistent reasons cannot change during a decode run.
-EMPTY, SEQS, BUDGET, MEMORY, POLICY = "", "max_num_seqs", "token_budget", "kv_memory", "policy"
+EMPTY, SEQS, BUDGET, MEMORY = "", "max_num_seqs", "token_budget", "kv_memory"
+ADMISSION, POLICY = "admission", "policy"
 
 
 @SCHEDULERS.register("vllm")
@@ -66,7 +67,9 @@ class VllmScheduler(Scheduler):
         """Whether an admission stop for ``reason`` holds for a whole decode run."""
         if reason in (SEQS, BUDGET):
             return True
-        return reason == MEMORY and not self.waiting.arrivals_can_jump
+        if self.waiting.arrivals_can_jump:
+            return False
+        return reason == MEMORY or (reason == ADMISSION and self.admission.persistent)
 
     # ---- the step ----------------------------------------------------------------------
     def schedule(self, now: float) -> StepPlan | None:
@@ -80,7 +83,7 @@ class VllmScheduler(Scheduler):
         if batch.num_reqs == 0:
             return None
         ids, tok, ctx = batch.arrays()
-        self._mark_scheduled()
+        self._mark_scheduled(int(tok.sum()))
         steps, interruptible = 1, True
         if not preempted and not admitted and self._is_pure_decode(ids, tok, ctx):
             interruptible = not self.blocked_persists(self._blocked)
@@ -136,6 +139,7 @@ class VllmScheduler(Scheduler):
     def _allocate_or_preempt(self, req, total, budget, batch, preempted) -> tuple[int, bool]:
         """vLLM's allocate-or-preempt loop for one running request."""
         while not self.kv.allocate(req, total):
+            self.alloc_failures += 1
             victim = self.pick_victim(batch)
             if victim != req and batch.contains(victim):
                 budget += batch.remove(victim)
@@ -165,6 +169,7 @@ class VllmScheduler(Scheduler):
             need = min(need, budget)
             if not self.kv.allocate(req, comp + need, admitting=True):
                 self._blocked = MEMORY
+                self.memory_blocked[req] = True
                 break
             self._admit(req, comp)
             batch.add_one(req, need, comp)
@@ -177,6 +182,8 @@ class VllmScheduler(Scheduler):
             return BUDGET
         if len(self.running) >= self.limits.max_num_seqs:
             return SEQS
+        if not self.admission.allows(req, int(self.generated[req])):
+            return ADMISSION
         return self.admission_block(req)
 
     def _admit(self, req: int, computed: int) -> None:
