@@ -56,6 +56,7 @@ def kv_vs_waiting(steps: pd.DataFrame, path: Path, title: str = "") -> None:
         ax.plot(b["start_s"], 100 * b["kv_used_fraction"], color="tab:blue", lw=1)
         ax2 = ax.twinx()
         ax2.plot(b["start_s"], b["num_waiting"], color="tab:red", lw=1)
+        ax2.set_ylim(0, max(1.0, 1.05 * float(b["num_waiting"].max())))
         ax2.set_ylabel("requests waiting", color="tab:red")
     ax.set_ylim(0, 105)
     ax.set_xlabel("simulated time (s)")

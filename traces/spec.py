@@ -1,0 +1,293 @@
+"""The scenario YAML's `workload:` section as pydantic models, and `build_workload`.
+
+    workload:
+      trace: data/conv.csv        # optional; relative paths resolve against the scenario folder
+      format: auto                # auto | azure | mooncake | lengths | native
+      window_s: [0, 600]          # optional: replay only [start, end) s of the trace, re-zeroed
+      rate_scale: 2.0             # replay speed-up: 2 halves every gap
+      arrival: {process: gamma, rate: 5.0, cv: 2.0}      # default: replay the trace's times
+      lengths: {dist: azure_conv_like}                   # default: the trace's own lengths
+      num_requests: 2000          # or duration_s: 600 (generated arrivals)
+      max_requests: 1000          # optional cap: the first N requests of the final workload
+      shared_prefix: {tokens: 2000, num_prefixes: 1, hash_block_size: 16}
+      lane: interactive           # optional tags for every request
+      mix: [ {...}, {...} ]       # or: several sub-workloads merged by arrival time
+
+Impossible combinations are rejected by model validators (pydantic ValidationError); problems
+only visible in the data (e.g. too few trace rows) raise TraceError while building.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, TypeVar
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from traces import arrivals
+from traces import lengths as L
+from traces.errors import TraceError
+from traces.schema import Trace
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class ArrivalSpec(_Model):
+    """When requests arrive."""
+
+    process: Literal["replay", "poisson", "gamma", "constant"] = Field(
+        "replay",
+        description="replay = the trace's own timestamps; poisson, gamma (renewal process with "
+        "inter-arrival CV `cv`) or constant (evenly spaced) generate times at `rate`",
+    )
+    rate: float | None = Field(
+        None, gt=0, description="mean arrival rate in requests per second (generated only)"
+    )
+    cv: float | None = Field(
+        None,
+        gt=0,
+        description="std/mean of the inter-arrival gaps, dimensionless (gamma only; "
+        "1 = Poisson, > 1 bursty)",
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ArrivalSpec:
+        if self.process == "replay" and (self.rate is not None or self.cv is not None):
+            raise ValueError(
+                "process 'replay' takes no rate or cv (speed a replay up with "
+                "the workload's rate_scale)"
+            )
+        if self.process != "replay" and self.rate is None:
+            raise ValueError(f"process {self.process!r} needs rate (requests per second)")
+        if self.process == "gamma" and self.cv is None:
+            raise ValueError("process 'gamma' needs cv (std/mean of the inter-arrival gaps)")
+        if self.process != "gamma" and self.cv is not None:
+            raise ValueError("cv applies only to process 'gamma'")
+        return self
+
+    def sample(
+        self, *, rng: np.random.Generator, n: int | None = None, duration_s: float | None = None
+    ) -> np.ndarray:
+        """Arrival times in seconds from t = 0 (exactly one of n / duration_s)."""
+        if self.process == "poisson":
+            return arrivals.poisson(self.rate, n, duration_s, rng=rng)
+        if self.process == "gamma":
+            return arrivals.gamma(self.rate, self.cv, n, duration_s, rng=rng)
+        if self.process == "constant":
+            return arrivals.constant(self.rate, n, duration_s, rng=rng)
+        raise TraceError("arrival process 'replay' replays a trace; it cannot generate times")
+
+
+_LENGTH_FIELDS = {
+    "trace": {"shuffle"},
+    "resample": set(),
+    "lognormal": {
+        "prompt_p50",
+        "prompt_p90",
+        "output_p50",
+        "output_p90",
+        "prompt_max",
+        "output_max",
+    },
+    "fixed": {"prompt", "output"},
+    "sharegpt_like": set(),
+    "azure_conv_like": set(),
+}
+_LENGTH_REQUIRED = {
+    "lognormal": {"prompt_p50", "prompt_p90", "output_p50", "output_p90"},
+    "fixed": {"prompt", "output"},
+}
+
+
+class LengthSpec(_Model):
+    """How many prompt and output tokens each request has."""
+
+    dist: Literal["trace", "resample", "lognormal", "fixed", "sharegpt_like", "azure_conv_like"] = (
+        Field(
+            "trace",
+            description="trace = the trace rows in order; resample = (prompt, output) "
+            "pairs of the trace drawn with replacement; lognormal / fixed = parametric; "
+            "sharegpt_like / azure_conv_like = embedded real distributions",
+        )
+    )
+    shuffle: bool = Field(False, description="dist trace: use the rows in a seeded random order")
+    prompt_p50: float | None = Field(None, gt=0, description="lognormal median prompt, tokens")
+    prompt_p90: float | None = Field(None, gt=0, description="lognormal p90 prompt, tokens")
+    output_p50: float | None = Field(None, gt=0, description="lognormal median output, tokens")
+    output_p90: float | None = Field(None, gt=0, description="lognormal p90 output, tokens")
+    prompt_max: int | None = Field(None, ge=1, description="lognormal prompt cap, tokens")
+    output_max: int | None = Field(None, ge=1, description="lognormal output cap, tokens")
+    prompt: int | None = Field(None, ge=1, description="fixed prompt length, tokens")
+    output: int | None = Field(None, ge=1, description="fixed output length, tokens")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> LengthSpec:
+        given = self.model_fields_set - {"dist"}
+        extra = sorted(given - _LENGTH_FIELDS[self.dist])
+        if extra:
+            raise ValueError(f"{', '.join(extra)} does not apply to dist {self.dist!r}")
+        missing = sorted(_LENGTH_REQUIRED.get(self.dist, set()) - given)
+        if missing:
+            raise ValueError(f"dist {self.dist!r} needs {', '.join(missing)} (tokens)")
+        if self.dist == "lognormal":
+            for part in ("prompt", "output"):
+                if getattr(self, f"{part}_p90") <= getattr(self, f"{part}_p50"):
+                    raise ValueError(f"{part}_p90 must be greater than {part}_p50")
+        return self
+
+    def sample(self, n: int, rng: np.random.Generator, trace: Trace | None = None) -> L.Lengths:
+        """`n` generated lengths (every dist except 'trace'; 'resample' needs `trace`)."""
+        if self.dist == "resample" and trace is not None:
+            return L.resample(trace, n, rng)
+        if self.dist == "lognormal":
+            prompt = L.lognormal(self.prompt_p50, self.prompt_p90, n, rng, 1, self.prompt_max)
+            return L.Lengths(
+                prompt, L.lognormal(self.output_p50, self.output_p90, n, rng, 1, self.output_max)
+            )
+        if self.dist == "fixed":
+            return L.Lengths(L.fixed(self.prompt, n), L.fixed(self.output, n))
+        if self.dist in ("sharegpt_like", "azure_conv_like"):
+            return getattr(L, self.dist)(n, rng)
+        raise TraceError(f"lengths dist {self.dist!r} needs a trace")
+
+
+class PrefixSpec(_Model):
+    """Shared system prompts (see traces.prefix.shared_prefix)."""
+
+    tokens: int = Field(
+        ge=0,
+        description="length of each shared prefix, tokens (part of the "
+        "prompt; shorter prompts are raised to tokens + 1)",
+    )
+    num_prefixes: int = Field(
+        1, ge=1, description="distinct prefixes; each request picks one uniformly at random"
+    )
+    hash_block_size: int = Field(16, ge=1, description="tokens per prefix hash id (the KV block)")
+
+
+class WorkloadSpec(_Model):
+    """One workload: a replayed or generated request stream, or a mix of sub-workloads."""
+
+    trace: str | None = Field(
+        None,
+        description="trace file path; relative paths resolve against the scenario file's folder",
+    )
+    format: Literal["auto", "azure", "mooncake", "lengths", "native"] = Field(
+        "auto", description="trace file format; auto detects it from extension and first line"
+    )
+    spread_s: float = Field(
+        0.0,
+        ge=0,
+        description="mooncake only: spread requests sharing a "
+        "quantized timestamp t over [t, t + spread_s) seconds",
+    )
+    window_s: tuple[float, float] | None = Field(
+        None,
+        description="replay only the trace's arrivals in [start, end) seconds, re-zeroed to start",
+    )
+    rate_scale: float = Field(
+        1.0,
+        gt=0,
+        description="replay speed-up factor, dimensionless: 2 halves every inter-arrival gap",
+    )
+    arrival: ArrivalSpec = Field(default_factory=ArrivalSpec, description="arrival process")
+    lengths: LengthSpec = Field(default_factory=LengthSpec, description="length distribution")
+    num_requests: int | None = Field(
+        None, ge=1, description="generated arrivals: how many requests"
+    )
+    duration_s: float | None = Field(
+        None, gt=0, description="generated arrivals: all arrivals in [0, duration_s) seconds"
+    )
+    max_requests: int | None = Field(
+        None, ge=1, description="keep only the first N requests (by arrival) of the final workload"
+    )
+    shared_prefix: PrefixSpec | None = Field(
+        None, description="attach shared-prefix hash chains (replaces the trace's own)"
+    )
+    lane: str | None = Field(None, min_length=1, description="lane tag for every request")
+    priority: int | None = Field(
+        None, description="priority for every request (lower = more urgent)"
+    )
+    tenant: str | None = Field(None, description="tenant tag for every request")
+    mix: list[WorkloadSpec] | None = Field(
+        None,
+        min_length=1,
+        description="sub-workloads merged by arrival time (each with its own tags)",
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> WorkloadSpec:
+        given = self.model_fields_set
+        if self.mix is not None:
+            extra = sorted(given - {"mix", "max_requests"})
+            if extra:
+                raise ValueError(
+                    f"a workload with mix may only also set max_requests; move "
+                    f"{', '.join(extra)} into the sub-workloads"
+                )
+            return self
+        replay, dist = self.arrival.process == "replay", self.lengths.dist
+        if self.num_requests is not None and self.duration_s is not None:
+            raise ValueError("give num_requests or duration_s, not both")
+        counted = self.num_requests is not None or self.duration_s is not None
+        if self.trace is None:
+            needs = [k for k in ("window_s", "spread_s", "rate_scale") if k in given]
+            needs += ["format"] if self.format != "auto" else []
+            if needs:
+                raise ValueError(f"{', '.join(needs)} needs a trace file")
+            if replay:
+                raise ValueError(
+                    "without a trace, set arrival.process to poisson, gamma or "
+                    "constant (replay needs a trace file)"
+                )
+            if dist in ("trace", "resample"):
+                raise ValueError(
+                    f"lengths dist {dist!r} needs a trace file; use lognormal, "
+                    "fixed, sharegpt_like or azure_conv_like"
+                )
+        if replay and counted:
+            raise ValueError(
+                "num_requests / duration_s apply to generated arrivals; a replay "
+                "takes its count from the trace (use window_s or max_requests)"
+            )
+        if not replay and self.rate_scale != 1.0:
+            raise ValueError(
+                "rate_scale speeds up a replay; for generated arrivals set arrival.rate"
+            )
+        if not replay and not counted and dist != "trace":
+            raise ValueError("generated arrivals need num_requests or duration_s")
+        if self.spread_s and self.format not in ("auto", "mooncake"):
+            raise ValueError("spread_s applies only to the mooncake format")
+        if self.window_s is not None and not 0 <= self.window_s[0] < self.window_s[1]:
+            raise ValueError("window_s must be [start, end) seconds with 0 <= start < end")
+        return self
+
+
+def validated(model: type[M], value: object, where: str) -> M:
+    """`value` as a `model` instance; a ValidationError becomes a one-line TraceError."""
+    if isinstance(value, model):
+        return value
+    try:
+        return model.model_validate(value)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(part) for part in err["loc"])
+        raise TraceError(f"{where}: {loc + ': ' if loc else ''}{err['msg']}") from None
+
+
+def build_workload(spec: WorkloadSpec | dict, *, seed: int, base_dir: str | Path) -> Trace:
+    """The request trace described by `spec` (see traces.workload for the rules).
+
+    seed: the ONE scenario seed; streams per part are derived in traces.rng, so changing the
+    lengths spec never changes the arrival times. Same seed => identical trace.
+    """
+    from traces.workload import build
+
+    if not isinstance(spec, WorkloadSpec):
+        spec = WorkloadSpec.model_validate(spec)
+    return build(spec, seed=seed, base_dir=Path(base_dir))

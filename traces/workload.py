@@ -1,0 +1,114 @@
+"""Build a Trace from a WorkloadSpec (entry point: traces.spec.build_workload).
+
+Rules, in order, for one (non-mix) workload:
+1. `trace` is loaded (relative to base_dir) and cut to `window_s` (re-zeroed to its start).
+2. Arrival times: process replay = the trace's times divided by `rate_scale`; otherwise times
+   are generated from the "arrivals" stream, for num_requests / duration_s, or (lengths dist
+   "trace" without a count) one per trace row.
+3. Lengths: dist "trace" = the trace rows in file order (or shuffled by the "lengths" stream),
+   one per arrival, with their prefix chains; more arrivals than rows is a TraceError. Other
+   dists draw from the "lengths" stream and DROP the trace's prefix chains (they describe the
+   original prompts).
+4. shared_prefix (the "prefix" stream), then lane / priority / tenant tags.
+A mix builds sub-workload i with Streams.child(i) and merges them (traces.synthetic.mix).
+Finally max_requests keeps the first N requests by arrival.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from traces.arrivals import replay
+from traces.errors import TraceError
+from traces.loaders import open_trace
+from traces.prefix import shared_prefix
+from traces.rng import Streams
+from traces.schema import Trace, make_trace
+from traces.spec import WorkloadSpec
+from traces.synthetic import mix, synthesize
+
+
+def build(spec: WorkloadSpec, *, seed: int, base_dir: Path) -> Trace:
+    return _build(spec, Streams(seed), base_dir)
+
+
+def _build(spec: WorkloadSpec, streams: Streams, base_dir: Path) -> Trace:
+    if spec.mix is not None:
+        trace = mix(*(_build(s, streams.child(i), base_dir) for i, s in enumerate(spec.mix)))
+    else:
+        trace = _tag(_prefixed(_leaf(spec, streams, base_dir), spec, streams), spec)
+    return trace.head(spec.max_requests) if spec.max_requests else trace
+
+
+def _load(spec: WorkloadSpec, streams: Streams, base_dir: Path) -> Trace | None:
+    if spec.trace is None:
+        return None
+    path = Path(spec.trace).expanduser()
+    path = path if path.is_absolute() else base_dir / path
+    options = {"spread_s": spec.spread_s} if spec.spread_s else {}
+    trace, fmt = open_trace(path, spec.format, streams=streams, **options)
+    timed_needed = spec.window_s is not None or spec.arrival.process == "replay"
+    if timed_needed and not fmt.timed:
+        raise TraceError(
+            f"{path}: format {fmt.name!r} has no arrival times, so it cannot be replayed or "
+            "windowed; set workload.arrival.process to poisson, gamma or constant"
+        )
+    return trace.window(*spec.window_s) if spec.window_s is not None else trace
+
+
+def _leaf(spec: WorkloadSpec, streams: Streams, base_dir: Path) -> Trace:
+    base = _load(spec, streams, base_dir)
+    dist = spec.lengths.dist
+    if spec.arrival.process == "replay":
+        timed = replay(base, spec.rate_scale)
+        times = timed.arrival_s
+    elif spec.num_requests is None and spec.duration_s is None:  # dist "trace": one per row
+        times = spec.arrival.sample(n=len(base), rng=streams.rng("arrivals"))
+    else:
+        times = spec.arrival.sample(
+            n=spec.num_requests, duration_s=spec.duration_s, rng=streams.rng("arrivals")
+        )
+    if dist == "trace":
+        rows = base.shuffled(streams.rng("lengths")) if spec.lengths.shuffle else base
+        if len(times) > len(rows):
+            raise TraceError(
+                f"{base.source}: the workload needs {len(times)} requests but the trace has "
+                f"{len(rows)} rows; use lengths dist 'resample' to draw with replacement"
+            )
+        return rows.head(len(times)).with_arrivals(times)
+    lengths = spec.lengths.sample(len(times), streams.rng("lengths"), trace=base)
+    source = _describe(spec, base)
+    if spec.arrival.process == "replay":  # keep ids and tags of the replayed rows
+        df = timed.df.assign(
+            prompt_tokens=lengths.prompt, output_tokens=lengths.output, prefix_hashes=None
+        )
+        return make_trace(df, source=source)
+    return synthesize(times, lengths, source=source)
+
+
+def _describe(spec: WorkloadSpec, base: Trace | None) -> str:
+    a = spec.arrival
+    arrival = a.process + "".join(
+        f" {k}={v}" for k, v in (("rate", a.rate), ("cv", a.cv)) if v is not None
+    )
+    origin = f"{base.source}: " if base is not None else "synthetic: "
+    return f"{origin}arrival {arrival}, lengths {spec.lengths.dist}"
+
+
+def _prefixed(trace: Trace, spec: WorkloadSpec, streams: Streams) -> Trace:
+    p = spec.shared_prefix
+    if p is None:
+        return trace
+    return shared_prefix(
+        trace, p.tokens, p.hash_block_size, p.num_prefixes, rng=streams.rng("prefix")
+    )
+
+
+def _tag(trace: Trace, spec: WorkloadSpec) -> Trace:
+    if spec.lane is not None:
+        trace = trace.with_lane(spec.lane)
+    if spec.priority is not None:
+        trace = trace.with_priority(spec.priority)
+    if spec.tenant is not None:
+        trace = trace.with_tenant(spec.tenant)
+    return trace
