@@ -1,9 +1,10 @@
 """The scenario reference (markdown), generated from the config models themselves.
 
-    python -m sim.config.reference > docs/scenario-reference.md
+    python -m sim.config.reference               # print it
+    python -m sim.config.reference README.md     # refresh README's copy between the markers
 
-README embeds the same text between markers; a test keeps the two in sync, so
-the documentation can never drift from the schema.
+A test keeps README's copy equal to the generated text, so the documentation can
+never drift from the schema.
 """
 
 from __future__ import annotations
@@ -84,5 +85,25 @@ def reference() -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+START, END = "<!-- scenario-reference:start -->", "<!-- scenario-reference:end -->"
+
+
+def embedded(readme: str) -> str:
+    """The reference text currently between README's markers."""
+    return readme.split(START, 1)[1].split(END, 1)[0].strip("\n") + "\n"
+
+
+def with_reference(readme: str) -> str:
+    head, rest = readme.split(START, 1)
+    return f"{head}{START}\n{reference()}{END}{rest.split(END, 1)[1]}"
+
+
 if __name__ == "__main__":
-    print(reference(), end="")
+    import sys
+    from pathlib import Path
+
+    if len(sys.argv) > 1:
+        path = Path(sys.argv[1])
+        path.write_text(with_reference(path.read_text()))
+    else:
+        print(reference(), end="")
