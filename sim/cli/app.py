@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from sim.cli import policies, run, scenario
+from sim.cli import policies, run, scenario, sweep
 from traces.cli import app as trace_app
 
 app = typer.Typer(
@@ -16,5 +16,6 @@ app = typer.Typer(
 )
 app.command(name="run")(run.run)
 app.command(name="policies")(policies.policies)
+app.command(name="sweep")(sweep.sweep)
 app.add_typer(scenario.app, name="scenario")
 app.add_typer(trace_app, name="trace")

@@ -11,18 +11,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure  # no pyplot: no global backend state to disturb
 
 MAX_POINTS = 2000  # time bins for long runs: the plot stays readable and small
 
 
 def ttft_cdf(requests: pd.DataFrame, path: Path, title: str = "") -> None:
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig = Figure(figsize=(6, 4))
+    ax = fig.subplots()
     for lane, grp in requests.groupby("lane"):
         v = np.sort(grp["ttft_s"].dropna().to_numpy() * 1e3)
         if len(v):
@@ -36,7 +34,6 @@ def ttft_cdf(requests: pd.DataFrame, path: Path, title: str = "") -> None:
     ax.set_title(title or "Time to first token")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def _binned(steps: pd.DataFrame) -> pd.DataFrame:
@@ -50,7 +47,8 @@ def _binned(steps: pd.DataFrame) -> pd.DataFrame:
 
 
 def kv_vs_waiting(steps: pd.DataFrame, path: Path, title: str = "") -> None:
-    fig, ax = plt.subplots(figsize=(8, 4))
+    fig = Figure(figsize=(8, 4))
+    ax = fig.subplots()
     if len(steps):
         b = _binned(steps)
         ax.plot(b["start_s"], 100 * b["kv_used_fraction"], color="tab:blue", lw=1)
@@ -64,4 +62,3 @@ def kv_vs_waiting(steps: pd.DataFrame, path: Path, title: str = "") -> None:
     ax.set_title(title or "KV occupancy vs waiting queue")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
