@@ -37,6 +37,9 @@ def run(
     set_: SetOpt = None,
     trace: Annotated[Path | None, typer.Option(
         "--trace", help="Replay this trace file instead of the scenario's workload.")] = None,
+    fmt: Annotated[str | None, typer.Option(
+        "--format", help="Trace format for --trace: auto, azure, mooncake, lengths, native.")
+    ] = None,
     out: Annotated[Path | None, typer.Option(
         "--out", "-o", help="Results folder (default: results/<scenario name>).")] = None,
     step_log: Annotated[bool, typer.Option(
@@ -45,7 +48,8 @@ def run(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary table.")] = False,
 ) -> None:
     """Simulate SCENARIO and write summary.json, requests/steps parquet, config.json, plots."""
-    loaded = load_scenario(scenario, tuple(set_ or ()), str(trace) if trace else None)
+    sets = tuple(set_ or ()) + ((f"workload.format={fmt}",) if fmt else ())
+    loaded = load_scenario(scenario, sets, str(trace) if trace else None)
     out = out or Path("results") / loaded.scenario.name
     console = Console(stderr=True)
     prepared = pipeline.prepare(loaded)  # fail fast, before the progress bar
