@@ -29,6 +29,11 @@ class Admission(ABC):
     def __init__(self, specs, limits, kv, params: BaseModel | None = None):
         self.specs, self.limits, self.kv = specs, limits, kv
         self.params = params if params is not None else self.Params()
+        self.sched = None  # the scheduler consulting this rule (set by bind)
+
+    def bind(self, scheduler) -> None:
+        """Called by the scheduler that owns this rule (rules may read its progress)."""
+        self.sched = scheduler
 
     @abstractmethod
     def allows(self, req: int, generated: int) -> bool:

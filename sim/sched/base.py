@@ -25,6 +25,7 @@ from sim.engine.requests import RequestSpecs
 from sim.kv.base import KVManager
 from sim.registry import Registry
 from sim.sched.admission import Admission, Optimistic
+from sim.sched.queues import FCFSQueue
 
 
 class Status(IntEnum):
@@ -64,6 +65,7 @@ class Scheduler(ABC):
         self.kv = kv
         self.params = params if params is not None else self.Params()
         self.admission = admission or Optimistic(specs, limits, kv)
+        self.admission.bind(self)
         self.prompt = specs.prompt_tokens
         self.output = specs.output_tokens
         self.computed = np.zeros(n, dtype=np.int64)
@@ -75,6 +77,9 @@ class Scheduler(ABC):
         self.recomputed_tokens = 0  # tokens thrown away by recompute preemption (tokens)
         self.running = np.zeros(0, dtype=np.int64)  # in running order
         self.waiting = self.make_queue()
+        # swap-preempted requests (vLLM v0's swapped queue: resumed first, oldest first)
+        self.swapped = FCFSQueue()
+        self._swap_bytes = [0, 0]  # swapped out / in since the last plan (bytes)
         # when the plan was made: KV blocks used, running, waiting, KV tokens stored after the
         # step, why admission stopped
         self._at_schedule = (0, 0, 0, 0, "")
@@ -98,7 +103,7 @@ class Scheduler(ABC):
         return True
 
     def has_work(self) -> bool:
-        return len(self.running) > 0 or len(self.waiting) > 0
+        return len(self.running) > 0 or len(self.waiting) > 0 or len(self.swapped) > 0
 
     # ---- planning -------------------------------------------------------------------
     @abstractmethod
@@ -114,18 +119,33 @@ class Scheduler(ABC):
         return ""
 
     def _mark_scheduled(self, scheduled_tokens: int) -> None:
-        stored = int(self.computed[self.running].sum()) + scheduled_tokens
-        self._at_schedule = (self.kv.num_used, len(self.running), len(self.waiting), stored,
-                             self.blocked_reason())
+        # a prefix-cached block shared by several requests stores its tokens once
+        stored = int(self.computed[self.running].sum()) + scheduled_tokens - self.kv.shared_slots
+        self._at_schedule = (self.kv.num_used, len(self.running),
+                             len(self.waiting) + len(self.swapped), stored, self.blocked_reason())
+
+    def _take_swap_bytes(self) -> dict:
+        """Swap traffic to charge to the plan being built (StepPlan keyword arguments)."""
+        (out, back), self._swap_bytes = self._swap_bytes, [0, 0]
+        return {"swap_out_bytes": out, "swap_in_bytes": back}
 
     def _preempt(self, req: int) -> None:
-        """Recompute preemption (vLLM v1): drop the KV, start over from the front."""
-        self.kv.free(req)
-        self.recomputed_tokens += int(self.computed[req])
-        self.computed[req] = 0
+        """Recompute preemption (vLLM v1): drop the KV, start over from the front.
+
+        With ``engine.preemption_mode: swap`` (vLLM v0) the KV moves to the host pool when
+        it has room: the request keeps its computed tokens and joins ``swapped``.
+        """
         self.num_preemptions[req] += 1
         self.status[req] = Status.WAITING
         self.running = self.running[self.running != req]
+        moved = self.kv.swap_out(req)
+        if moved:
+            self._swap_bytes[0] += moved
+            self.swapped.add(req)
+            return
+        self.kv.preempt(req, int(self.computed[req]))
+        self.recomputed_tokens += int(self.computed[req])
+        self.computed[req] = 0
         self.waiting.prepend(req)
 
     # ---- commit ---------------------------------------------------------------------

@@ -46,6 +46,7 @@ class VllmScheduler(Scheduler):
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)
         self._blocked = EMPTY
+        self._victims: list[int] = []  # preempted by a step that then scheduled nothing
 
     def blocked_reason(self) -> str:
         return self._blocked
@@ -62,6 +63,14 @@ class VllmScheduler(Scheduler):
     def admission_block(self, req: int) -> str:
         """A policy's reason not to admit ``req`` now ('' = no objection)."""
         return EMPTY
+
+    def free_blocks(self) -> int:
+        """Blocks the running pass may take now (vLLM: every free block)."""
+        return self.kv.num_free
+
+    def allocate(self, req: int, total: int, admitting: bool = False) -> bool:
+        """Grow ``req`` to ``total`` slots if the policy lets it; False (no change) if not."""
+        return self.kv.allocate(req, total, admitting)
 
     def blocked_persists(self, reason: str) -> bool:
         """Whether an admission stop for ``reason`` holds for a whole decode run."""
@@ -80,16 +89,26 @@ class VllmScheduler(Scheduler):
         admitted = 0
         if not preempted:
             admitted = self._schedule_waiting(budget, batch)
+        if preempted and batch.num_reqs == 0:
+            # a request preempted itself before anyone was scheduled (possible with a victim
+            # order other than the tail): vLLM's engine just schedules again, at once
+            self._victims += preempted  # reported with the plan that follows
+            return self.schedule(now)
+        return self._plan(batch, preempted, admitted)
+
+    def _plan(self, batch: BatchBuilder, preempted: list, admitted: int) -> StepPlan | None:
+        """Freeze the step; a decode run when it is pure decode and nothing can change it."""
         if batch.num_reqs == 0:
             return None
         ids, tok, ctx = batch.arrays()
+        preempted, self._victims = self._victims + preempted, []
         self._mark_scheduled(int(tok.sum()))
         steps, interruptible = 1, True
         if not preempted and not admitted and self._is_pure_decode(ids, tok, ctx):
             interruptible = not self.blocked_persists(self._blocked)
             steps = self._run_length(ids, ctx)
         return StepPlan.build(ids, tok, ctx, preempted, num_steps=steps,
-                              interruptible=interruptible)
+                              interruptible=interruptible, **self._take_swap_bytes())
 
     def _demand(self, ids: np.ndarray, comp: np.ndarray) -> np.ndarray:
         need = self.known_tokens[ids] - comp
@@ -114,9 +133,12 @@ class VllmScheduler(Scheduler):
             extra = self.kv.extra_blocks(seg, comp + grant)
             cum_extra = np.cumsum(extra)
             fits = len(seg)
-            if cum_extra[-1] > self.kv.num_free:
-                fits = int(np.searchsorted(cum_extra, self.kv.num_free, side="right"))
+            free = self.free_blocks()
+            if cum_extra[-1] > free:
+                fits = int(np.searchsorted(cum_extra, free, side="right"))
             self.kv.grow(seg[:fits], extra[:fits])
+            if self.kv.tracks_computed:  # prefix caching publishes the blocks this step fills
+                self.kv.note_computed(seg[:fits], comp[:fits] + grant[:fits])
             if grant is need and fits == len(seg):
                 batch.add(seg, grant, comp)
             else:
@@ -138,7 +160,7 @@ class VllmScheduler(Scheduler):
 
     def _allocate_or_preempt(self, req, total, budget, batch, preempted) -> tuple[int, bool]:
         """vLLM's allocate-or-preempt loop for one running request."""
-        while not self.kv.allocate(req, total):
+        while not self.allocate(req, total):
             self.alloc_failures += 1
             victim = self.pick_victim(batch)
             if victim != req and batch.contains(victim):
@@ -156,22 +178,27 @@ class VllmScheduler(Scheduler):
         """
         admitted = 0
         self._blocked = EMPTY
-        while len(self.waiting):
-            req = self.waiting.peek()
+        while len(self.swapped) or len(self.waiting):
+            # swapped requests (vLLM v0) resume before any waiting request is considered
+            queue = self.swapped if len(self.swapped) else self.waiting
+            req = queue.peek()
             self._blocked = self._precheck(req, budget)
             if self._blocked:
                 break
-            comp = int(self.computed[req]) or self.kv.lookup_prefix(req)
+            comp = int(self.computed[req]) or self.kv.lookup_prefix(
+                req, int(self.known_tokens[req]))
             need = int(self._demand(np.array([req]), np.array([comp]))[0])
             if not self.limits.enable_chunked_prefill and need > budget:
                 self._blocked = BUDGET
                 break
             need = min(need, budget)
-            if not self.kv.allocate(req, comp + need, admitting=True):
+            if not self.allocate(req, comp + need, admitting=True):
                 self._blocked = MEMORY
                 self.memory_blocked[req] = True
                 break
-            self._admit(req, comp)
+            self._admit(req, comp, queue)
+            if queue is self.swapped:
+                self._swap_bytes[1] += self.kv.swap_in(req)
             batch.add_one(req, need, comp)
             budget -= need
             admitted += 1
@@ -186,8 +213,8 @@ class VllmScheduler(Scheduler):
             return ADMISSION
         return self.admission_block(req)
 
-    def _admit(self, req: int, computed: int) -> None:
-        self.waiting.pop()
+    def _admit(self, req: int, computed: int, queue=None) -> None:
+        (self.waiting if queue is None else queue).pop()
         self.running = np.append(self.running, req)
         self.status[req] = Status.RUNNING
         self.computed[req] = computed

@@ -144,7 +144,7 @@ def simulate(arrival, prompt, output, *, cost_ms, priority=None, **knobs):
     reqs = [Req(i, arrival[i], prompt[i], output[i], 0 if priority is None else priority[i])
             for i in range(len(arrival))]
     s = RefScheduler(**knobs)
-    now, nxt, steps, rejected = 0.0, 0, [], []
+    now, nxt, steps, rejected, victims = 0.0, 0, [], [], []
     base, per_prefill, per_decode = cost_ms
     while True:
         while nxt < len(reqs) and reqs[nxt].arrival <= now:
@@ -155,6 +155,10 @@ def simulate(arrival, prompt, output, *, cost_ms, priority=None, **knobs):
                 s.add(r)
             nxt += 1
         sched, pre = s.schedule() if (s.running or s.waiting) else ({}, [])
+        if pre and not sched:  # priority: the first request preempted itself; vLLM's engine
+            victims += pre     # runs nothing and schedules again at once
+            continue
+        pre, victims = victims + pre, []
         if not sched:
             if nxt >= len(reqs):
                 break
