@@ -7,11 +7,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sim.config.memory import GIB
 from sim.config.resolve import Resolved
 from sim.cost.base import COST_MODELS, CostModel
 from sim.engine.engine import Engine, RunStatus
 from sim.engine.requests import RequestSpecs
 from sim.kv.base import KV_POLICIES, KVManager
+from sim.kv.prefix_cache import PrefixCachingKV
+from sim.kv.swap import HostPool
 from sim.metrics.recorder import Recorder
 from sim.sched.admission import ADMISSION_RULES
 from sim.sched.base import SCHEDULERS, Scheduler
@@ -37,11 +40,20 @@ class RunResult:
 
 
 def build_kv(r: Resolved, specs: RequestSpecs) -> KVManager:
+    """The KV policy; ``engine.enable_prefix_caching`` swaps paged for its caching pool and
+    ``engine.preemption_mode: swap`` attaches ``swap_space`` GiB of host blocks."""
+    engine = r.scenario.engine
     cls = KV_POLICIES.get(r.scenario.kv.name)
-    return cls(num_blocks=r.memory.usable_blocks, block_size=r.block_size,
-               num_requests=len(specs), max_model_len=r.limits.max_model_len,
-               prompt_tokens=specs.prompt_tokens, output_tokens=specs.output_tokens,
-               params=r.scenario.kv.params, specs=specs)
+    if engine.enable_prefix_caching:  # the scenario allows it with paged only
+        cls = PrefixCachingKV
+    kv = cls(num_blocks=r.memory.usable_blocks, block_size=r.block_size,
+             num_requests=len(specs), max_model_len=r.limits.max_model_len,
+             prompt_tokens=specs.prompt_tokens, output_tokens=specs.output_tokens,
+             params=r.scenario.kv.params, specs=specs)
+    if engine.preemption_mode == "swap":
+        block = r.memory.block_bytes  # one KV block on one GPU (bytes)
+        kv.host = HostPool(int(engine.swap_space * GIB) // block, block)
+    return kv
 
 
 def build_scheduler(r: Resolved, specs: RequestSpecs, kv: KVManager) -> Scheduler:
@@ -87,7 +99,8 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
         num_preemptions=sched.num_preemptions.copy(), cached_tokens=sched.cached_tokens.copy(),
         generated=sched.generated.copy(), recomputed_tokens=sched.recomputed_tokens,
         counters={"alloc_failures": sched.alloc_failures,
-                  "memory_blocked": int(sched.memory_blocked.sum()), **kv.counters()},
+                  "memory_blocked": int(sched.memory_blocked.sum()),
+                  "preemption_mode": r.scenario.engine.preemption_mode, **kv.counters()},
         kv_total_blocks=kv.num_blocks, run=status, dropped_after_horizon=n_all - n,
         wall_s=time.perf_counter() - t0,
     )

@@ -87,6 +87,9 @@ class KVManager(ABC):
 
     #: blocks that admissions of new requests must leave free (a watermark)
     admission_reserve: int = 0
+    #: the first allocation takes the request's whole reservation (contiguous policies), so
+    #: decode never grows a table and never preempts
+    reserves_up_front = False
 
     @abstractmethod
     def allocate(self, req: int, total_tokens: int, admitting: bool = False) -> bool:
@@ -111,15 +114,56 @@ class KVManager(ABC):
             ok = self.allocate(req, int((self.held[req] + extra[i]) * self.block_size))
             assert ok, "grow called with an allocation that does not fit"
 
+    def preempt(self, req: int, computed_tokens: int) -> None:
+        """Free a recompute-preempted request; a prefix cache keeps its computed KV findable."""
+        self.free(req)
+
     # ---- prefix caching hooks (no-ops unless the policy caches) ----------------
-    def lookup_prefix(self, req: int) -> int:
-        """Tokens of ``req``'s prompt already in the cache (0 without prefix caching)."""
+    #: whether the scheduler must report scheduled tokens through :meth:`note_computed`
+    tracks_computed = False
+
+    def lookup_prefix(self, req: int, num_tokens: int | None = None) -> int:
+        """Tokens of ``req`` already in the cache (0 without prefix caching).
+
+        ``num_tokens``: the request's known tokens (prompt + generated); a hit stops
+        at least one token short of them (vLLM recomputes the last one for its logits).
+        """
         return 0
+
+    def note_computed(self, req_ids: np.ndarray, upto: np.ndarray) -> None:  # noqa: B027
+        """Tokens ``[0, upto)`` of each request will hold KV after this step (caching pools
+        publish the blocks that became full). Called only when ``tracks_computed``."""
+
+    @property
+    def shared_slots(self) -> int:
+        """Token slots that more than one request's table counts (prefix sharing)."""
+        return 0
+
+    # ---- swap preemption (vLLM v0): only when a host pool is attached ------------
+    #: host (CPU) swap space, a ``sim.kv.swap.HostPool``; None = recompute only
+    host = None
+
+    def swap_out(self, req: int) -> int:
+        """Move ``req``'s blocks to the host pool and free them here; bytes moved (0: no
+        host pool or no room there, so the caller recomputes instead)."""
+        blocks = int(self.held[req])
+        if self.host is None or not blocks or not self.host.room_for(blocks):
+            return 0
+        moved = self.host.take(req, blocks)
+        self.free(req)
+        return moved
+
+    def swap_in(self, req: int) -> int:
+        """Release ``req``'s host copy after its blocks were allocated again; bytes moved."""
+        return self.host.give_back(req) if self.host is not None else 0
+
+    def is_swapped(self, req: int) -> bool:
+        return self.host is not None and self.host.holds(req)
 
     # ---- observation ------------------------------------------------------------
     def counters(self) -> dict:
         """Policy-specific totals for the run summary (prefix hits, swap bytes, ...)."""
-        return {}
+        return self.host.counters() if self.host is not None else {}
 
     @abstractmethod
     def usage(self) -> KVUsage:

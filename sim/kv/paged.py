@@ -23,13 +23,14 @@ class PagedParams(BaseModel):
 class PagedKV(KVManager):
     """Blocks on demand: ceil(tokens / block_size) per request."""
 
-    description = "vLLM PagedAttention: blocks allocated on demand, ceil(tokens/block_size)"
+    description = ("vLLM PagedAttention: blocks allocated on demand, ceil(tokens/block_size); "
+                   "engine.enable_prefix_caching adds vLLM's LRU prefix cache")
     Params = PagedParams
 
     def __init__(self, **kw):
         super().__init__(**kw)
         self.pool = BlockPool(self.num_blocks)
-        watermark = self.params.watermark if self.params is not None else 0.0
+        watermark = getattr(self.params, "watermark", 0.0)
         self.admission_reserve = int(watermark * self.num_blocks)
 
     def blocks_for(self, req_ids, total_tokens):
@@ -82,3 +83,5 @@ class PagedKV(KVManager):
 
     def check_integrity(self):
         self.pool.check(int(self.held.sum()))
+        if self.host is not None:
+            self.host.check()

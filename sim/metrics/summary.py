@@ -14,6 +14,7 @@ import numpy as np
 
 from sim.metrics.lanes import lane_blocks
 from sim.metrics.latency import latency_block, request_latencies
+from sim.metrics.memory import concurrency_fields, prefix_cache_block, swap_fields
 from sim.metrics.stability import stability
 from sim.metrics.stats import weighted_percentiles
 from sim.runner import RunResult
@@ -76,8 +77,11 @@ def summarize(res: RunResult) -> dict:
             "recomputed_tokens": res.recomputed_tokens,
             "allocation_failures": res.counters["alloc_failures"],
             "requests_blocked_on_memory": res.counters["memory_blocked"],
+            **swap_fields(res.counters),
         },
-        "kv_cache": kv_block(steps, res.kv_total_blocks, res.resolved.block_size),
+        "kv_cache": {**kv_block(steps, res.kv_total_blocks, res.resolved.block_size),
+                     **concurrency_fields(steps)},
+        "prefix_cache": prefix_cache_block(res.counters),
         "waiting": waiting_block(steps),
         "steps": steps_block(steps),
         "stability": stability(res),

@@ -45,12 +45,37 @@ def overview_table(s: dict, derived: dict) -> Table:
         ("KV used mean / peak (%)", f"{100 * kv.get('mean_used_fraction', 0):.1f} / "
                                     f"{100 * kv.get('peak_used_fraction', 0):.1f}"),
         ("preemptions (recomputed tokens)", f"{pre['count']:,} ({pre['recomputed_tokens']:,})"),
+        *memory_rows(s),
         ("SLO at p{:g}".format(s["slo"]["percentile"]), "met" if s["slo"]["met"] else "MISSED"),
         ("stability", f"{s['stability']['verdict']}: {s['stability']['reason']}"),
     ]
     for k, v in rows:
         t.add_row(k, v)
     return t
+
+
+def memory_rows(s: dict) -> list[tuple[str, str]]:
+    """The memory-policy lines that apply to this run (swap and prefix cache when used)."""
+    kv, pre, wait = s["kv_cache"], s["preemption"], s["waiting"]
+    rows = [
+        ("KV slots held but empty, mean (%)",
+         f"{100 * kv.get('mean_wasted_slot_fraction', 0):.1f}"),
+        ("concurrent sequences peak / mean",
+         f"{kv.get('peak_concurrent_seqs', 0):,} / {kv.get('mean_concurrent_seqs', 0):.1f}"),
+        ("allocation failures / requests refused for KV",
+         f"{pre['allocation_failures']:,} / {pre['requests_blocked_on_memory']:,}"),
+        ("waiting, mean: all / on KV memory", f"{wait['mean_waiting']:.1f} / "
+                                             f"{wait.get('mean_waiting_on_kv_memory', 0):.1f}"),
+    ]
+    if pre.get("mode") == "swap":
+        rows.append(("swaps out / in (GiB moved)",
+                     f"{pre['swap_out_events']:,} / {pre['swap_in_events']:,} "
+                     f"({(pre['swap_out_bytes'] + pre['swap_in_bytes']) / 2**30:,.2f})"))
+    pc = s.get("prefix_cache", {})
+    if pc.get("enabled"):
+        rows.append(("prefix cache hit rate (saved prefill tokens)",
+                     f"{100 * pc['hit_rate']:.1f}% ({pc['saved_prefill_tokens']:,})"))
+    return rows
 
 
 def print_summary(summary: dict, derived: dict, console: Console | None = None) -> None:

@@ -1,0 +1,108 @@
+"""Block hash keys for prefix caching, derived from the trace's prefix hash chains.
+
+vLLM hashes block k of a request as hash(parent hash, the block's token ids). Our
+traces carry no token ids, only a chain of prefix hash ids, one per
+``hash_block_size`` tokens of the prompt (Mooncake: 512; synthetic shared
+prefixes: ``workload.shared_prefix.hash_block_size``), where equal ids at equal
+positions mean equal tokens. So:
+
+* KV block k (tokens ``[k*bs, (k+1)*bs)``) is *shareable* iff it lies entirely
+  within the prompt and within hash blocks whose ids are given. Its key is a
+  64-bit hash of (the chain's ids up to the hash block holding the block's last
+  token, k): two requests share block k iff their chains agree up to there.
+  Within a partial last hash block (Mooncake: ``len(hash_ids) = ceil(prompt/512)``,
+  so it is usually partial) the full KV blocks are shareable too, but its id
+  hashes that partial content, so in practice only a request with the same
+  prompt end matches it; a later turn that extends the prompt has a different id
+  there and recomputes up to 511 tokens that a token-level cache would reuse.
+* Every other block (the prompt's tail past the chain, the partial last KV
+  block, all generated tokens) has no id to share: it gets a key private to its
+  request, which only that request can hit again (a recompute-preempted request
+  re-admitted, as in vLLM, whose generated tokens have ids).
+
+Keys are uint64 values as Python ints; 0 means "no key". Collisions between
+distinct 64-bit keys are ignored (about n^2 / 2^65 for n keys: negligible).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_P = 0x100000001B3  # odd multiplier of the polynomial chain hash (invertible mod 2^64)
+_Q = pow(_P, -1, 1 << 64)
+_BLOCK_SALT = np.uint64(0x9E3779B97F4A7C15)
+_PRIVATE_SALT = np.uint64(0xD6E8FEB86659FD93)
+
+
+def mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finalizer (uint64 array in, uint64 array out; wraps mod 2^64)."""
+    x = np.asarray(x, dtype=np.uint64).copy()
+    x ^= x >> np.uint64(30)
+    x *= np.uint64(0xBF58476D1CE4E5B9)
+    x ^= x >> np.uint64(27)
+    x *= np.uint64(0x94D049BB133111EB)
+    x ^= x >> np.uint64(31)
+    return x
+
+
+def _powers(base: int, n: int) -> np.ndarray:
+    """base^0 .. base^(n-1) mod 2^64."""
+    out = np.ones(n, dtype=np.uint64)
+    if n > 1:
+        out[1:] = np.cumprod(np.full(n - 1, base, dtype=np.uint64))
+    return out
+
+
+def chain_hashes(ids: np.ndarray) -> np.ndarray:
+    """H_j = hash of ids[0..j] (a polynomial hash mod 2^64, then mixed), vectorized."""
+    m = mix(np.asarray(ids, dtype=np.uint64) + np.uint64(1))
+    n = len(m)
+    # H_j = sum_{i<=j} m_i P^(j-i) = P^j * sum_{i<=j} m_i Q^i   (P Q = 1 mod 2^64)
+    return mix(_powers(_P, n) * np.cumsum(m * _powers(_Q, n), dtype=np.uint64))
+
+
+def _nonzero(keys: np.ndarray) -> list[int]:
+    keys[keys == 0] = 1
+    return keys.tolist()
+
+
+class BlockKeys:
+    """Per-request block keys; shareable ones computed once per request, on demand."""
+
+    def __init__(self, specs, block_size: int, prompt_tokens: np.ndarray):
+        n = len(prompt_tokens)
+        self.bs = block_size
+        chains = specs.prefix_hashes if specs is not None else (None,) * n
+        hbs = specs.hash_block_size if specs is not None else None
+        self.hbs = hbs or 1
+        lens = np.fromiter((0 if c is None else len(c) for c in chains), np.int64, n)
+        covered = np.minimum(prompt_tokens, lens * self.hbs) if hbs else np.zeros(n, np.int64)
+        self.n_shared = covered // block_size  # shareable blocks per request
+        self._chains = chains
+        self._shared: dict[int, list[int]] = {}
+
+    def shared(self, req: int) -> list[int]:
+        """Keys of ``req``'s shareable blocks 0 .. n_shared - 1."""
+        keys = self._shared.get(req)
+        if keys is None:
+            n = int(self.n_shared[req])
+            if n == 0:
+                keys = []
+            else:
+                h = chain_hashes(self._chains[req])
+                k = np.arange(n, dtype=np.uint64)
+                last = ((k + np.uint64(1)) * np.uint64(self.bs) - np.uint64(1)) // np.uint64(
+                    self.hbs)
+                keys = _nonzero(mix(h[last] ^ mix(k + _BLOCK_SALT)))
+            self._shared[req] = keys
+        return keys
+
+    def private(self, req: int, start: int, stop: int) -> list[int]:
+        """Keys of ``req``'s own blocks ``start .. stop - 1`` (only ``req`` can match them)."""
+        if stop <= start:
+            return []
+        salt = mix(np.array([req], dtype=np.uint64) + _PRIVATE_SALT)
+        return _nonzero(mix(salt ^ mix(np.arange(start, stop, dtype=np.uint64) + _BLOCK_SALT)))
+
+    def forget(self, req: int) -> None:
+        self._shared.pop(req, None)

@@ -1,0 +1,40 @@
+"""Summary blocks of the memory policies: swap traffic, prefix caching, concurrency.
+
+Counters come from ``RunResult.counters`` (scheduler + ``kv.counters()``); a key a
+policy does not report reads as zero, so every run has the same summary shape.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+SWAP_KEYS = ("swap_out_events", "swap_in_events", "swap_out_bytes", "swap_in_bytes",
+             "swap_fallbacks")
+
+
+def swap_fields(counters: dict) -> dict:
+    """Preemption mode and swap traffic (events, bytes; fallbacks = victims recomputed
+    because the host swap space was full)."""
+    out = {"mode": counters.get("preemption_mode", "recompute")}
+    out.update({k: int(counters.get(k, 0)) for k in SWAP_KEYS})
+    return out
+
+
+def prefix_cache_block(counters: dict) -> dict:
+    """vLLM's prefix-cache stats in tokens: hit_rate = hits / queries over first lookups;
+    lookups by preempted requests re-admitted are counted apart; saved_prefill_tokens =
+    every hit token (not recomputed)."""
+    c = {k: int(counters.get(f"prefix_{k}", 0))
+         for k in ("queries", "hits", "preempted_queries", "preempted_hits", "evictions")}
+    return {"enabled": bool(counters.get("prefix_caching", False)), **c,
+            "hit_rate": c["hits"] / c["queries"] if c["queries"] else 0.0,
+            "saved_prefill_tokens": c["hits"] + c["preempted_hits"]}
+
+
+def concurrency_fields(steps: dict) -> dict:
+    """Requests running at once (after each step's admissions): peak and time-weighted mean."""
+    run, dur = steps["num_running"], steps["duration_s"]
+    if not len(run):
+        return {"peak_concurrent_seqs": 0, "mean_concurrent_seqs": 0.0}
+    return {"peak_concurrent_seqs": int(np.max(run)),
+            "mean_concurrent_seqs": float((run * dur).sum() / max(float(dur.sum()), 1e-12))}
