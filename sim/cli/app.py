@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from calibrate.cli import app as calibrate_app
 from sim.cli import policies, run, scenario, sweep
 from traces.cli import app as trace_app
 
@@ -19,3 +20,4 @@ app.command(name="policies")(policies.policies)
 app.command(name="sweep")(sweep.sweep)
 app.add_typer(scenario.app, name="scenario")
 app.add_typer(trace_app, name="trace")
+app.add_typer(calibrate_app, name="calibrate")

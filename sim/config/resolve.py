@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from sim.config.hardware import GpuSpec, ModelSpec
 from sim.config.memory import GIB, MemoryPlan, plan_memory
-from sim.config.scenario import Scenario
+from sim.config.scenario import CostChoice, Scenario
 from sim.sched.base import SchedulerLimits
 from traces.errors import InputError
 
@@ -121,4 +121,14 @@ def resolve(sc: Scenario) -> Resolved:
                       max_tokens=limits.max_num_batched_tokens, max_seqs=limits.max_num_seqs,
                       blocks_override=sc.engine.num_gpu_blocks_override)
     _check_memory(sc, model, gpu, tp, mem, limits)
+    if sc.cost is None:  # the per-GPU default step-time model
+        sc = sc.model_copy(update={"cost": default_cost(gpu)})
     return Resolved(sc, model, gpu, tp, limits, sc.engine.block_size, mem)
+
+
+def default_cost(gpu: GpuSpec) -> CostChoice:
+    """``fitted`` with the shipped ``<gpu>/vllm`` profile when one exists, else ``roofline``."""
+    from sim.cost.fitted import default_profile
+
+    profile = default_profile(gpu.name)
+    return CostChoice(name="fitted", profile=profile) if profile else CostChoice(name="roofline")

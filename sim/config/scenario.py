@@ -7,7 +7,7 @@
     engine       vLLM's knobs, names and defaults
     scheduler    {name: vllm, ...params}
     kv           {name: paged, ...params}
-    cost         {name: roofline, ...params}
+    cost         {name: fitted|roofline|..., ...params}; unset: fitted if shipped for the GPU
     workload     trace file or synthetic spec (traces.spec.WorkloadSpec)
     slo          latency budgets for goodput and the verdict
 
@@ -17,7 +17,9 @@ resolved defaults) live in ``sim.config.resolve``.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 
 import sim.cost  # noqa: F401  (registers cost models)
 import sim.kv  # noqa: F401  (registers KV policies)
@@ -68,7 +70,16 @@ class EngineConfig(BaseModel):
     )
     enable_prefix_caching: bool = Field(
         False, description="Reuse KV blocks of identical prompt prefixes (needs prefix hashes "
-        "in the trace or a shared_prefix workload).",
+        "in the trace or a shared_prefix workload; kv policy paged only).",
+    )
+    preemption_mode: Literal["recompute", "swap"] = Field(
+        "recompute", description="What preemption does with the victim's KV: recompute (vLLM "
+        "v1: drop it, recompute later) or swap (vLLM v0: copy it to host memory and back, "
+        "charged to the step at the GPU's host_bandwidth; recompute when swap_space is full).",
+    )
+    swap_space: float = Field(
+        4.0, ge=0, description="Host memory for swapped-out KV, per GPU (GiB; vLLM's default "
+        "4). Used by preemption_mode swap.",
     )
 
 
@@ -130,8 +141,9 @@ class Scenario(BaseModel):
     admission: AdmissionChoice = Field(
         default_factory=lambda: AdmissionChoice(name="optimistic"),
         description="Admission rule for waiting requests and its parameters.")
-    cost: CostChoice = Field(default_factory=lambda: CostChoice(name="roofline"),
-                             description="Step-time model and its parameters.")
+    cost: CostChoice | None = Field(
+        None, description="Step-time model and its parameters. Unset: `fitted` with the "
+        "shipped `<gpu>/vllm` profile when one exists for the GPU, else `roofline`.")
     workload: WorkloadSpec = Field(description="Where requests come from.")
     slo: SloConfig = Field(default_factory=SloConfig,
                            description="Latency budgets for goodput and the SLO verdict.")
@@ -155,6 +167,18 @@ class Scenario(BaseModel):
             except CatalogError as e:
                 raise ValueError(str(e)) from None
         return v
+
+    @model_validator(mode="after")
+    def _memory_policies_agree(self):
+        kv = self.kv.name.lower()
+        if self.engine.enable_prefix_caching and kv != "paged":
+            raise ValueError(f"engine.enable_prefix_caching needs kv policy paged, not {kv!r} "
+                             "(a reservation is not made of shareable blocks)")
+        wanted = getattr(self.scheduler.cls, "kv_policies", None)
+        if wanted and kv not in wanted:
+            raise ValueError(f"scheduler {self.scheduler.name} needs kv policy "
+                             f"{' or '.join(wanted)}, not {kv!r}")
+        return self
 
     @property
     def model_spec(self) -> ModelSpec:

@@ -1,0 +1,202 @@
+"""Import NVIDIA's aiconfigurator-core kernel timings (Apache-2.0) as a servesim profile.
+
+aiconfigurator-core ships tables measured on real GPUs under
+``aiconfigurator_core/systems/data/<system>/<op>/<framework>/<version>/*.parquet``
+(latency in ms). Rows used, per system and framework (the newest version that has each):
+
+* ``gemm/gemm_perf``: ``gemm_dtype == bfloat16`` (m, n, k) -> our ``gemm`` rows;
+* ``attention/context_attention_perf``: bf16 attention, bf16 KV, no sliding window, the
+  system's most-measured kernel (FA3 on Hopper, FA2 on L40S, FlashInfer/TRT-LLM on B200).
+  ``isl`` tokens per sequence, no cached prefix -> ``prefill_attn`` (q = isl, p = 0);
+* ``attention/generation_attention_perf``: same filters; the KV length is ``isl + step``
+  (collector: isl = 1, step = sequence length - 1) -> ``decode_attn`` (ctx = step);
+* ``comm/custom_allreduce_perf``: the CUDA-graph (``vllm_graph``) backend; ``message_size``
+  counts bf16 elements -> ``allreduce`` rows of 2 bytes per element.
+
+The roofline the tables are normalised by comes from the system's YAML (datasheet bf16
+FLOP/s, HBM and NVLink bandwidth). aiconfigurator has no per-step host cost; the model
+file takes the catalog GPU's ``step_overhead_s`` and says so.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from calibrate import work
+from calibrate.model_file import ModelFile, Norm
+from calibrate.profile import COLUMNS, SHAPE_COLUMNS
+from traces.errors import InputError
+
+# aiconfigurator system -> servesim catalog GPU
+SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm", "a100_sxm": "a100-80gb",
+           "l40s": "l40s", "b200_sxm": "b200"}
+PACKAGE = "aiconfigurator-core"
+
+
+class ImportDataError(InputError):
+    """The aiconfigurator data is missing or unusable for the requested system."""
+
+
+def package_root() -> tuple[Path, str]:
+    """(the package's ``systems`` folder, its version); InputError if not installed."""
+    try:
+        import aiconfigurator_core
+    except ImportError:
+        raise ImportDataError("aiconfigurator-core is not installed: pip install "
+                              "'servesim[aiconfigurator]' (aiconfigurator-core==0.12.0)") from None
+    from importlib.metadata import version
+
+    return Path(aiconfigurator_core.__file__).parent / "systems", version(PACKAGE)
+
+
+def _version_key(v: str) -> tuple:
+    return tuple(int(x) if x.isdigit() else 0 for x in re.split(r"[.\-a-z]+", v) if x)
+
+
+def newest_table(root: Path, system: str, op_dir: str, framework: str, name: str) -> Path | None:
+    """The newest ``<version>/<name>.parquet`` of one op folder, or None."""
+    found = list((root / "data" / system / op_dir / framework).glob(f"*/{name}.parquet"))
+    return max(found, key=lambda p: _version_key(p.parent.name), default=None)
+
+
+def _frame(op: str, name: str, rows: int, **cols) -> pd.DataFrame:
+    df = pd.DataFrame({c: 0 for c in SHAPE_COLUMNS}, index=range(rows))
+    df["op"], df["name"], df["num_gpus"] = op, name, 1
+    df["dtype"], df["kv_dtype"] = "bfloat16", "bfloat16"
+    for c, v in cols.items():
+        df[c] = np.asarray(v).astype(np.int64)
+    return df
+
+
+def _finish(df: pd.DataFrame, latency_ms, flops, nbytes, device: str, versions: dict,
+            source: str) -> pd.DataFrame:
+    key = None
+    for c in SHAPE_COLUMNS:  # the same text as Shape.key(), built column-wise
+        part = c + "=" + df[c].astype(str)
+        key = part if key is None else key + "|" + part
+    df["key"] = key
+    ms = np.asarray(latency_ms, dtype=np.float64)
+    df["flops"], df["bytes"], df["median_ms"] = flops, nbytes, ms
+    df["p10_ms"] = df["p90_ms"] = np.nan  # the tables carry no spread
+    df["repeats"] = 0
+    df["tflops"] = df["flops"] / (ms * 1e-3) / 1e12
+    df["gbps"] = df["bytes"] / (ms * 1e-3) / 1e9
+    df["device"], df["backend"] = device, "aiconfigurator"
+    df["versions"] = json.dumps(versions, sort_keys=True)
+    df["source"], df["measured_at"] = source, ""
+    return df[COLUMNS].drop_duplicates("key")
+
+
+def _attention(path: Path) -> tuple[pd.DataFrame, str]:
+    t = pd.read_parquet(path)
+    t = t[(t["attn_dtype"] == "bfloat16") & (t["kv_cache_dtype"] == "bfloat16")
+          & (t["beam_width"] == 1)]
+    if "window_size" in t:
+        t = t[t["window_size"] == 0]
+    if t.empty:
+        raise ImportDataError(f"{path}: no bf16 rows")
+    kernel = str(t["kernel_source"].value_counts().index[0])
+    return t[t["kernel_source"] == kernel], kernel
+
+
+def _convert(path: Path, kind: str, ver: dict, rel: str) -> tuple[pd.DataFrame, str]:
+    """Profile rows of one aiconfigurator table and a note saying what was kept."""
+    if kind == "gemm":
+        t = pd.read_parquet(path)
+        t = t[t["gemm_dtype"] == "bfloat16"]
+        df = _frame("gemm", "aiconfigurator", len(t), m=t["m"], n=t["n"], k=t["k"])
+        f, b = work.gemm_work(df["m"], df["n"], df["k"], 2)
+        note = f"gemm: {rel}, bfloat16, {len(t)} rows"
+    elif kind == "allreduce":
+        t = pd.read_parquet(path)
+        t = t[(t["backend"] == "vllm_graph") & (t["allreduce_dtype"] == "bfloat16")]
+        msg = t["message_size"].to_numpy(np.int64) * 2
+        df = _frame("allreduce", "aiconfigurator", len(t), num_gpus=t["num_gpus"],
+                    message_bytes=msg)
+        f, b = np.zeros(len(t)), work.allreduce_wire_bytes(msg, df["num_gpus"])
+        note = f"allreduce: {rel}, vllm_graph backend, {len(t)} rows"
+    else:
+        t, kernel = _attention(path)
+        ver = {**ver, "kernel": kernel}
+        heads = dict(batch=t["batch_size"], num_heads=t["num_heads"],
+                     num_kv_heads=t["num_key_value_heads"], head_dim=t["head_dim"])
+        if kind == "prefill_attn":
+            df = _frame(kind, "aiconfigurator", len(t), q_len=t["isl"], ctx_len=0, **heads)
+            f, b = work.prefill_work(df["batch"], df["q_len"], 0, df["num_heads"],
+                                     df["num_kv_heads"], df["head_dim"])
+        else:
+            df = _frame(kind, "aiconfigurator", len(t), q_len=1,
+                        ctx_len=t["isl"] + t["step"] - 1, **heads)
+            f, b = work.decode_work(df["batch"], df["ctx_len"] + 1, df["num_heads"],
+                                    df["num_kv_heads"], df["head_dim"])
+        note = f"{kind}: {rel}, kernel {kernel}, bf16 KV, no window, {len(t)} rows"
+    ver = {**ver, "framework_version": path.parent.name}
+    out = _finish(df, t["latency"], f, b, str(t["device"].iloc[0]), ver,
+                  f"{PACKAGE} {ver[PACKAGE]} {rel}")
+    return out, note
+
+
+TABLES = (("gemm", "gemm", "gemm_perf"), ("prefill_attn", "attention", "context_attention_perf"),
+          ("decode_attn", "attention", "generation_attention_perf"),
+          ("allreduce", "comm", "custom_allreduce_perf"))
+
+
+def import_profile(system: str, framework: str = "vllm") -> tuple[pd.DataFrame, Norm, list[str]]:
+    """(profile rows, the system's datasheet roofline, notes) of one aiconfigurator system."""
+    root, pkg_version = package_root()
+    if not (root / "data" / system).is_dir():
+        known = ", ".join(sorted(p.name for p in (root / "data").iterdir() if p.is_dir()))
+        raise ImportDataError(f"--system {system!r}: unknown aiconfigurator system "
+                              f"(known: {known})")
+    frames, notes = [], []
+    for kind, op_dir, name in TABLES:
+        path = newest_table(root, system, op_dir, framework, name)
+        if path is None:
+            if kind != "allreduce":
+                raise ImportDataError(f"--system {system} --framework {framework}: "
+                                      f"aiconfigurator has no {name} table")
+            notes.append("allreduce: no table; the cost model uses the catalog roofline")
+            continue
+        rel = str(path.relative_to(root))
+        df, note = _convert(path, kind, {PACKAGE: pkg_version}, rel)
+        frames.append(df)
+        notes.append(note)
+    spec = yaml.safe_load((root / f"{system}.yaml").read_text())
+    norm = Norm(peak_flops=float(spec["gpu"]["bfloat16_tc_flops"]),
+                mem_bandwidth=float(spec["gpu"]["mem_bw"]),
+                link_bandwidth=float(spec["node"]["intra_node_bw"]), floor_s=5e-6)
+    return pd.concat(frames, ignore_index=True), norm, notes
+
+
+def import_and_fit(system: str, framework: str = "vllm", seed: int = 0,
+                   heldout: float = 0.2) -> tuple[ModelFile, pd.DataFrame]:
+    """Convert one system's tables and fit them; (model file, converted profile)."""
+    from calibrate.fit import fit_profile
+    from sim.catalog import get_gpu
+
+    df, norm, notes = import_profile(system, framework)
+    gpu = SYSTEMS.get(system, system)
+    overhead = get_gpu(gpu).step_overhead_s * 1e3 if system in SYSTEMS else 0.0
+    notes = notes + [
+        "prefill attention was measured without a cached prefix; chunks with a prefix are "
+        "priced by the roofline ratio at prefix 0 (FLOP-proportional)",
+        "decode attention was measured with equal context lengths; a batch is priced at its "
+        "mean context",
+    ]
+    mf = fit_profile(df, profile=f"{PACKAGE} systems/data/{system} ({framework})", seed=seed,
+                     heldout=heldout, norm=norm, gpu=gpu, framework=framework, notes=notes,
+                     step_overhead_ms=overhead,
+                     step_overhead_source="servesim catalog estimate (sim/catalog/gpus.py "
+                     "step_overhead_s); aiconfigurator has no per-step host cost")
+    mf.provenance.source = f"{PACKAGE} {_pkg(df)} ({system}, {framework})"
+    return mf, df
+
+
+def _pkg(df: pd.DataFrame) -> str:
+    return str(json.loads(df["versions"].iloc[0]).get(PACKAGE, "?"))

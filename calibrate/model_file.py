@@ -1,0 +1,205 @@
+"""The fitted step-time model file: a versioned YAML schema (pydantic), read and written here.
+
+Pure pydantic + numpy + yaml (no torch): the simulator's ``fitted`` cost model imports it.
+
+    schema_version: 1
+    kind: ops | steps          ops: per-operation tables; steps: a fit of whole engine steps
+    gpu, framework, dtype      what the timings describe (e.g. h200-sxm, vllm, bfloat16)
+    provenance                 source, device, versions, date, profile hash, seed, notes
+    norm                       the roofline each table is relative to (peak FLOP/s, B/s, floor)
+    ops: {gemm, prefill_attn, decode_attn, allreduce}: each a table of
+         log2(measured / roofline) on log2 axes (calibrate/work.py), with its held-out error
+    step_overhead_ms           fixed per-step cost added once per engine step
+    steps                      (kind steps) base + per-token/-sequence coefficients
+
+Table values are stored compactly: int16-quantised (error < 1e-4 in log2), zlib, base64.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import zlib
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from calibrate.grid import evaluate
+from traces.errors import InputError
+
+SCHEMA_VERSION = 1
+MODELS_DIR = Path(__file__).resolve().parent / "models"
+_STRICT = ConfigDict(extra="forbid")
+
+
+class ModelFileError(InputError):
+    """A model file that cannot be read or does not follow the schema."""
+
+
+class Errors(BaseModel):
+    """Absolute percentage errors |predicted / measured - 1| over a set of rows (percent)."""
+
+    model_config = _STRICT
+    rows: int = Field(ge=0, description="Rows evaluated (count).")
+    median_ape: float = Field(description="Median absolute percentage error (%).")
+    p90_ape: float = Field(description="90th-percentile absolute percentage error (%).")
+    max_ape: float = Field(description="Largest absolute percentage error (%).")
+
+
+class Axis(BaseModel):
+    model_config = _STRICT
+    name: str = Field(description="Quantity on this axis (calibrate/work.py AXES).")
+    nodes: list[float] = Field(min_length=1, description="Grid nodes, log2 of the quantity.")
+
+
+class OpTable(BaseModel):
+    """log2(measured / roofline) of one operation on a grid of log2 coordinates."""
+
+    model_config = _STRICT
+    axes: list[Axis]
+    encoding: Literal["zlib-int16-b64"] = "zlib-int16-b64"
+    offset: float = Field(description="value = offset + scale * stored int16.")
+    scale: float = Field(gt=0)
+    values: str = Field(description="Node values, C order over the axes, encoded.")
+    train: Errors = Field(description="Error on the rows the table was fitted to.")
+    heldout: Errors | None = Field(None, description="Error on rows held out of the fit.")
+
+    def nodes(self) -> list[np.ndarray]:
+        return [np.asarray(a.nodes, dtype=np.float64) for a in self.axes]
+
+    def grid(self) -> np.ndarray:
+        """Decoded node values, shape = node counts per axis."""
+        raw = np.frombuffer(zlib.decompress(base64.b64decode(self.values)), dtype="<i2")
+        shape = tuple(len(a.nodes) for a in self.axes)
+        if raw.size != int(np.prod(shape)):
+            raise ValueError(f"table has {raw.size} values, its axes need {int(np.prod(shape))}")
+        return (self.offset + self.scale * raw.astype(np.float64)).reshape(shape)
+
+    def log2_ratio(self, coords: np.ndarray) -> np.ndarray:
+        """Interpolated log2(measured / roofline) at [N, D] coordinates."""
+        return evaluate(self.grid(), self.nodes(), coords)
+
+    @staticmethod
+    def encode(values: np.ndarray) -> tuple[str, float, float]:
+        """(encoded, offset, scale) of float node values."""
+        lo, hi = float(values.min()), float(values.max())
+        scale = max(hi - lo, 1e-9) / 65000.0
+        offset = (lo + hi) / 2
+        q = np.rint((values - offset) / scale).astype("<i2")
+        return base64.b64encode(zlib.compress(q.tobytes(), 9)).decode("ascii"), offset, scale
+
+
+class Norm(BaseModel):
+    """The roofline the tables are relative to (calibrate/work.py roofline_s)."""
+
+    model_config = _STRICT
+    peak_flops: float = Field(gt=0, description="Compute roof (FLOP/s).")
+    mem_bandwidth: float = Field(gt=0, description="Memory roof (bytes/s).")
+    link_bandwidth: float = Field(gt=0, description="All-reduce link roof per GPU (bytes/s).")
+    floor_s: float = Field(ge=0, description="Added to every roofline time (seconds).")
+
+
+class Provenance(BaseModel):
+    model_config = _STRICT
+    source: str = Field(description="Where the timings come from.")
+    device: str = Field(description="Device name as the measuring library reported it.")
+    created: str = Field(description="When the fit was made (ISO 8601, UTC).")
+    tool: str = Field(description="What made the file.")
+    profile: str = Field("", description="The profile / log fitted (path or table list).")
+    profile_sha256: str = Field("", description="Hash of the fitted rows' shape keys+times.")
+    rows: int = Field(0, ge=0, description="Rows in the profile (count).")
+    versions: dict[str, str] = Field(default_factory=dict, description="Library versions.")
+    seed: int = Field(0, description="Seed of the held-out split.")
+    heldout_fraction: float = Field(0.2, ge=0, lt=1, description="Rows held out (fraction).")
+    notes: list[str] = Field(default_factory=list, description="Caveats, in words.")
+
+
+class StepsFit(BaseModel):
+    """step_ms = base + prefill_token * P + decode_seq * D + context_token * C (kind steps)."""
+
+    model_config = _STRICT
+    base_ms: float = Field(ge=0)
+    prefill_token_ms: float = Field(ge=0)
+    decode_seq_ms: float = Field(ge=0)
+    context_token_ms: float = Field(ge=0)
+    train: Errors
+    heldout: Errors | None = None
+
+
+class ModelFile(BaseModel):
+    model_config = _STRICT
+    schema_version: Literal[1] = SCHEMA_VERSION
+    kind: Literal["ops", "steps"] = "ops"
+    gpu: str = Field(description="Catalog GPU name, or the device name when none fits.")
+    framework: str = Field("", description="Serving framework the timings represent.")
+    dtype: str = Field("bfloat16", description="GEMM / activation dtype timed.")
+    model: str = Field("", description="Model profiled (informational; tables generalise).")
+    tensor_parallel_size: int = Field(1, ge=1, description="TP of the profile (kind steps).")
+    provenance: Provenance
+    norm: Norm | None = None
+    ops: dict[str, OpTable] = Field(default_factory=dict)
+    step_overhead_ms: float = Field(0.0, ge=0, description="Fixed cost per engine step (ms).")
+    step_overhead_source: str = Field("", description="Where step_overhead_ms comes from.")
+    steps: StepsFit | None = None
+
+
+def save_model_file(mf: ModelFile, path: str | Path) -> Path:
+    """Write ``mf`` as YAML (atomically: a temporary file renamed over ``path``)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    text = yaml.safe_dump(mf.model_dump(mode="json"), sort_keys=False, width=100,
+                          default_flow_style=None)  # node lists on one line each
+    tmp.write_text(f"# servesim fitted step-time model (calibrate/README.md)\n{text}")
+    tmp.replace(path)
+    return path
+
+
+@functools.lru_cache(maxsize=32)
+def _load_cached(path: str, mtime_ns: int) -> ModelFile:
+    try:
+        data = yaml.load(Path(path).read_text(), Loader=getattr(yaml, "CSafeLoader",
+                                                                  yaml.SafeLoader))
+    except yaml.YAMLError as e:
+        raise ModelFileError(f"{path}: invalid YAML ({e.__class__.__name__})") from None
+    if not isinstance(data, dict):
+        raise ModelFileError(f"{path}: a model file must be a YAML mapping")
+    try:
+        return ModelFile.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        raise ModelFileError(f"{path}: {loc}: {err['msg']}") from None
+
+
+def load_model_file(path: str | Path) -> ModelFile:
+    """Read and validate a model file (cached per path and modification time)."""
+    p = Path(path)
+    try:
+        st = p.stat()
+    except OSError:
+        raise ModelFileError(f"{p}: model file not found") from None
+    return _load_cached(str(p.resolve()), st.st_mtime_ns)
+
+
+def shipped_profiles() -> dict[str, Path]:
+    """Shipped model files by name ``<gpu>/<framework>`` (calibrate/models/<gpu>/<fw>.yaml)."""
+    if not MODELS_DIR.is_dir():
+        return {}
+    return {f"{p.parent.name}/{p.stem}": p for p in sorted(MODELS_DIR.glob("*/*.yaml"))}
+
+
+def resolve_profile(spec: str) -> Path:
+    """Path of a profile given as ``<gpu>/<framework>`` (shipped) or as a file path."""
+    shipped = shipped_profiles()
+    if spec in shipped:
+        return shipped[spec]
+    p = Path(spec).expanduser()
+    if p.suffix in (".yaml", ".yml") and p.is_file():
+        return p
+    names = ", ".join(shipped) or "none"
+    raise ValueError(f"unknown profile {spec!r}: give a model YAML path or one of the shipped "
+                     f"profiles: {names}")

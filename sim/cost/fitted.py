@@ -1,0 +1,229 @@
+"""The fitted step-time model: measured per-operation tables composed into a step.
+
+Reads a model file written by ``servesim calibrate fit`` / ``import-aiconfigurator`` /
+``fit-steps`` (schema: calibrate/model_file.py). For an ``ops`` file, one step on one GPU
+of the tensor-parallel group costs
+
+    step = overhead + L * (GEMMs(T) + prefill_attn + decode_attn + 2 all-reduce(T))
+                    + LM-head GEMM(R)
+
+with T tokens computed, R requests (logit rows), L layers. Each operation is
+``roofline * 2^table(coords)`` (calibrate/work.py); the tables are restricted to this
+model's shapes once, at construction, so pricing a step is a few 1-D/2-D interpolations:
+
+* GEMMs: QKV, O, gate+up, down at m = T (and the LM head at m = R), memoised per (T, R);
+* prefill attention: per prefill-shaped request (q, p), at the step's count of such
+  requests (they share one kernel launch); times add up FLOP-for-FLOP;
+* decode attention: the decode requests as one batch at their mean context (vectorised
+  over the steps of a decode run);
+* all-reduce: the file's table for this tp, else the GPU's roofline interconnect figures.
+
+A ``steps`` file prices ``base + prefill_token * P + decode_seq * D + context_token * C``.
+Never imports torch or triton.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from calibrate import grid, work
+from calibrate.model_file import ModelFile, load_model_file, resolve_profile, shipped_profiles
+from calibrate.shapes import ELEM_BYTES, model_gemms
+from sim.cost.base import COST_MODELS, CostModel, StepShape
+from traces.errors import InputError
+
+AUTO = "auto"
+
+
+def default_profile(gpu_name: str, framework: str = "vllm") -> str | None:
+    """The shipped profile ``<gpu>/<framework>`` for a catalog GPU, or None."""
+    name = f"{gpu_name.strip().lower().replace('_', '-')}/{framework}"
+    return name if name in shipped_profiles() else None
+
+
+class FittedParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    profile: str = Field(
+        AUTO, description="Shipped '<gpu>/<framework>' profile (calibrate/models), a path to "
+        "a model YAML, or 'auto': the shipped '<gpu>/vllm' of the scenario's GPU.")
+    step_overhead_ms: float | None = Field(
+        None, ge=0, description="Override the file's fixed per-step cost (ms).")
+
+    @field_validator("profile")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        if v != AUTO:
+            resolve_profile(v)  # ValueError listing the shipped profiles
+        return v
+
+
+def _ratio_1d(table, fixed: dict[int, float]):
+    """(x nodes, log2-ratio values) of a table restricted to one free axis."""
+    vals, nodes = grid.restrict(table.grid(), table.nodes(), fixed)
+    return nodes[0], vals
+
+
+def _bilinear(table: tuple[np.ndarray, list[np.ndarray]], x0: np.ndarray,
+              x1: np.ndarray) -> np.ndarray:
+    """A 2-D table (values, [nodes0, nodes1]) at points (x0, x1), clamped at the edges;
+    a one-node axis is constant along it. A fast path of calibrate.grid.evaluate."""
+    vals, (n0, n1) = table
+    if len(n1) == 1:
+        return np.interp(x0, n0, vals[:, 0])
+    if len(n0) == 1:
+        return np.interp(x1, n1, vals[0])
+    i = np.clip(np.searchsorted(n0, x0, side="right") - 1, 0, len(n0) - 2)
+    j = np.clip(np.searchsorted(n1, x1, side="right") - 1, 0, len(n1) - 2)
+    a = np.clip((x0 - n0[i]) / (n0[i + 1] - n0[i]), 0.0, 1.0)
+    b = np.clip((x1 - n1[j]) / (n1[j + 1] - n1[j]), 0.0, 1.0)
+    return ((1 - a) * ((1 - b) * vals[i, j] + b * vals[i, j + 1])
+            + a * ((1 - b) * vals[i + 1, j] + b * vals[i + 1, j + 1]))
+
+
+@COST_MODELS.register("fitted")
+class FittedCost(CostModel):
+    description = "per-op tables fitted to measured kernel timings (servesim calibrate)"
+    Params = FittedParams
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        spec = self.params.profile
+        if spec == AUTO:
+            spec = default_profile(self.gpu.name)
+            if spec is None:
+                raise InputError(f"cost fitted: no shipped profile for GPU {self.gpu.name!r}; "
+                                 f"shipped: {', '.join(shipped_profiles()) or 'none'}")
+        self.file: ModelFile = load_model_file(resolve_profile(spec))
+        ms = self.params.step_overhead_ms
+        self.overhead = (self.file.step_overhead_ms if ms is None else ms) * 1e-3
+        self.layers = self.model.num_layers
+        self._memo: dict[tuple[int, int], float] = {}
+        if self.file.kind == "ops":
+            missing = [op for op in ("gemm", "prefill_attn", "decode_attn")
+                       if op not in self.file.ops]
+            if missing:
+                raise InputError(f"cost fitted: {spec}: no table for {', '.join(missing)}")
+            self._setup_ops()
+        elif self.file.steps is None:
+            raise InputError(f"cost fitted: {spec}: kind steps without a steps section")
+
+    # -- set-up: restrict every table to this model's shapes ---------------------------
+    def _setup_ops(self) -> None:
+        f, m, tp = self.file, self.model, self.tp
+        self.norm = f.norm
+        self.e = ELEM_BYTES.get(f.dtype.split(",")[0], 2)  # the profile's element size
+        self.kv_e = self.e * m.kv_bytes / m.dtype_bytes  # fp8 KV: half the bytes
+        self.heads, self.kv_heads = m.num_attention_heads // tp, m.kv_heads_per_gpu(tp)
+        self.head_dim = m.head_dim
+        group = self.heads / self.kv_heads
+        lg = np.log2
+        self.gemms = {}
+        for name, (n, k) in model_gemms(m, tp).items():
+            self.gemms[name] = (n, k, *_ratio_1d(f.ops["gemm"], {1: lg(n), 2: lg(k)}))
+        pre = f.ops["prefill_attn"]
+        self.pre_grid, self.pre_nodes = grid.restrict(
+            pre.grid(), pre.nodes(), {3: lg(self.heads), 4: lg(group), 5: lg(self.head_dim)})
+        dec = f.ops["decode_attn"]
+        self.dec_grid, self.dec_nodes = grid.restrict(
+            dec.grid(), dec.nodes(), {2: lg(self.kv_heads), 3: lg(group), 4: lg(self.head_dim)})
+        self._pre_memo: dict[int, tuple[np.ndarray, list[np.ndarray]]] = {}
+        self._layer, self._head = np.zeros(0), np.zeros(0)
+        self._dec_memo: dict[int, np.ndarray] = {}
+        ar = f.ops.get("allreduce")
+        self.ar = _ratio_1d(ar, {1: lg(tp)}) if ar is not None and tp > 1 else None
+
+    # -- pieces --------------------------------------------------------------------------
+    def _roof(self, flops, nbytes):
+        """Roofline time without the floor (seconds)."""
+        return np.maximum(flops / self.norm.peak_flops, nbytes / self.norm.mem_bandwidth)
+
+    def _gemm(self, name: str, rows: np.ndarray) -> np.ndarray:
+        n, k, xs, ys = self.gemms[name]
+        flops, nbytes = work.gemm_work(rows, n, k, self.e)
+        r = self._roof(flops, nbytes) + self.norm.floor_s
+        return r * np.exp2(np.interp(np.log2(rows), xs, ys))
+
+    def _allreduce(self, tokens: np.ndarray) -> np.ndarray:
+        msg = tokens * float(self.model.hidden_size * self.model.dtype_bytes)
+        wire = work.allreduce_wire_bytes(msg, self.tp)
+        if self.ar is None:  # no measured table for this tp: the GPU's roofline figures
+            g = self.gpu
+            return wire / (g.interconnect_bandwidth * g.allreduce_efficiency) + \
+                g.allreduce_latency_s
+        xs, ys = self.ar
+        r = wire / self.norm.link_bandwidth + self.norm.floor_s
+        return r * np.exp2(np.interp(np.log2(msg), xs, ys))
+
+    def _grow(self, tokens: int, rows: int) -> None:
+        """Tabulate layer time per token count and LM-head time per row count (vectorised)
+        up to at least ``tokens`` / ``rows``; index 0 is unused."""
+        if tokens >= len(self._layer):
+            t = np.arange(1, max(2 * len(self._layer), tokens + 1, 256), dtype=np.float64)
+            layer = sum(self._gemm(g, t) for g in ("qkv", "o", "gate_up", "down"))
+            if self.tp > 1:
+                layer = layer + 2 * self._allreduce(t)
+            self._layer = np.concatenate(([0.0], self.layers * layer))
+        if rows >= len(self._head):
+            r = np.arange(1, max(2 * len(self._head), rows + 1, 256), dtype=np.float64)
+            self._head = np.concatenate(([0.0], self._gemm("lm_head", r)))
+
+    def _per_token_count(self, tokens: int, rows: int) -> float:
+        """All layers' GEMMs + all-reduces for ``tokens`` and the LM head for ``rows``."""
+        key = (tokens, rows)
+        t = self._memo.get(key)
+        if t is None:
+            if tokens >= len(self._layer) or rows >= len(self._head):
+                self._grow(tokens, rows)
+            t = self._memo[key] = float(self._layer[tokens] + self._head[rows])
+        return t
+
+    def _prefill(self, q: np.ndarray, p: np.ndarray) -> float:
+        """One layer's prefill attention of requests (q, p) sharing one launch (seconds)."""
+        k = len(q)
+        sub = self._pre_memo.get(k)
+        if sub is None:  # restrict to this many sequences: a (q, prefix ratio) table
+            sub = self._pre_memo[k] = grid.restrict(self.pre_grid, self.pre_nodes,
+                                                    {0: np.log2(k)})
+        qf, pf = q.astype(np.float64), p.astype(np.float64)
+        flops, nbytes = work.prefill_work(1, qf, pf, self.heads, self.kv_heads, self.head_dim,
+                                          self.e, self.kv_e)
+        r = self._roof(flops, nbytes) + self.norm.floor_s / k
+        return float((r * np.exp2(_bilinear(sub, np.log2(qf), np.log2(1 + pf / qf)))).sum())
+
+    def _decode(self, n: int, ctx: np.ndarray) -> np.ndarray:
+        """One layer's decode attention of ``n`` requests whose contexts sum to ``ctx``
+        (an array: one entry per step of a run). Seconds per step."""
+        ys = self._dec_memo.get(n)
+        if ys is None:
+            ys = self._dec_memo[n] = grid.restrict(self.dec_grid, self.dec_nodes,
+                                                   {0: np.log2(n)})[0]
+        kv_len = ctx / n + 1.0  # mean context + the token just written
+        flops, nbytes = work.decode_work(n, kv_len, self.heads, self.kv_heads, self.head_dim,
+                                         self.e, self.kv_e)
+        r = self._roof(flops, nbytes) + self.norm.floor_s
+        return r * np.exp2(np.interp(np.log2(kv_len), self.dec_nodes[1], ys))
+
+    def _steps_kind(self, s: StepShape) -> np.ndarray:
+        """base (= the overhead) + per-token / per-sequence / per-context-token terms."""
+        c = self.file.steps
+        ms = (c.prefill_token_ms * float(s.prefill_q.sum()) + c.decode_seq_ms * s.num_decode
+              + c.context_token_ms * s.decode_ctx)
+        return np.asarray(ms, dtype=np.float64) * 1e-3 + self.overhead
+
+    def step_times(self, plan):
+        s = StepShape.of(plan)
+        if self.file.kind == "steps":
+            out = self._steps_kind(s)
+            out[0] += self.swap_time(plan)
+            return out
+        fixed = self._per_token_count(s.total_tokens, s.num_reqs) + self.overhead
+        if len(s.prefill_q):
+            fixed += self.layers * self._prefill(s.prefill_q, s.prefill_ctx)
+        if s.num_decode:
+            out = self.layers * self._decode(s.num_decode, s.decode_ctx) + fixed
+        else:
+            out = np.full(s.num_steps, fixed)
+        out[0] += self.swap_time(plan)
+        return out

@@ -1,0 +1,64 @@
+"""import-aiconfigurator: NVIDIA's measured tables fitted within 5% median / 15% p90 held out."""
+
+from __future__ import annotations
+
+import pytest
+
+from calibrate.model_file import load_model_file, shipped_profiles
+from sim.cli import main
+
+BAR = {"median_ape": 5.0, "p90_ape": 15.0}
+OPS = ("gemm", "prefill_attn", "decode_attn")
+
+
+@pytest.mark.parametrize("name", sorted(shipped_profiles()))
+def test_shipped_models_meet_the_bar_and_say_where_they_come_from(name):
+    mf = load_model_file(shipped_profiles()[name])
+    assert mf.kind == "ops" and mf.provenance.source.startswith("aiconfigurator-core 0.12.0")
+    assert mf.provenance.profile_sha256 and mf.provenance.rows > 10_000
+    assert mf.step_overhead_source  # the catalog estimate, said so
+    for op in OPS:
+        held = mf.ops[op].heldout
+        assert held.rows > 500, (name, op)
+        assert held.median_ape <= BAR["median_ape"] and held.p90_ape <= BAR["p90_ape"], (
+            name, op, held)
+
+
+@pytest.mark.parametrize("system", ["h100_sxm", "h200_sxm"])
+def test_import_meets_the_bar(system, tmp_path, capsys):
+    pytest.importorskip("aiconfigurator_core")
+    out = tmp_path / "m.yaml"
+    assert main(["calibrate", "import-aiconfigurator", "--system", system, "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "held-out rows" in printed
+    mf = load_model_file(out)
+    for op in OPS:
+        held = mf.ops[op].heldout
+        assert held.median_ape <= BAR["median_ape"] and held.p90_ape <= BAR["p90_ape"], (op, held)
+    # the converted profile validates to the same numbers
+    capsys.readouterr()
+    assert main(["calibrate", "validate", str(out), str(out.with_suffix(".parquet"))]) == 0
+    table = capsys.readouterr().out
+    for op in OPS:
+        line = next(ln for ln in table.splitlines() if f" {op} " in ln and " all " in ln)
+        assert f"{mf.ops[op].heldout.median_ape:.2f}" in line, (op, line)
+
+
+def test_conversion_maps_the_table_semantics():
+    pytest.importorskip("aiconfigurator_core")
+    from calibrate.aiconfigurator import import_profile
+
+    df, norm, notes = import_profile("h200_sxm")
+    assert norm.peak_flops == 989e12 and norm.mem_bandwidth == 4.8e12
+    dec = df[df["op"] == "decode_attn"]
+    assert dec["ctx_len"].min() == 1 and (dec["q_len"] == 1).all()  # KV length = isl + step
+    pre = df[df["op"] == "prefill_attn"]
+    assert (pre["ctx_len"] == 0).all() and pre["q_len"].max() == 16384
+    assert set(df["dtype"]) == {"bfloat16"} and df["key"].is_unique
+    assert any("vllm_flash_attn_fa3" in n for n in notes)
+
+
+def test_unknown_system_is_an_input_error(capsys):
+    code = main(["calibrate", "import-aiconfigurator", "--system", "tpu_v9"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.startswith("servesim: error: ") and "\n" not in err

@@ -1,0 +1,96 @@
+"""The whole calibration pipeline on CPU: profile tiny-2l, fit, validate, simulate with it."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from calibrate.model_file import load_model_file
+from calibrate.profile import COLUMNS, read_profile
+from sim.cli import main
+
+# a small grid: ~140 shapes of a 2-layer, hidden-256 model, a few seconds on one core
+PROFILE_ARGS = ["--model", "tiny-2l", "--device", "cpu", "--grid", "quick",
+                "--max-num-batched-tokens", "256", "--max-num-seqs", "32", "--warmup", "2",
+                "--repeats", "7", "-q"]
+SCENARIO = """\
+name: tiny-fitted
+model: tiny-2l
+gpu: h100-sxm
+engine: {{max_num_batched_tokens: 256, max_num_seqs: 32, max_model_len: 2048}}
+cost: {{name: fitted, profile: {profile}}}
+workload:
+  arrival: {{process: poisson, rate: 20.0}}
+  lengths: {{dist: fixed, prompt: 200, output: 20}}
+  num_requests: 30
+"""
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cpu")
+    profile, model = d / "profile.parquet", d / "model.yaml"
+    assert main(["calibrate", "profile", *PROFILE_ARGS, "--out", str(profile)]) == 0
+    assert main(["calibrate", "fit", str(profile), "-o", str(model)]) == 0
+    return profile, model
+
+
+def test_profile_rows_carry_shape_timing_and_provenance(fitted):
+    df = read_profile(fitted[0])
+    assert list(df.columns) == COLUMNS
+    assert set(df["op"]) == {"gemm", "prefill_attn", "decode_attn", "step_overhead"}
+    assert set(df[df["op"] == "gemm"]["name"]) == {"qkv", "o", "gate_up", "down", "lm_head"}
+    assert (df["median_ms"] > 0).all() and (df["p10_ms"] <= df["p90_ms"]).all()
+    assert (df["repeats"] == 7).all() and df["key"].is_unique
+    assert (df[df["op"] == "gemm"]["tflops"] > 0).all() and (df["gbps"] >= 0).all()
+    assert df["device"].str.startswith("cpu:").all() and (df["backend"] == "cpu").all()
+    assert set(df["dtype"]) == {"float32"}  # the cpu path times float32 and says so
+    assert "torch" in json.loads(df["versions"].iloc[0])
+
+
+def test_heldout_error_is_reported_and_below_25_percent(fitted):
+    mf = load_model_file(fitted[1])
+    assert mf.provenance.heldout_fraction == 0.2 and mf.provenance.rows > 100
+    for op in ("gemm", "prefill_attn", "decode_attn"):
+        held = mf.ops[op].heldout
+        assert held is not None and held.rows > 0, op
+        assert held.median_ape < 25.0, (op, held)
+    assert mf.step_overhead_ms > 0
+
+
+def test_validate_prints_errors_per_op_and_region(fitted, capsys):
+    capsys.readouterr()
+    assert main(["calibrate", "validate", str(fitted[1]), str(fitted[0]), "--all-rows"]) == 0
+    out = capsys.readouterr().out
+    assert "held-out rows" in out and "all rows" in out
+    for needle in ("gemm", "prefill_attn", "decode_attn", "m<=16", "median APE"):
+        assert needle in out, needle
+
+
+def test_simulator_runs_with_the_fitted_model(fitted, tmp_path):
+    sc = tmp_path / "s.yaml"
+    sc.write_text(SCENARIO.format(profile=fitted[1]))
+    out = tmp_path / "res"
+    assert main(["run", str(sc), "--out", str(out), "-q", "--no-plots"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["requests"]["finished"] == 30
+    config = json.loads((out / "config.json").read_text())
+    assert config["cost"] == {"name": "fitted", "profile": str(fitted[1])}
+    steps = pd.read_parquet(out / "steps.parquet")
+    assert (steps["duration_s"] > 0).all()
+
+
+def test_kernel_path_runs_under_the_triton_interpreter():
+    """The cuda path (paged Triton kernels) with CPU tensors: TRITON_INTERPRET=1 is set by
+    the root conftest, so this checks our calls against the kernels' API without a GPU."""
+    from calibrate import ops
+    from calibrate.shapes import Shape
+
+    heads = dict(num_heads=4, num_kv_heads=2, head_dim=64, dtype="float32", kv_dtype="float32")
+    for shape in (Shape("prefill_attn", "chunk", batch=2, q_len=8, ctx_len=20, **heads),
+                  Shape("decode_attn", "decode", batch=3, q_len=1, ctx_len=37, **heads)):
+        fn, wall = ops.build(shape, "cpu", attention="kernels")
+        out = fn()
+        assert not wall and out.shape[-2:] == (4, 64)
