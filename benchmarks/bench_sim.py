@@ -37,7 +37,7 @@ def bench(trace: Path, scale: float, repeat: int) -> dict:
         best = wall if best is None else min(best, wall)
     s = summarize(res)
     plans = len(res.recorder._plan_steps)
-    return {"scale": scale, "wall_s": best, "requests": len(specs),
+    return {"scale": scale, "wall_s": best, "cost": r.scenario.cost.name, "requests": len(specs),
             "steps": res.recorder.num_steps, "plans": plans,
             "req_per_wall_s": len(specs) / best, "steps_per_wall_s": res.recorder.num_steps / best,
             "sim_s": s["duration_s"], "verdict": s["stability"]["verdict"],
@@ -53,16 +53,16 @@ def main() -> None:
     if not args.trace.exists():
         print(f"trace not found: {args.trace} (benchmark needs ../shared/traces); skipping")
         return
-    print(f"trace: {args.trace.name}, default scenario (Llama-3-8B, H100-SXM, vllm, roofline)")
+    print(f"trace: {args.trace.name}; default scenario (Llama-3-8B, H100-SXM, vllm scheduler)")
     print(f"{'rate':>5} {'wall s':>8} {'requests':>9} {'req/wall s':>11} {'steps':>9} "
           f"{'steps/wall s':>13} {'plans':>8} {'steps/plan':>10} {'sim s':>8} "
-          f"{'TTFT p95 ms':>11}  verdict")
+          f"{'TTFT p95 ms':>11}  verdict   cost")
     for scale in args.scales:
         b = bench(args.trace, scale, args.repeat)
         print(f"{b['scale']:>4g}x {b['wall_s']:>8.2f} {b['requests']:>9,} "
               f"{b['req_per_wall_s']:>11,.0f} {b['steps']:>9,} {b['steps_per_wall_s']:>13,.0f} "
               f"{b['plans']:>8,} {b['steps'] / b['plans']:>10.1f} {b['sim_s']:>8.0f} "
-              f"{b['ttft_p95_ms']:>11.1f}  {b['verdict']}")
+              f"{b['ttft_p95_ms']:>11.1f}  {b['verdict']:<9} {b['cost']}")
 
 
 if __name__ == "__main__":

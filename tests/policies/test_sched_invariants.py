@@ -12,12 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import sim.sched.vllm as vllm_mod
 from sim.sched.base import Status
 from sim.sched.lanes import LanesParams
 from sim.sched.sarathi import SarathiParams
 from sim.sched.static import StaticParams
-from tests.sim.helpers import build
+from tests.sim.helpers import assert_same_results, build, folded_and_single
 from tests.sim.test_invariants import runs
 
 # the schedulers that run on paged KV (orca needs a reservation KV policy: its own tests)
@@ -162,31 +161,9 @@ def test_same_inputs_same_results(name, data):
     np.testing.assert_array_equal(a.recorder.finish_s, b.recorder.finish_s)
 
 
-def _same_records(a, b):
-    for col in ("first_scheduled_s", "first_token_s", "finish_s", "max_itl_s"):
-        np.testing.assert_allclose(getattr(a.recorder, col), getattr(b.recorder, col),
-                                   rtol=1e-9, atol=1e-12, err_msg=col)
-    sa, sb = a.recorder.steps(), b.recorder.steps()
-    assert len(sa["start_s"]) == len(sb["start_s"])
-    for col, va in sa.items():
-        if va.dtype == object:
-            assert (va == sb[col]).all(), col
-        else:
-            np.testing.assert_allclose(va, sb[col], rtol=1e-9, atol=1e-12, err_msg=col)
-    assert (a.scheduler.num_preemptions == b.scheduler.num_preemptions).all()
-
-
 @pytest.mark.parametrize("name", ALL)
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
 def test_decode_runs_equal_single_steps(name, data):
     arrival, prompt, output, knobs = data.draw(policy_runs(name))
-    folded = check_run(arrival, prompt, output, knobs)
-    saved = vllm_mod.MAX_RUN_STEPS
-    try:
-        vllm_mod.MAX_RUN_STEPS = 1  # every plan a single step
-        single = check_run(arrival, prompt, output, knobs)
-    finally:
-        vllm_mod.MAX_RUN_STEPS = saved
-    assert single.recorder.num_steps == len(single.recorder._plan_steps)
-    _same_records(folded, single)
+    assert_same_results(*folded_and_single(check_run, arrival, prompt, output, knobs))

@@ -85,3 +85,41 @@ def event_log(sim: Sim) -> list[tuple[int, str, float]]:
             if not np.isnan(arr[r]):
                 out.append((r, name, float(arr[r])))
     return sorted(out, key=lambda e: (round(e[2], 12), e[0], order[e[1]]))
+
+
+def folded_and_single(run_fn, *args, **kw):
+    """Run twice: with decode runs folded, then with every plan a single step."""
+    import sim.sched.vllm as vllm_mod
+
+    folded = run_fn(*args, **kw)
+    saved = vllm_mod.MAX_RUN_STEPS
+    try:
+        vllm_mod.MAX_RUN_STEPS = 1
+        single = run_fn(*args, **kw)
+    finally:
+        vllm_mod.MAX_RUN_STEPS = saved
+    assert single.recorder.num_steps == len(single.recorder._plan_steps)
+    return folded, single
+
+
+def assert_same_results(a, b) -> None:
+    """Two runs agree on every per-request time, per-step column, ITL sample and counter."""
+    for col in ("first_scheduled_s", "first_token_s", "finish_s", "max_itl_s"):
+        np.testing.assert_allclose(getattr(a.recorder, col), getattr(b.recorder, col),
+                                   rtol=1e-9, atol=1e-12, err_msg=col)
+    sa, sb = a.recorder.steps(), b.recorder.steps()
+    assert len(sa["start_s"]) == len(sb["start_s"])
+    for col, va in sa.items():
+        if va.dtype == object:
+            assert (va == sb[col]).all(), col
+        else:
+            np.testing.assert_allclose(va, sb[col], rtol=1e-9, atol=1e-12, err_msg=col)
+    va, wa = a.recorder.itl_samples()
+    vb, wb = b.recorder.itl_samples()
+    np.testing.assert_allclose(np.sort(np.repeat(va, wa)), np.sort(np.repeat(vb, wb)),
+                               rtol=1e-9, atol=1e-12)
+    assert (a.scheduler.num_preemptions == b.scheduler.num_preemptions).all()
+    assert (a.scheduler.cached_tokens == b.scheduler.cached_tokens).all()
+    assert a.scheduler.recomputed_tokens == b.scheduler.recomputed_tokens
+    assert a.scheduler.memory_blocked.sum() == b.scheduler.memory_blocked.sum()
+    assert a.kv.counters() == b.kv.counters()  # prefix hits, evictions, swap traffic
