@@ -70,7 +70,9 @@ class EngineConfig(BaseModel):
     )
     enable_prefix_caching: bool = Field(
         False, description="Reuse KV blocks of identical prompt prefixes (needs prefix hashes "
-        "in the trace or a shared_prefix workload; kv policy paged only).",
+        "in the trace or a shared_prefix workload; kv policy paged only). vLLM v1 turns it on "
+        "by default; servesim leaves it off unless asked, since most length traces carry no "
+        "prefix hashes (it then only changes what a recompute-preempted request finds).",
     )
     preemption_mode: Literal["recompute", "swap"] = Field(
         "recompute", description="What preemption does with the victim's KV: recompute (vLLM "

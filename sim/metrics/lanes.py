@@ -9,31 +9,21 @@ budget is expected and shown, not hidden).
 
 from __future__ import annotations
 
-import numpy as np
-
-from sim.metrics.latency import latency_block, request_latencies
+from sim.metrics.latency import latency_block, request_latencies, run_duration
+from sim.metrics.slo import goodput_mask, slo_verdict
 from sim.sched.base import Status
-
-
-def _duration(res, done: np.ndarray) -> float:
-    """The run's duration as the summary defines it: first arrival to last finish (s)."""
-    first = float(res.specs.arrival_s[0]) if len(res.specs) else 0.0
-    end = float(np.nanmax(res.recorder.finish_s)) if done.any() else res.run.end_s
-    return max(end - first, 1e-12)
 
 
 def lane_blocks(res) -> dict:
     """Latency, throughput, goodput and SLO verdict per lane; empty with a single lane."""
-    from sim.metrics.summary import _goodput_mask, _slo_verdict  # summary imports this module
-
     s = res.specs
     if len(s.lane_names) < 2:
         return {}
     out = {}
     done = res.status == Status.FINISHED
     lat = request_latencies(res)
-    good = _goodput_mask(res, lat, done)
-    duration = _duration(res, done)
+    good = goodput_mask(res, lat, done)
+    duration = run_duration(res, done)
     for code, name in enumerate(s.lane_names):
         mask = s.lane == code
         mine = mask & done
@@ -46,6 +36,6 @@ def lane_blocks(res) -> dict:
                 "goodput_request_per_s": int((good & mask).sum()) / duration,
             },
             "latency_ms": latency_block(res, mine, itl=False),
-            "slo": _slo_verdict(res, lat, mine),
+            "slo": slo_verdict(res, lat, mine),
         }
     return out

@@ -30,3 +30,10 @@ def latency_block(res: RunResult, mask: np.ndarray, *, itl: bool = True) -> dict
     if itl:
         block["itl"] = describe_ms(*res.recorder.itl_samples())
     return block
+
+
+def run_duration(res: RunResult, done: np.ndarray) -> float:
+    """First arrival to last finish (or the end of the run when nothing finished), seconds."""
+    first = float(res.specs.arrival_s[0]) if len(res.specs) else 0.0
+    end = float(np.nanmax(res.recorder.finish_s)) if done.any() else res.run.end_s
+    return max(end - first, 1e-12)

@@ -13,48 +13,22 @@ from __future__ import annotations
 import numpy as np
 
 from sim.metrics.lanes import lane_blocks
-from sim.metrics.latency import latency_block, request_latencies
+from sim.metrics.latency import latency_block, request_latencies, run_duration
 from sim.metrics.memory import concurrency_fields, prefix_cache_block, swap_fields
+from sim.metrics.slo import goodput_mask, slo_verdict
 from sim.metrics.stability import stability
 from sim.metrics.stats import weighted_percentiles
 from sim.runner import RunResult
 from sim.sched.base import Status
 
 
-def _goodput_mask(res: RunResult, lat: dict, done: np.ndarray) -> np.ndarray:
-    slo, ok = res.resolved.scenario.slo, done.copy()
-    for key, budget in (("ttft", slo.ttft_ms), ("tpot", slo.tpot_ms), ("e2el", slo.e2el_ms)):
-        if budget is not None:
-            v = lat[key]
-            ok &= np.isnan(v) | (v * 1e3 <= budget)
-    return ok
-
-
-def _slo_verdict(res: RunResult, lat: dict, done: np.ndarray) -> dict:
-    slo = res.resolved.scenario.slo
-    out = {"percentile": slo.percentile}
-    met = True
-    for key, budget in (("ttft", slo.ttft_ms), ("tpot", slo.tpot_ms), ("e2el", slo.e2el_ms)):
-        if budget is None:
-            continue
-        v = lat[key][done]
-        v = v[~np.isnan(v)]
-        value = float(np.percentile(v, slo.percentile)) * 1e3 if len(v) else float("nan")
-        out[f"{key}_ms"] = {"budget": budget, "value": value, "met": bool(value <= budget)}
-        met &= bool(value <= budget)
-    out["met"] = met
-    return out
-
-
 def summarize(res: RunResult) -> dict:
     st, specs, rec = res.status, res.specs, res.recorder
     done = st == Status.FINISHED
     lat = request_latencies(res)
-    first = float(specs.arrival_s[0]) if len(specs) else 0.0
-    end = float(np.nanmax(rec.finish_s)) if done.any() else res.run.end_s
-    duration = max(end - first, 1e-12)
+    duration = run_duration(res, done)
     out_tok, in_tok = int(res.generated[done].sum()), int(specs.prompt_tokens[done].sum())
-    good = _goodput_mask(res, lat, done)
+    good = goodput_mask(res, lat, done)
     steps = rec.steps()
     return {
         "requests": {
@@ -70,7 +44,7 @@ def summarize(res: RunResult) -> dict:
             "goodput_request_per_s": good.sum() / duration,
         },
         "latency_ms": latency_block(res, done),
-        "slo": _slo_verdict(res, lat, done),
+        "slo": slo_verdict(res, lat, done),
         "preemption": {
             "count": int(res.num_preemptions.sum()),
             "requests_preempted": int((res.num_preemptions > 0).sum()),

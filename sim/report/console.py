@@ -78,9 +78,23 @@ def memory_rows(s: dict) -> list[tuple[str, str]]:
     return rows
 
 
+def lanes_table(lanes: dict, percentile: float) -> Table:
+    """One row per lane: the numbers a lane's owner is promised."""
+    t = Table(title="Lanes", title_justify="left")
+    for col in ("lane", "finished", "TTFT p95 ms", "TPOT p95 ms", "output tok/s", "goodput req/s",
+                f"SLO at p{percentile:g}"):
+        t.add_column(col, justify="right")
+    for lane, b in lanes.items():
+        lat, th = b["latency_ms"], b["throughput"]
+        t.add_row(lane, f"{b['finished']:,}/{b['requests']:,}", _fmt(lat["ttft"].get("p95")),
+                  _fmt(lat["tpot"].get("p95")), _fmt(th["output_token_per_s"]),
+                  _fmt(th["goodput_request_per_s"], 3), "met" if b["slo"]["met"] else "MISSED")
+    return t
+
+
 def print_summary(summary: dict, derived: dict, console: Console | None = None) -> None:
     console = console or Console()
     console.print(overview_table(summary, derived))
     console.print(latency_table(summary["latency_ms"], "Latency"))
-    for lane, block in summary.get("lanes", {}).items():
-        console.print(latency_table(block["latency_ms"], f"Latency, lane {lane!r}"))
+    if summary.get("lanes"):
+        console.print(lanes_table(summary["lanes"], summary["slo"]["percentile"]))
