@@ -1,11 +1,18 @@
-"""The event loop: arrivals feed one replica that plans, prices and commits steps.
+"""The event loop: arrivals wake one replica that plans, prices and commits steps.
+
+    arrivals ──wake──> replica: deliver arrivals <= clock -> schedule() -> executor
+                                -> timeout -> update() -> recorder
+
+Time. SimPy orders the processes, but the simulated time every result is stamped
+with is the replica's own ``clock``, kept exact: a step ends at its start plus its
+duration (sequential float additions, the same whether steps are planned one by
+one or folded into a decode run), an idle replica wakes at the exact arrival or
+wake-up time. SimPy's relative timeouts cannot always land on such a time (``now
++ delay`` may skip it by an ulp), so the clock, not ``env.now``, decides.
 
 Same-time rule: a step that starts at time t sees every request arriving at or
-before t. SimPy orders events at equal times by priority, then by creation; the
-replica resumes (after a step, or from idle) with priority ``LATE``, below every
-arrival's ``NORMAL``, so all arrivals at t are in the inbox before it plans.
-
-    arrivals ──inbox──> replica: schedule() -> executor -> timeout -> update() -> recorder
+before t. The replica delivers arrivals by comparing the trace's arrival times
+with its clock, so the rule holds whatever order SimPy processes events in.
 """
 
 from __future__ import annotations
@@ -25,11 +32,12 @@ from sim.sched.base import Scheduler
 LATE = 2  # SimPy priority below NORMAL (1): processed after arrivals at the same time
 
 
-def _late(env: simpy.Environment, event: Event, delay: float = 0.0) -> Event:
-    """Trigger ``event`` after ``delay`` with LATE priority (as Timeout does, one level later)."""
+def _late(env: simpy.Environment, delay: float, value=None) -> Event:
+    """An event firing after ``delay`` with LATE priority (as Timeout does, one level later)."""
+    event = env.event()
     event._ok = True
-    event._value = None
-    env.schedule(event, LATE, delay)
+    event._value = value
+    env.schedule(event, LATE, max(0.0, delay))
     return event
 
 
@@ -53,13 +61,13 @@ class Engine:
         self.stop_s = stop_s  # no step starts at or after this time (s)
         self.n = num_arrivals  # requests [0, n) arrive; later ones are outside the run
         self.env = simpy.Environment()
-        self.inbox: list[int] = []
-        self.delivered = 0
+        self.clock = 0.0  # the replica's exact simulated time (s)
+        self.delivered = 0  # requests [0, delivered) have been handed to the scheduler
         self._idle: Event | None = None
+        self._arrival = specs.arrival_s[:num_arrivals]
         ok = specs.prompt_tokens[:num_arrivals] + specs.output_tokens[:num_arrivals]
         ok = ok <= scheduler.limits.max_model_len
         self._admissible = np.concatenate(([0], np.cumsum(ok)))
-        self._arrival = specs.arrival_s[:num_arrivals]
 
     def run(self) -> RunStatus:
         self.env.process(self._arrivals())
@@ -68,53 +76,60 @@ class Engine:
 
     # ---- processes --------------------------------------------------------------------
     def _arrivals(self):
+        """Wake the replica at each arrival while it is idle (value: the exact time)."""
         env, arrival = self.env, self._arrival
         for i in range(self.n):
             if arrival[i] > env.now:
                 yield env.timeout(arrival[i] - env.now)
-            self.inbox.append(i)
-            self.delivered = i + 1
             if self._idle is not None and not self._idle.triggered:
-                _late(env, self._idle)
+                self._idle.succeed(float(arrival[i]))
 
     def _replica(self):
-        env, sched = self.env, self.scheduler
-        yield _late(env, env.event())
-        while env.now < self.stop_s:
+        sched = self.scheduler
+        yield _late(self.env, 0.0)
+        while self.clock < self.stop_s:
             self._deliver()
-            plan = sched.schedule(env.now)
+            plan = sched.schedule(self.clock)
             if plan is None:
                 if not (yield from self._wait_idle()):
                     break
                 continue
             yield from self._execute(plan)
-        return RunStatus(env.now, env.now >= self.stop_s, len(sched.waiting))
+        return RunStatus(self.clock, self.clock >= self.stop_s, len(sched.waiting))
 
     def _deliver(self) -> None:
-        for i in self.inbox:
+        """Hand over every request arriving at or before the clock (the same-time rule)."""
+        end = int(np.searchsorted(self._arrival, self.clock, side="right"))
+        for i in range(self.delivered, end):
             self.scheduler.add_request(i)
-        self.inbox.clear()
+        self.delivered = max(self.delivered, end)
 
     def _wait_idle(self):
-        """Sleep until an arrival or the scheduler's wake-up; False when nothing can come."""
-        env = self.env
-        wake = self.scheduler.next_wakeup(env.now)
-        if self.delivered >= self.n and wake is None:
+        """Sleep until the next arrival or the scheduler's wake-up; False if neither comes."""
+        nxt = float(self._arrival[self.delivered]) if self.delivered < self.n else None
+        wake = self.scheduler.next_wakeup(self.clock)
+        if nxt is None and wake is None:
             return False
-        self._idle = env.event()
-        events = [self._idle]
+        if nxt is not None and nxt <= self.env.now:  # SimPy time already passed it (an ulp)
+            self.clock = max(self.clock, nxt)
+            return True
+        events = []
+        if nxt is not None:
+            self._idle = self.env.event()
+            events.append(self._idle)
         if wake is not None:
-            events.append(_late(env, env.event(), max(0.0, wake - env.now)))
-        yield env.any_of(events)
+            events.append(_late(self.env, wake - self.env.now, float(wake)))
+        fired = yield self.env.any_of(events)
         self._idle = None
+        self.clock = max(self.clock, min(fired.values()))
         return True
 
     def _execute(self, plan: StepPlan):
-        env = self.env
         durations = np.asarray(self.executor(plan), dtype=np.float64)
-        times = np.cumsum(np.concatenate(([env.now], durations)))
+        times = np.cumsum(np.concatenate(([self.clock], durations)))  # sequential adds
         plan, durations, times = self._cut(plan, durations, times)
-        yield _late(env, env.event(), times[-1] - env.now)
+        yield _late(self.env, float(times[-1]) - self.env.now)
+        self.clock = float(times[-1])
         outcome = self.scheduler.update(plan, StepResult(durations))
         starts = times[:-1]
         waiting = self._waiting(outcome.num_waiting, starts)
@@ -122,7 +137,7 @@ class Engine:
         if self.on_plan is not None:
             self.on_plan(plan, starts, durations, outcome)
         if self.progress is not None:
-            self.progress(env.now)
+            self.progress(self.clock)
 
     def _cut(self, plan, durations, times):
         """Shorten a decode run to the steps that start before the next event that matters."""

@@ -11,9 +11,6 @@ from sim.pipeline import prepare
 from sim.runner import simulate
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "traces"
-SHAREGPT_CSV = SHARED / "sarathi_sharegpt" / "sharegpt_8k_filtered_stats_llama2_tokenizer.csv"
-MOONCAKE = SHARED / "mooncake_fast25" / "conversation_trace.jsonl"
 
 
 def run_dict(data: dict, *overrides: str):

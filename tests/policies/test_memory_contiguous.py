@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from sim.config.load import validate
-from tests.kv.e2e import SHAREGPT_CSV, run_file
+from tests.kv.e2e import run_file
 from tests.kv.helpers import run
+from tests.shared_data import SHAREGPT as SHAREGPT_CSV
 from traces.errors import InputError
 
 REAL_LENGTHS = (f"workload.trace={SHAREGPT_CSV}", "workload.format=lengths",

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.kv.e2e import MOONCAKE, run_dict, run_file
+from tests.kv.e2e import run_dict, run_file
+from tests.shared_data import MOONCAKE
 
 MOONCAKE_INFINITE_BLOCK_HIT_RATIO = 0.366  # ../shared/traces/README.md, prefix hit ratio
 

@@ -67,3 +67,16 @@ def test_fcfs_matches_reference(case):
     sim = ours(arrival, prompt, output, knobs, prio)
     compare(sim, ref_steps)
     assert [i for i, s in enumerate(sim.scheduler.status) if s == 4] == rejected
+
+
+def test_arrival_tied_with_a_run_end_that_simpy_cannot_represent():
+    # found by hypothesis: a decode run ends at 0.0176 + 0.0032 = 0.020800000000000003, a time
+    # SimPy's `now + delay` cannot land on from 0.0048000000000000004; later an arrival at
+    # exactly a step start must still join that step (the engine's exact clock decides)
+    arrival = [0.001] + [0.018000000000000002] * 8 + [0.028]
+    prompt, output = [8] + [1] * 9, [6] + [1] * 9
+    knobs = dict(num_blocks=64, block_size=1, max_num_seqs=3, max_tokens=64, max_model_len=64,
+                 chunked=False, threshold=0)
+    ref_steps, _ = reference_vllm.simulate(arrival, prompt, output, cost_ms=COST, **knobs)
+    compare(ours(arrival, prompt, output, knobs, [0] * 10), ref_steps)
+    assert ref_steps[-1][1] == {7: 1, 8: 1, 9: 1}

@@ -1,4 +1,4 @@
-"""The real public traces in /work/shared/traces (skipped when that folder is absent).
+"""The real public traces in ../shared/traces (skipped when that folder is absent).
 
 Expected figures are the README's / stats.json's.
 """
@@ -11,19 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.shared_data import ARXIV, AZURE_CODE, AZURE_CONV, MOONCAKE, SHAREGPT
 from traces import length_tables as tables
 from traces import load_trace, trace_stats
-
-ROOT = Path("/work/shared/traces")
-AZURE_CONV = ROOT / "azure_llm_2023" / "AzureLLMInferenceTrace_conv.csv"
-AZURE_CODE = ROOT / "azure_llm_2023" / "AzureLLMInferenceTrace_code.csv"
-MOONCAKE = ROOT / "mooncake_fast25" / "conversation_trace.jsonl"
-SHAREGPT = ROOT / "sarathi_sharegpt" / "sharegpt_8k_filtered_stats_llama2_tokenizer.csv"
-ARXIV = (
-    ROOT
-    / "vidur_arxiv_summarization"
-    / "arxiv_summarization_stats_llama2_tokenizer_filtered_v2.csv"
-)
 
 
 def needs(path: Path):
