@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sim.config.load import LoadedScenario
-from sim.config.resolve import Resolved, resolve
+from sim.config.resolve import ConfigError, Resolved, resolve
 from sim.engine.requests import RequestSpecs
 from sim.metrics.summary import summarize
 from sim.report.steplog import StepLog
@@ -37,10 +37,18 @@ def resolved_config(r: Resolved, trace_source: str) -> dict:
     return cfg
 
 
+def resolve_loaded(loaded: LoadedScenario) -> Resolved:
+    """Resolve a loaded scenario; a config error names the scenario file."""
+    try:
+        return resolve(loaded.scenario)
+    except ConfigError as e:
+        raise ConfigError(f"{loaded.source}: {e}") from None
+
+
 def prepare(loaded: LoadedScenario) -> tuple[Resolved, RequestSpecs, str]:
     """Validate everything that can fail before simulating (so failures write nothing)."""
     sc = loaded.scenario
-    r = resolve(sc)
+    r = resolve_loaded(loaded)
     trace = build_workload(sc.workload, seed=sc.seed, base_dir=loaded.base_dir)
     return r, RequestSpecs.from_trace(trace), trace.source
 

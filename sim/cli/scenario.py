@@ -10,8 +10,7 @@ import yaml
 
 from sim.cli.run import SetOpt
 from sim.config.load import load_scenario
-from sim.config.resolve import resolve
-from sim.pipeline import resolved_config
+from sim.pipeline import resolve_loaded, resolved_config
 
 app = typer.Typer(help="Validate scenarios and show them resolved.", no_args_is_help=True)
 
@@ -23,7 +22,7 @@ FileArg = Annotated[Path | None, typer.Argument(
 def validate(scenario: FileArg = None, set_: SetOpt = None) -> None:
     """Check a scenario (schema, catalog names, and that it fits the GPU)."""
     loaded = load_scenario(scenario, tuple(set_ or ()))
-    r = resolve(loaded.scenario)
+    r = resolve_loaded(loaded)
     typer.echo(f"{loaded.source}: ok ({r.memory.usable_blocks:,} KV blocks, "
                f"{r.kv_capacity_tokens:,} tokens of KV capacity)")
 
@@ -32,5 +31,5 @@ def validate(scenario: FileArg = None, set_: SetOpt = None) -> None:
 def show(scenario: FileArg = None, set_: SetOpt = None) -> None:
     """Print the scenario with every default filled in and the derived values."""
     loaded = load_scenario(scenario, tuple(set_ or ()))
-    cfg = resolved_config(resolve(loaded.scenario), loaded.scenario.workload.trace or "synthetic")
+    cfg = resolved_config(resolve_loaded(loaded), loaded.scenario.workload.trace or "synthetic")
     typer.echo(yaml.safe_dump(cfg, sort_keys=False))

@@ -67,7 +67,8 @@ def test_bad_scenarios(tmp_path, capsys, text, needles):
 def test_model_that_does_not_fit(tmp_path, capsys):
     text = GOOD.replace("llama-3-8b", "llama-3-70b")
     code, _, err = run_cli(["run", write(tmp_path, text), "-q", "--out", tmp_path / "o"], capsys)
-    assert_one_line_error(code, err, "does not fit", "h100-sxm", "GiB", "tensor_parallel_size")
+    assert_one_line_error(code, err, "s.yaml", "does not fit", "h100-sxm", "GiB",
+                          "tensor_parallel_size")
 
 
 def test_max_model_len_beyond_kv(tmp_path, capsys):
