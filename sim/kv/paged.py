@@ -52,7 +52,7 @@ class PagedKV(KVManager):
         return self.pool.num_free
 
     def allocate(self, req, total_tokens, admitting=False):
-        need = -(-int(total_tokens) // self.block_size) - int(self.held[req])
+        need = int(self.blocks_for(req, total_tokens)) - int(self.held[req])
         if need <= 0:
             return True
         if need + (self.admission_reserve if admitting else 0) > self.pool.num_free:

@@ -14,24 +14,13 @@ blocks can form a reservation, which flatters these policies slightly.
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
 from sim.kv.paged import PagedKV
-
-
-class ReservationParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    watermark: float = Field(
-        0.0, ge=0, lt=1,
-        description="Fraction of blocks kept free when admitting new requests (fraction).",
-    )
 
 
 class ReservationKV(PagedKV):
     """Subclasses set ``self.reserve``: blocks each request reserves (int64 per request)."""
 
-    Params = ReservationParams
     reserves_up_front = True
     reserve: np.ndarray
 
@@ -40,13 +29,3 @@ class ReservationKV(PagedKV):
 
     def decode_run_new_blocks(self, req_ids, context_lens, num_steps):
         return np.zeros(num_steps, dtype=np.int64)  # tables never grow after the first take
-
-    def allocate(self, req, total_tokens, admitting=False):
-        need = int(self.reserve[req]) - int(self.held[req]) if total_tokens > 0 else 0
-        if need <= 0:
-            return True
-        if need + (self.admission_reserve if admitting else 0) > self.pool.num_free:
-            return False
-        self.pool.take(req, need)
-        self.held[req] += need
-        return True
