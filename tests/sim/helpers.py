@@ -7,14 +7,18 @@ token (decode tokens free), so every step time is 10 ms + prefill tokens x 1 ms.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import numpy as np
 
 from sim.cost.linear import LinearCost, LinearParams
 from sim.engine.engine import Engine
 from sim.engine.requests import RequestSpecs
-from sim.kv.paged import PagedKV, PagedParams
+from sim.kv.base import KV_POLICIES, KVManager
+from sim.kv.prefix_cache import PrefixCachingKV
+from sim.kv.swap import HostPool
 from sim.metrics.recorder import Recorder
+from sim.sched.admission import ADMISSION_RULES
 from sim.sched.base import SCHEDULERS, SchedulerLimits
 
 GOLDEN_COST = LinearParams(base_ms=10, prefill_token_ms=1, decode_seq_ms=0, context_token_ms=0)
@@ -29,28 +33,46 @@ def ms(x: float) -> float:
 class Sim:
     specs: RequestSpecs
     scheduler: object
-    kv: PagedKV
+    kv: KVManager
     recorder: Recorder
     steps: list = field(default_factory=list)  # (start, {req: tokens}, preempted, finished)
     events: list = field(default_factory=list)  # (req, event, time)
+    plans: list = field(default_factory=list)  # every committed StepPlan
+
+
+BLOCK_BYTES = 1 << 20  # bytes per KV block in swap tests (1 MiB)
+HOST_BANDWIDTH = 1e9  # GPU <-> host link (bytes/s): a block moves in ~1.05 ms
 
 
 def build(arrival, prompt, output, *, usable_blocks=1000, block_size=16, max_num_seqs=256,
           max_num_batched_tokens=2048, max_model_len=4096, chunked=True, threshold=0,
-          cost=GOLDEN_COST, scheduler="vllm", params=None, kv_params=None, priority=None,
-          lane=None, stop_s=1e9):
-    specs = RequestSpecs.from_arrays(arrival, prompt, output, priority=priority, lane=lane)
+          cost=GOLDEN_COST, scheduler="vllm", params=None, kv="paged", kv_params=None,
+          prefix_caching=False, prefix_hashes=None, hash_block_size=None, swap_blocks=None,
+          block_bytes=BLOCK_BYTES, host_bandwidth=HOST_BANDWIDTH, admission="optimistic",
+          admission_params=None, priority=None, lane=None, stop_s=1e9):
+    """A simulator over plain arrays: any scheduler, KV policy (``kv``, or the caching pool
+    with ``prefix_caching``), host swap space (``swap_blocks``, None = recompute only) and
+    admission rule; priced by the linear model ``cost``."""
+    specs = RequestSpecs.from_arrays(arrival, prompt, output, priority=priority, lane=lane,
+                                     prefix_hashes=prefix_hashes,
+                                     hash_block_size=hash_block_size)
     limits = SchedulerLimits(max_num_seqs, max_num_batched_tokens, max_model_len, chunked,
                              threshold)
-    kv = PagedKV(num_blocks=usable_blocks, block_size=block_size, num_requests=len(specs),
-                 max_model_len=max_model_len, prompt_tokens=specs.prompt_tokens,
-                 output_tokens=specs.output_tokens, params=kv_params or PagedParams())
-    cls = SCHEDULERS.get(scheduler)
-    sched = cls(specs, limits, kv, params)
-    sim = Sim(specs, sched, kv, Recorder(len(specs)))
-    coster = LinearCost(None, None, 1, cost)
+    cls = PrefixCachingKV if prefix_caching else KV_POLICIES.get(kv)
+    kvm = cls(num_blocks=usable_blocks, block_size=block_size, num_requests=len(specs),
+              max_model_len=max_model_len, prompt_tokens=specs.prompt_tokens,
+              output_tokens=specs.output_tokens,
+              params=kv_params or KV_POLICIES.get(kv).Params(), specs=specs)
+    if swap_blocks is not None:
+        kvm.host = HostPool(swap_blocks, block_bytes)
+    rule_cls = ADMISSION_RULES.get(admission)
+    rule = rule_cls(specs, limits, kvm, admission_params or rule_cls.Params())
+    sched = SCHEDULERS.get(scheduler)(specs, limits, kvm, params, admission=rule)
+    sim = Sim(specs, sched, kvm, Recorder(len(specs)))
+    coster = LinearCost(None, SimpleNamespace(host_bandwidth=host_bandwidth), 1, cost)
 
     def on_plan(plan, starts, durations, outcome):
+        sim.plans.append(plan)
         for j in range(plan.num_steps):
             sim.steps.append((float(starts[j]), dict(zip(plan.req_ids.tolist(),
                                                          plan.num_tokens.tolist())),
