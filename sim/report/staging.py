@@ -45,7 +45,7 @@ from sim.report.lock import (
 from sim.report.outpath import INTERNAL, MARKER, OutPathError, is_result
 from traces.errors import clip
 
-SWAP_DELAY_ENV = "SERVESIM_TEST_SWAP_DELAY_S"  # test hook: sleep at each swap phase (s)
+SWAP_PAUSE_ENV = "SERVESIM_TEST_SWAP_PAUSE"  # test hook "<phase>:<seconds>": a slow swap
 NO_EXCHANGE_ENV = "SERVESIM_TEST_NO_EXCHANGE"  # test hook: use the rename-aside swap
 _RENAME_NOREPLACE, _RENAME_EXCHANGE = 1, 2
 
@@ -109,10 +109,11 @@ def _renameat2(src: Path, dst: Path, flags: int) -> bool:
 
 
 def _hook(phase: str) -> None:
-    delay = os.environ.get(SWAP_DELAY_ENV)
-    if delay:
+    """Test hook: announce ``phase`` and pause there (exchange, aside or remove)."""
+    wanted, _, seconds = os.environ.get(SWAP_PAUSE_ENV, "").partition(":")
+    if wanted == phase:
         print(f"servesim: test: swap {phase}", flush=True)
-        time.sleep(float(delay))
+        time.sleep(float(seconds))
 
 
 def swap_in(staging: Path, out: Path) -> None:

@@ -1,7 +1,7 @@
 """A run killed while it swaps its result in: the earlier result is intact or the new one is
 complete, and the next run leaves no staging folder behind.
 
-The swap is made slow with a test hook (SERVESIM_TEST_SWAP_DELAY_S): the run prints the
+The swap is made slow with a test hook (SERVESIM_TEST_SWAP_PAUSE): the run prints the
 phase it is about to pause in, the test kills it there with SIGKILL (or SIGTERM).
 """
 
@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from sim.cli import main
-from sim.report.staging import NO_EXCHANGE_ENV, SWAP_DELAY_ENV
+from sim.report.staging import NO_EXCHANGE_ENV, SWAP_PAUSE_ENV
 from tests.cli.sentinels import Sentinels, assert_complete, hidden_helpers, scenario
 
 FAST = ["-q", "--no-plots"]
@@ -23,7 +23,7 @@ FAST = ["-q", "--no-plots"]
 
 def _run_until(phase: str, sc, out, env_extra: dict, sig: int = signal.SIGKILL) -> int:
     """Start a run with a slow swap, send ``sig`` when it pauses at ``phase``."""
-    env = {**os.environ, SWAP_DELAY_ENV: "30", **env_extra}
+    env = {**os.environ, SWAP_PAUSE_ENV: f"{phase}:60", **env_extra}
     cmd = [sys.executable, "-m", "sim.cli", "run", str(sc), "--out", str(out), *FAST,
            "--set", "seed=2"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
