@@ -42,3 +42,9 @@ def clip_repr(value: object, limit: int = ECHO_MAX) -> str:
     r.maxlist = r.maxtuple = r.maxdict = r.maxset = 8
     r.maxlevel = 3
     return clip(r.repr(value), limit)
+
+
+def clip_path(path: object, limit: int = ECHO_MAX) -> str:
+    """A path cut from the left, so the file name survives: ``.../case/s.yaml``."""
+    text = " ".join(str(path).split())
+    return text if len(text) <= limit else "..." + text[-(limit - 3):]

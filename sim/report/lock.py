@@ -17,7 +17,7 @@ import stat
 from pathlib import Path
 
 from sim.report.outpath import OutPathError
-from traces.errors import clip
+from traces.errors import clip_path
 
 OWNER = ".servesim-owner"
 
@@ -92,7 +92,7 @@ class OutLock:
                          0o644)
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 os.close(fd)
-                raise OutPathError(f"{clip(str(self.path))}: the lock file is not a file")
+                raise OutPathError(f"{clip_path(self.path)}: the lock file is not a file")
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -133,7 +133,7 @@ def acquire(out: Path) -> OutLock:
     holder = lock.try_acquire()
     if holder is not None:
         who = f"pid {holder.get('pid')} on {holder.get('host')}" if holder else "another run"
-        raise OutPathError(f"--out {clip(str(out))!r}: another servesim run ({who}) is "
+        raise OutPathError(f"--out {clip_path(out)!r}: another servesim run ({who}) is "
                            "writing this result now; wait for it or choose another --out")
     lock.write(owner_record(out, "lock"))
     return lock

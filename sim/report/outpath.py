@@ -16,7 +16,7 @@ import re
 import stat
 from pathlib import Path
 
-from traces.errors import InputError, clip
+from traces.errors import InputError, clip_path
 
 MARKER = ".servesim-result"  # present in every complete result folder servesim wrote
 RESULTS = Path("results")
@@ -72,7 +72,7 @@ def _kind(mode: int) -> str:
 
 
 def _refuse(raw: str, why: str) -> OutPathError:
-    return OutPathError(f"--out {clip(raw)!r}: {why}")
+    return OutPathError(f"--out {clip_path(raw)!r}: {why}")
 
 
 def check_out(out: str | Path) -> Path:
@@ -129,12 +129,12 @@ def _check_parent(raw: str, p: Path) -> None:
     try:
         mode = os.stat(anc).st_mode
     except OSError as e:
-        raise _refuse(raw, f"{clip(str(anc))} cannot be read ({e.strerror})") from None
+        raise _refuse(raw, f"{clip_path(anc)} cannot be read ({e.strerror})") from None
     if not stat.S_ISDIR(mode):
-        raise _refuse(raw, f"is under {clip(str(anc))}, which is {_kind(mode)}")
+        raise _refuse(raw, f"is under {clip_path(anc)}, which is {_kind(mode)}")
     for a in (anc, *anc.parents):
         if is_result(a):
-            raise _refuse(raw, f"is inside the servesim result {clip(str(a))}, which a later "
+            raise _refuse(raw, f"is inside the servesim result {clip_path(a)}, which a later "
                           "run would replace; choose a folder outside it")
     if not os.access(anc, os.W_OK | os.X_OK):
-        raise _refuse(raw, f"{clip(str(anc))} is not writable")
+        raise _refuse(raw, f"{clip_path(anc)} is not writable")

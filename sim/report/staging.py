@@ -43,7 +43,7 @@ from sim.report.lock import (
     write_owner,
 )
 from sim.report.outpath import INTERNAL, MARKER, OutPathError, is_result
-from traces.errors import clip
+from traces.errors import clip_path
 
 SWAP_PAUSE_ENV = "SERVESIM_TEST_SWAP_PAUSE"  # test hook "<phase>:<seconds>": a slow swap
 NO_EXCHANGE_ENV = "SERVESIM_TEST_NO_EXCHANGE"  # test hook: use the rename-aside swap
@@ -124,7 +124,7 @@ def swap_in(staging: Path, out: Path) -> None:
             os.rename(staging, out)
         return
     if not is_result(out):  # checked before the run; re-checked under the lock
-        raise OutPathError(f"--out {clip(str(out))!r}: is no longer a servesim result")
+        raise OutPathError(f"--out {clip_path(out)!r}: is no longer a servesim result")
     _hook("exchange")
     if _renameat2(staging, out, _RENAME_EXCHANGE):
         old = staging

@@ -24,7 +24,7 @@ from sim.report import plots, staging
 from sim.report.outpath import MARKER, OutPathError, check_out
 from sim.report.tables import requests_table, steps_table
 from sim.runner import RunResult
-from traces.errors import clip
+from traces.errors import clip_path
 
 
 def finite(obj):
@@ -66,7 +66,7 @@ class ResultWriter:
             self._open()
         except OSError as e:
             self.abort()
-            raise OutPathError(f"--out {clip(str(out))!r}: cannot write there "
+            raise OutPathError(f"--out {clip_path(out)!r}: cannot write there "
                                f"({e.strerror or e})") from None
         except BaseException:
             self.abort()
