@@ -7,8 +7,11 @@ policy is one new file (plus its import in the package ``__init__``).
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
+
+from traces.errors import clip_repr
 
 T = TypeVar("T")
 
@@ -36,9 +39,10 @@ class Registry(Generic[T]):
         try:
             return self._items[name.lower()]
         except KeyError:
-            raise KeyError(
-                f"unknown {self.kind} {name!r}; choose one of: {', '.join(self.names())}"
-            ) from None
+            close = difflib.get_close_matches(name.lower(), self.names(), n=1)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            raise KeyError(f"unknown {self.kind} {clip_repr(name)}; {hint}choose one of: "
+                           f"{', '.join(self.names())}") from None
 
     def names(self) -> list[str]:
         return sorted(self._items)

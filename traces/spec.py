@@ -33,6 +33,14 @@ from traces.schema import Trace
 M = TypeVar("M", bound=BaseModel)
 
 
+MAX_REQUESTS = 10_000_000  # requests of one workload: ~2 KB of simulator state each
+MAX_TOKENS = 1 << 24  # tokens of one prompt or output (16,777,216)
+MAX_TIME_S = 1e9  # seconds (31.7 years): arrival times keep sub-microsecond resolution below
+_TOK = {"why": "longer than any model's context window", "unit": "tokens"}
+_TIME = {"why": "31.7 years; beyond it times lose sub-microsecond resolution", "unit": "s"}
+_REQ = {"why": "the simulator holds ~2 KB per request", "unit": "requests"}
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
@@ -46,11 +54,15 @@ class ArrivalSpec(_Model):
         "inter-arrival CV `cv`) or constant (evenly spaced) generate times at `rate`",
     )
     rate: float | None = Field(
-        None, gt=0, description="mean arrival rate in requests per second (generated only)"
+        None, ge=1e-6, le=1e6, json_schema_extra={
+            "why": "one request per 11.6 days to a million per second", "unit": "requests/s"},
+        description="mean arrival rate in requests per second (generated only)"
     )
     cv: float | None = Field(
         None,
-        gt=0,
+        ge=1e-3,
+        le=1e3,
+        json_schema_extra={"why": "the gamma shape 1/cv^2 must stay a usable number"},
         description="std/mean of the inter-arrival gaps, dimensionless (gamma only; "
         "1 = Poisson, > 1 bursty)",
     )
@@ -116,14 +128,22 @@ class LengthSpec(_Model):
         )
     )
     shuffle: bool = Field(False, description="dist trace: use the rows in a seeded random order")
-    prompt_p50: float | None = Field(None, gt=0, description="lognormal median prompt, tokens")
-    prompt_p90: float | None = Field(None, gt=0, description="lognormal p90 prompt, tokens")
-    output_p50: float | None = Field(None, gt=0, description="lognormal median output, tokens")
-    output_p90: float | None = Field(None, gt=0, description="lognormal p90 output, tokens")
-    prompt_max: int | None = Field(None, ge=1, description="lognormal prompt cap, tokens")
-    output_max: int | None = Field(None, ge=1, description="lognormal output cap, tokens")
-    prompt: int | None = Field(None, ge=1, description="fixed prompt length, tokens")
-    output: int | None = Field(None, ge=1, description="fixed output length, tokens")
+    prompt_p50: float | None = Field(None, gt=0, le=MAX_TOKENS, json_schema_extra=_TOK,
+                                     description="lognormal median prompt, tokens")
+    prompt_p90: float | None = Field(None, gt=0, le=MAX_TOKENS, json_schema_extra=_TOK,
+                                     description="lognormal p90 prompt, tokens")
+    output_p50: float | None = Field(None, gt=0, le=MAX_TOKENS, json_schema_extra=_TOK,
+                                     description="lognormal median output, tokens")
+    output_p90: float | None = Field(None, gt=0, le=MAX_TOKENS, json_schema_extra=_TOK,
+                                     description="lognormal p90 output, tokens")
+    prompt_max: int | None = Field(None, ge=1, le=MAX_TOKENS, json_schema_extra=_TOK,
+                                   description="lognormal prompt cap, tokens")
+    output_max: int | None = Field(None, ge=1, le=MAX_TOKENS, json_schema_extra=_TOK,
+                                   description="lognormal output cap, tokens")
+    prompt: int | None = Field(None, ge=1, le=MAX_TOKENS, json_schema_extra=_TOK,
+                               description="fixed prompt length, tokens")
+    output: int | None = Field(None, ge=1, le=MAX_TOKENS, json_schema_extra=_TOK,
+                               description="fixed output length, tokens")
 
     @model_validator(mode="after")
     def _consistent(self) -> LengthSpec:
@@ -161,13 +181,19 @@ class PrefixSpec(_Model):
 
     tokens: int = Field(
         ge=0,
+        le=MAX_TOKENS,
+        json_schema_extra=_TOK,
         description="length of each shared prefix, tokens (part of the "
         "prompt; shorter prompts are raised to tokens + 1)",
     )
     num_prefixes: int = Field(
-        1, ge=1, description="distinct prefixes; each request picks one uniformly at random"
+        1, ge=1, le=1_000_000, json_schema_extra={"why": "more distinct system prompts than "
+                                                  "any deployment serves"},
+        description="distinct prefixes; each request picks one uniformly at random"
     )
-    hash_block_size: int = Field(16, ge=1, description="tokens per prefix hash id (the KV block)")
+    hash_block_size: int = Field(
+        16, ge=1, le=4096, json_schema_extra={"why": "larger than any KV block", "unit": "tokens"},
+        description="tokens per prefix hash id (the KV block)")
 
 
 class WorkloadSpec(_Model):
@@ -183,6 +209,8 @@ class WorkloadSpec(_Model):
     spread_s: float = Field(
         0.0,
         ge=0,
+        le=MAX_TIME_S,
+        json_schema_extra=_TIME,
         description="mooncake only: spread requests sharing a "
         "quantized timestamp t over [t, t + spread_s) seconds",
     )
@@ -192,26 +220,33 @@ class WorkloadSpec(_Model):
     )
     rate_scale: float = Field(
         1.0,
-        gt=0,
+        ge=1e-6,
+        le=1e6,
+        json_schema_extra={"why": "a million times slower or faster than the trace"},
         description="replay speed-up factor, dimensionless: 2 halves every inter-arrival gap",
     )
     arrival: ArrivalSpec = Field(default_factory=ArrivalSpec, description="arrival process")
     lengths: LengthSpec = Field(default_factory=LengthSpec, description="length distribution")
     num_requests: int | None = Field(
-        None, ge=1, description="generated arrivals: how many requests"
+        None, ge=1, le=MAX_REQUESTS, json_schema_extra=_REQ,
+        description="generated arrivals: how many requests"
     )
     duration_s: float | None = Field(
-        None, gt=0, description="generated arrivals: all arrivals in [0, duration_s) seconds"
+        None, gt=0, le=MAX_TIME_S, json_schema_extra=_TIME,
+        description="generated arrivals: all arrivals in [0, duration_s) seconds"
     )
     max_requests: int | None = Field(
-        None, ge=1, description="keep only the first N requests (by arrival) of the final workload"
+        None, ge=1, le=MAX_REQUESTS, json_schema_extra=_REQ,
+        description="keep only the first N requests (by arrival) of the final workload"
     )
     shared_prefix: PrefixSpec | None = Field(
         None, description="attach shared-prefix hash chains (replaces the trace's own)"
     )
     lane: str | None = Field(None, min_length=1, description="lane tag for every request")
     priority: int | None = Field(
-        None, description="priority for every request (lower = more urgent)"
+        None, ge=-(1 << 31), le=(1 << 31) - 1,
+        json_schema_extra={"why": "a 32-bit priority, as vLLM's"},
+        description="priority for every request (lower = more urgent)"
     )
     tenant: str | None = Field(None, description="tenant tag for every request")
     mix: list[WorkloadSpec] | None = Field(
@@ -265,6 +300,13 @@ class WorkloadSpec(_Model):
             raise ValueError("spread_s applies only to the mooncake format")
         if self.window_s is not None and not 0 <= self.window_s[0] < self.window_s[1]:
             raise ValueError("window_s must be [start, end) seconds with 0 <= start < end")
+        if self.window_s is not None and self.window_s[1] > MAX_TIME_S:
+            raise ValueError(f"window_s ends after {MAX_TIME_S:g} s ({_TIME['why']})")
+        expected = (self.arrival.rate or 0) * (self.duration_s or 0)
+        if expected > MAX_REQUESTS:
+            raise ValueError(
+                f"arrival.rate x duration_s = {expected:,.0f} requests, more than "
+                f"{MAX_REQUESTS:,} ({_REQ['why']}); shorten duration_s or lower the rate")
         return self
 
 
@@ -290,4 +332,9 @@ def build_workload(spec: WorkloadSpec | dict, *, seed: int, base_dir: str | Path
 
     if not isinstance(spec, WorkloadSpec):
         spec = WorkloadSpec.model_validate(spec)
-    return build(spec, seed=seed, base_dir=Path(base_dir))
+    trace = build(spec, seed=seed, base_dir=Path(base_dir))
+    last = float(trace.arrival_s[-1]) if len(trace) else 0.0
+    if last > MAX_TIME_S:
+        raise TraceError(f"{trace.source}: arrivals reach {last:.3g} s, after {MAX_TIME_S:g} s "
+                         f"({_TIME['why']}); window the trace or raise rate_scale")
+    return trace

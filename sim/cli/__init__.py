@@ -60,6 +60,10 @@ def _main(argv: list[str] | None) -> int:
         msg = first_error(e) if isinstance(e, ValidationError) else str(e)
         print(_one_line(f"servesim: error: {msg}"), file=sys.stderr)
         return 2
+    except MemoryError:
+        print("servesim: error: out of memory; the workload or configuration is too large "
+              "for this machine (fewer requests, a shorter horizon)", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("servesim: interrupted", file=sys.stderr)
         return 130

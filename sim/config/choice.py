@@ -11,21 +11,13 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from sim.config.errors import describe
 from sim.registry import Registry
 
 
-def first_error(err: ValidationError) -> str:
+def first_error(err: ValidationError, root: type[BaseModel] | None = None) -> str:
     """One line for the first problem in a pydantic error (plus a count of the rest)."""
-    e = err.errors()[0]
-    loc = ".".join(str(p) for p in e["loc"])
-    msg = e["msg"].removeprefix("Value error, ")
-    if e["type"] == "extra_forbidden":
-        msg = "unknown key"
-    got = e.get("input")
-    shown = "" if e["type"] in ("missing",) or isinstance(got, dict) else f" (got {got!r})"
-    more = len(err.errors()) - 1
-    tail = f" (and {more} more problem{'s' * (more > 1)})" if more else ""
-    return f"{loc + ': ' if loc else ''}{msg}{shown}{tail}"
+    return describe(err, root)
 
 
 class RegistryChoice(BaseModel):
@@ -46,8 +38,10 @@ class RegistryChoice(BaseModel):
         try:
             cls.Params(**self.extras)
         except ValidationError as e:
-            allowed = ", ".join(cls.Params.model_fields) or "none"
-            raise ValueError(f"{self.name}: {first_error(e)}; allowed keys: {allowed}") from None
+            msg = describe(e, cls.Params)
+            if "did you mean" not in msg and "allowed" not in msg:
+                msg += f"; allowed keys: {', '.join(cls.Params.model_fields) or 'none'}"
+            raise ValueError(f"{self.name}: {msg}") from None
         return self
 
     @property

@@ -7,9 +7,15 @@ Units are in every field's description; derived quantities are properties.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
 
-_FROZEN = ConfigDict(extra="forbid", frozen=True)
+from sim.config.limits import MAX_TOKENS, TOKENS_WHY, why
+
+_FROZEN = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+_SHAPE = why("larger than any transformer's")
+_BYTES = why("1 (fp8/int8), 2 (bf16/fp16) or 4 (fp32)", "bytes")
+_SLOW = "slower than any accelerator: steps would outlast any simulated horizon"
+_FAST = "faster than any device built"
 
 
 class ModelSpec(BaseModel):
@@ -18,25 +24,50 @@ class ModelSpec(BaseModel):
     model_config = _FROZEN
 
     name: str = Field(description="Display name, e.g. 'llama-3-8b'.")
-    num_layers: PositiveInt = Field(description="Transformer blocks (count).")
-    hidden_size: PositiveInt = Field(description="Residual stream width (elements).")
-    num_attention_heads: PositiveInt = Field(description="Query heads per layer (count).")
-    num_kv_heads: PositiveInt = Field(description="Key/value heads per layer (count, GQA).")
-    head_dim: PositiveInt = Field(description="Elements per attention head.")
-    intermediate_size: PositiveInt = Field(description="Gated-MLP inner width (elements).")
-    vocab_size: PositiveInt = Field(description="Vocabulary size (tokens).")
+    num_layers: PositiveInt = Field(le=1024, json_schema_extra=_SHAPE,
+                                    description="Transformer blocks (count).")
+    hidden_size: PositiveInt = Field(le=1 << 20, json_schema_extra=_SHAPE,
+                                     description="Residual stream width (elements).")
+    num_attention_heads: PositiveInt = Field(le=1 << 14, json_schema_extra=_SHAPE,
+                                             description="Query heads per layer (count).")
+    num_kv_heads: PositiveInt = Field(le=1 << 14, json_schema_extra=_SHAPE,
+                                      description="Key/value heads per layer (count, GQA).")
+    head_dim: PositiveInt = Field(le=4096, json_schema_extra=_SHAPE,
+                                  description="Elements per attention head.")
+    intermediate_size: PositiveInt = Field(le=1 << 22, json_schema_extra=_SHAPE,
+                                           description="Gated-MLP inner width (elements).")
+    vocab_size: PositiveInt = Field(le=1 << 24, json_schema_extra=_SHAPE,
+                                    description="Vocabulary size (tokens).")
     max_position_embeddings: PositiveInt = Field(
+        le=MAX_TOKENS, json_schema_extra=why(TOKENS_WHY, "tokens"),
         description="Longest context the model supports (tokens); max_model_len defaults to it."
     )
-    dtype_bytes: PositiveInt = Field(2, description="Bytes per weight element (2 = bf16/fp16).")
+    dtype_bytes: PositiveInt = Field(2, le=4, json_schema_extra=_BYTES,
+                                     description="Bytes per weight element (2 = bf16/fp16).")
     kv_dtype_bytes: PositiveInt | None = Field(
-        None, description="Bytes per KV-cache element (default: dtype_bytes; 1 = fp8 KV)."
+        None, le=4, json_schema_extra=_BYTES,
+        description="Bytes per KV-cache element (default: dtype_bytes; 1 = fp8 KV)."
     )
     qkv_bias: bool = Field(False, description="Q/K/V projections carry a bias (Qwen2).")
     tie_word_embeddings: bool = Field(
         False, description="The LM head shares the embedding matrix (no separate weights)."
     )
     source: str = Field("", description="Where the figures come from (config.json URL).")
+
+    @model_validator(mode="after")
+    def _gqa(self):
+        for key in ("dtype_bytes", "kv_dtype_bytes"):
+            if getattr(self, key) not in (None, 1, 2, 4):
+                raise ValueError(f"{key} must be 1 (fp8/int8), 2 (bf16/fp16) or 4 (fp32) "
+                                 f"bytes, not {getattr(self, key)}")
+        # vLLM: vllm/model_executor/layers/attention/attention.py:329 asserts
+        # num_heads % num_kv_heads == 0 (each KV head serves a whole group of query heads)
+        if self.num_attention_heads % self.num_kv_heads:
+            raise ValueError(
+                f"num_kv_heads ({self.num_kv_heads}) must divide num_attention_heads "
+                f"({self.num_attention_heads}): each KV head serves a group of query heads, "
+                "as vLLM's attention layer requires")
+        return self
 
     @property
     def kv_bytes(self) -> int:
@@ -86,16 +117,28 @@ class GpuSpec(BaseModel):
     model_config = _FROZEN
 
     name: str = Field(description="Display name, e.g. 'h100-sxm'.")
-    hbm_bytes: PositiveInt = Field(description="Device memory (bytes) as the driver reports it.")
-    mem_bandwidth: PositiveFloat = Field(description="Peak HBM bandwidth (bytes/s).")
-    bf16_flops: PositiveFloat = Field(description="Peak dense bf16 tensor-core rate (FLOP/s).")
+    hbm_bytes: PositiveInt = Field(
+        ge=1 << 30, le=1 << 42, json_schema_extra=why("1 GiB to 4 TiB per device", "bytes"),
+        description="Device memory (bytes) as the driver reports it.")
+    mem_bandwidth: PositiveFloat = Field(
+        ge=1e9, le=1e15, json_schema_extra=why(f"1 GB/s to 1 PB/s: {_SLOW}; {_FAST}",
+                                               "bytes/s"),
+        description="Peak HBM bandwidth (bytes/s).")
+    bf16_flops: PositiveFloat = Field(
+        ge=1e9, le=1e18, json_schema_extra=why(f"1 GFLOP/s to 1 EFLOP/s: {_SLOW}; {_FAST}",
+                                               "FLOP/s"),
+        description="Peak dense bf16 tensor-core rate (FLOP/s).")
     fp8_flops: PositiveFloat | None = Field(
-        None, description="Peak dense fp8 tensor-core rate (FLOP/s); None if unsupported."
+        None, ge=1e9, le=1e18, json_schema_extra=why(f"1 GFLOP/s to 1 EFLOP/s: {_SLOW}",
+                                                     "FLOP/s"),
+        description="Peak dense fp8 tensor-core rate (FLOP/s); None if unsupported."
     )
     interconnect_bandwidth: PositiveFloat = Field(
+        ge=1e6, le=1e15, json_schema_extra=why(f"1 MB/s to 1 PB/s: {_SLOW}", "bytes/s"),
         description="GPU-to-GPU bandwidth per GPU, one direction (bytes/s): NVLink or PCIe."
     )
     host_bandwidth: PositiveFloat = Field(
+        ge=1e6, le=1e15, json_schema_extra=why(f"1 MB/s to 1 PB/s: {_SLOW}", "bytes/s"),
         description="GPU-to-host link bandwidth, one direction (bytes/s): KV swap traffic."
     )
     gemm_efficiency: float = Field(
@@ -111,10 +154,13 @@ class GpuSpec(BaseModel):
         0.7, gt=0, le=1, description="Achieved / peak interconnect bandwidth in all-reduce."
     )
     allreduce_latency_s: float = Field(
-        10e-6, ge=0, description="Fixed latency of one all-reduce (seconds)."
+        10e-6, ge=0, le=1.0, json_schema_extra=why("a second per all-reduce is no GPU link"),
+        description="Fixed latency of one all-reduce (seconds)."
     )
     step_overhead_s: float = Field(
-        2e-3, ge=0, description="Fixed CPU + launch cost of one engine step (seconds)."
+        2e-3, ge=0, le=10.0, json_schema_extra=why("ten seconds of host time per step is no "
+                                                   "serving engine"),
+        description="Fixed CPU + launch cost of one engine step (seconds)."
     )
     source: str = Field("", description="Where the figures come from.")
 

@@ -1,22 +1,35 @@
 """Read a scenario: YAML file (or the embedded default) + ``--set`` overrides -> Scenario.
 
-Every failure is an ``InputError`` whose message is one line naming the file and
-the field (``default.yaml: engine.max_num_seqs: Input should be greater than 0``).
+Every failure is an ``InputError`` whose message is one line naming the file (or the
+``--set`` that caused it) and the field: ``default.yaml: engine.max_num_seqs: must be > 0
+requests (got 0)``. Files are read through ``sim.config.yamlsafe`` (size, encoding and
+alias-expansion limits).
+
+``--set KEY=VALUE`` reaches every field: ``engine.max_num_seqs=64``, list items by index
+(``workload.mix.0.arrival.rate=4``), and the fields of a catalog model or GPU
+(``model.dtype_bytes=1`` turns ``model: llama-3-8b`` into that catalog spec, spelled out,
+with the field overridden).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
-from sim.config.choice import first_error
+from sim.catalog import CatalogError, get_gpu, get_model
+from sim.config import yamlsafe
+from sim.config.errors import describe, first_loc
 from sim.config.scenario import Scenario
-from traces.errors import InputError
+from traces.errors import InputError, clip, clip_repr
+
+MAX_SET_BYTES = 64 * 1024  # one --set value
+_KEY = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*|[0-9]+)$")
+_CATALOG = {"model": get_model, "gpu": get_gpu}
 
 
 @dataclass(frozen=True)
@@ -32,44 +45,95 @@ def default_scenario_path() -> Path:
 
 
 def _read_yaml(path: Path) -> dict:
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise InputError(f"{path}: cannot read scenario ({e.strerror})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"line {mark.line + 1}: " if mark else ""
-        problem = getattr(e, "problem", None) or "invalid YAML"
-        raise InputError(f"{path.name}: {where}{problem}") from None
+    data = yamlsafe.parse(yamlsafe.read_text(path, "scenario"), path.name)
     if not isinstance(data, dict):
         raise InputError(f"{path.name}: a scenario must be a YAML mapping of keys to values")
     return data
+
+
+def _bad_set(assignment: str, why: str) -> InputError:
+    return InputError(f"--set {clip(assignment)!r}: {why}")
+
+
+def _parse_value(raw: str, assignment: str):
+    if len(raw.encode("utf-8", "surrogateescape")) > MAX_SET_BYTES:
+        raise _bad_set(assignment, f"the value is longer than {MAX_SET_BYTES // 1024} KiB")
+    if not raw.strip():
+        return None
+    try:
+        return yamlsafe.parse(raw, f"--set {clip(assignment)!r}")
+    except InputError as e:
+        if "expands to" in str(e) or "nested" in str(e):
+            raise
+        return raw  # not YAML: the text itself (e.g. a description with a colon)
+
+
+def _child(node: Any, part: str, path: list[str], assignment: str):
+    """The section ``part`` of ``node``, created when absent; a catalog name at ``model`` or
+    ``gpu`` is spelled out so its fields can be set."""
+    where = ".".join(path)
+    if isinstance(node, list):
+        if not part.isdigit() or int(part) >= len(node):
+            raise _bad_set(assignment, f"{where}: a list of {len(node)} item(s); use an index "
+                           f"0..{len(node) - 1}")
+        child = node[int(part)]
+    else:
+        if part.isdigit():
+            raise _bad_set(assignment, f"{where}: {'.'.join(path[:-1]) or 'the scenario'} "
+                           "is not a list")
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        elif isinstance(child, str) and len(path) == 1 and part in _CATALOG:
+            try:
+                child = node[part] = _CATALOG[part](child).model_dump(mode="json")
+            except CatalogError as e:
+                raise _bad_set(assignment, f"{part}: {e}") from None
+    if not isinstance(child, dict | list):
+        raise _bad_set(assignment, f"{where} is not a section (it is {clip_repr(child)})")
+    return child
 
 
 def apply_override(data: dict, assignment: str) -> None:
     """Apply ``a.b.c=value`` (value parsed as YAML) to nested ``data`` in place."""
     key, sep, raw = assignment.partition("=")
     if not sep or not key.strip():
-        raise InputError(f"--set {assignment!r}: expected KEY=VALUE, e.g. engine.max_num_seqs=64")
+        raise _bad_set(assignment, "expected KEY=VALUE, e.g. engine.max_num_seqs=64")
     parts = key.strip().split(".")
+    if not all(_KEY.match(p) for p in parts):
+        raise _bad_set(assignment, f"{clip(key.strip())!r} is not a dotted key such as "
+                       "engine.max_num_seqs")
     node: Any = data
-    for p in parts[:-1]:
-        if not isinstance(node.get(p, {}), dict):
-            raise InputError(f"--set {assignment!r}: {p} is not a section")
-        node = node.setdefault(p, {})
-    try:
-        node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else None
-    except yaml.YAMLError:
-        node[parts[-1]] = raw
+    for i, part in enumerate(parts[:-1]):
+        node = _child(node, part, parts[: i + 1], assignment)
+    last = parts[-1]
+    value = _parse_value(raw, assignment)
+    if isinstance(node, list):
+        if not last.isdigit() or int(last) >= len(node):
+            raise _bad_set(assignment, f"{'.'.join(parts[:-1])}: a list of {len(node)} "
+                           "item(s)")
+        node[int(last)] = value
+    else:
+        node[last] = value
 
 
-def validate(data: dict, source: str) -> Scenario:
+def validate(data: dict, source: str, overrides: tuple[str, ...] = ()) -> Scenario:
+    """Validate; the message names ``source`` or the ``--set`` that set the failing field."""
     try:
         return Scenario.model_validate(data)
     except ValidationError as e:
-        raise InputError(f"{source}: {first_error(e)}") from None
+        raise InputError(f"{_origin(e, source, overrides)}: {describe(e, Scenario)}") from None
+    except RecursionError:
+        raise InputError(f"{source}: nested too deeply") from None
+
+
+def _origin(e: ValidationError, source: str, overrides: tuple[str, ...]) -> str:
+    path = [str(p) for p in first_loc(e)]
+    for o in reversed(overrides):
+        key = o.partition("=")[0].strip().split(".")
+        if path[: len(key)] == key or key[: len(path)] == path:
+            return f"--set {clip(o)!r}"
+    return source
 
 
 def load_scenario(path: str | Path | None = None, overrides: tuple[str, ...] = (),
@@ -78,8 +142,9 @@ def load_scenario(path: str | Path | None = None, overrides: tuple[str, ...] = (
     p = Path(path) if path is not None else default_scenario_path()
     data = _read_yaml(p)
     if trace is not None:  # replay this file; --set workload.* still applies on top
+        if "\0" in trace:
+            raise InputError(f"--trace {clip(trace)!r}: the path contains a NUL character")
         data["workload"] = {"trace": str(Path(trace).resolve())}
     for o in overrides:
         apply_override(data, o)
-    base = p.parent
-    return LoadedScenario(validate(data, p.name), p.name, base)
+    return LoadedScenario(validate(data, p.name, overrides), p.name, p.parent)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sim.config.hardware import GpuSpec, ModelSpec
+from sim.config.limits import MAX_KV_BLOCKS
 from sim.config.memory import GIB, MemoryPlan, plan_memory
 from sim.config.scenario import CostChoice, Scenario
 from sim.sched.base import SchedulerLimits
@@ -58,6 +59,12 @@ def _big_gpu(gpu: GpuSpec) -> bool:
 
 
 def _limits(sc: Scenario, model: ModelSpec, gpu: GpuSpec) -> SchedulerLimits:
+    """vLLM's defaults and refusals for the token budget and sequence cap.
+
+    vllm/engine/arg_utils.py:3097-3185: an unset max_num_seqs is the API server's default
+    capped at max_num_batched_tokens; an unset max_num_batched_tokens is the default (with
+    chunked prefill off, at least max_model_len) capped at max_num_seqs * max_model_len.
+    """
     e = sc.engine
     max_len = e.max_model_len or model.max_position_embeddings
     if max_len > model.max_position_embeddings:
@@ -68,18 +75,34 @@ def _limits(sc: Scenario, model: ModelSpec, gpu: GpuSpec) -> SchedulerLimits:
     seqs = e.max_num_seqs or (1024 if big else 256)
     if e.max_num_batched_tokens:
         tokens = e.max_num_batched_tokens
-    elif e.enable_chunked_prefill:
-        tokens = 8192 if big else 2048
     else:
-        tokens = max(max_len, 2048)
-    if not e.enable_chunked_prefill and tokens < max_len:
+        tokens = 8192 if big else 2048
+        if not e.enable_chunked_prefill:
+            tokens = max(max_len, tokens)
+        tokens = min(seqs * max_len, tokens)
+    if e.max_num_seqs is None:
+        seqs = min(seqs, tokens)
+    _check_limits(e, seqs, tokens, max_len)
+    return SchedulerLimits(max_num_seqs=seqs, max_num_batched_tokens=tokens,
+                           max_model_len=max_len, enable_chunked_prefill=e.enable_chunked_prefill,
+                           long_prefill_token_threshold=e.long_prefill_token_threshold)
+
+
+def _check_limits(e, seqs: int, tokens: int, max_len: int) -> None:
+    """vLLM's own refusals (vllm/config/scheduler.py:315-357, verify_max_model_len)."""
+    if not e.enable_chunked_prefill and tokens < max_len:  # scheduler.py:316
         raise ConfigError(
             f"engine.max_num_batched_tokens ({tokens}) is smaller than max_model_len "
             f"({max_len}) with chunked prefill off: long prompts could never be scheduled; "
             "raise max_num_batched_tokens, lower max_model_len or enable chunked prefill")
-    return SchedulerLimits(max_num_seqs=seqs, max_num_batched_tokens=tokens,
-                           max_model_len=max_len, enable_chunked_prefill=e.enable_chunked_prefill,
-                           long_prefill_token_threshold=e.long_prefill_token_threshold)
+    if tokens < seqs:  # scheduler.py:328
+        raise ConfigError(
+            f"engine.max_num_batched_tokens ({tokens}) must be >= max_num_seqs ({seqs}), as "
+            "vLLM requires: every running request needs a token of the step budget")
+    if e.long_prefill_token_threshold > max_len:  # scheduler.py:352
+        raise ConfigError(
+            f"engine.long_prefill_token_threshold ({e.long_prefill_token_threshold}) cannot "
+            f"exceed max_model_len ({max_len}), as vLLM requires")
 
 
 def _check_parallel(model: ModelSpec, tp: int) -> None:
@@ -103,6 +126,12 @@ def _check_memory(sc: Scenario, model, gpu, tp, mem: MemoryPlan, limits) -> None
             f"{(mem.activation_bytes + mem.non_torch_bytes) / GIB:.1f} GiB = {need:.1f} GiB per "
             f"GPU > {mem.usable_bytes / GIB:.1f} GiB usable at gpu_memory_utilization {util}; "
             "raise tensor_parallel_size or use a larger GPU")
+    if mem.num_gpu_blocks > MAX_KV_BLOCKS:
+        raise ConfigError(
+            f"the KV cache would have {mem.num_gpu_blocks:,} blocks of {sc.engine.block_size} "
+            f"tokens ({mem.kv_bytes / GIB:,.1f} GiB at {mem.block_bytes:,} bytes per block), "
+            f"more than the {MAX_KV_BLOCKS:,} the simulator holds; check the model and GPU "
+            "figures, raise engine.block_size or set engine.num_gpu_blocks_override")
     per_seq = -(-limits.max_model_len // sc.engine.block_size)
     if per_seq > mem.usable_blocks:
         raise ConfigError(

@@ -27,13 +27,29 @@ import sim.sched  # noqa: F401  (registers schedulers)
 from sim.catalog import CatalogError, get_gpu, get_model
 from sim.config.choice import RegistryChoice
 from sim.config.hardware import GpuSpec, ModelSpec
+from sim.config.limits import (
+    MAX_GPUS,
+    MAX_KV_BLOCKS,
+    MAX_SEED,
+    MAX_SEQS,
+    MAX_TIME_S,
+    MAX_TOKENS,
+    TIME_WHY,
+    TOKENS_WHY,
+    why,
+)
 from sim.cost.base import COST_MODELS
 from sim.kv.base import KV_POLICIES
 from sim.sched.admission import ADMISSION_RULES
 from sim.sched.base import SCHEDULERS
 from traces.spec import WorkloadSpec
 
-_STRICT = ConfigDict(extra="forbid", frozen=True)
+_STRICT = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+# vLLM 0.32 on CUDA: every attention backend for a dense model needs a multiple of 16
+# (vllm/v1/attention/backends/flash_attn.py:365, triton_attn.py:316, flex_attention.py:154;
+# flashinfer.py:478-479: 16, 32, 64, up to 1024 on Blackwell); with none left,
+# vllm/platforms/cuda.py:469 raises "No valid attention backend found".
+BLOCK_MULTIPLE, BLOCK_MAX = 16, 1024
 
 
 class EngineConfig(BaseModel):
@@ -41,31 +57,42 @@ class EngineConfig(BaseModel):
 
     model_config = _STRICT
 
-    block_size: PositiveInt = Field(16, le=256, description="Token slots per KV block (tokens).")
+    block_size: PositiveInt = Field(
+        16, le=BLOCK_MAX, description="Token slots per KV block (tokens); a multiple of 16 "
+        "(vLLM's CUDA attention backends).",
+        json_schema_extra=why("the largest KV page any vLLM kernel offers (FlashInfer)"))
     gpu_memory_utilization: float = Field(
         0.9, gt=0, le=1, description="Fraction of GPU memory vLLM may use (fraction)."
     )
     max_num_seqs: PositiveInt | None = Field(
-        None, description="Most requests running at once (requests). Default as vLLM's API "
-        "server: 1024 on GPUs with >= 70 GiB other than A100, else 256.",
+        None, le=MAX_SEQS, json_schema_extra=why("a million concurrent requests is beyond "
+                                                 "any replica's KV cache", "requests"),
+        description="Most requests running at once (requests). Default as vLLM's API "
+        "server: 1024 on GPUs with >= 70 GiB other than A100, else 256, at most "
+        "max_num_batched_tokens. vLLM refuses a budget below it.",
     )
     max_num_batched_tokens: PositiveInt | None = Field(
-        None, description="Token budget of one step (tokens). Default as vLLM's API server: "
+        None, le=MAX_TOKENS, json_schema_extra=why(TOKENS_WHY, "tokens"),
+        description="Token budget of one step (tokens). Default as vLLM's API server: "
         "8192 on GPUs with >= 70 GiB other than A100, else 2048; with chunked prefill off, "
-        "max(max_model_len, 2048).",
+        "max(max_model_len, that); at most max_num_seqs x max_model_len.",
     )
     enable_chunked_prefill: bool = Field(
         True, description="Split prompts across steps to fit the token budget (vLLM v1: on)."
     )
     long_prefill_token_threshold: int = Field(
-        0, ge=0, description="Cap on one request's tokens per step; 0 = no cap (tokens)."
+        0, ge=0, le=MAX_TOKENS, json_schema_extra=why(TOKENS_WHY, "tokens"),
+        description="Cap on one request's tokens per step; 0 = no cap (tokens)."
     )
     max_model_len: PositiveInt | None = Field(
-        None, description="Longest prompt + output served (tokens); default: the model's "
+        None, le=MAX_TOKENS, json_schema_extra=why(TOKENS_WHY, "tokens"),
+        description="Longest prompt + output served (tokens); default: the model's "
         "context length. Longer requests are rejected.",
     )
     num_gpu_blocks_override: PositiveInt | None = Field(
-        None, description="Use this many KV blocks instead of deriving them from memory "
+        None, le=MAX_KV_BLOCKS, json_schema_extra=why(
+            "the simulator's block pool would need gigabytes of memory", "blocks"),
+        description="Use this many KV blocks instead of deriving them from memory "
         "(blocks; one is vLLM's null block, so N - 1 are usable).",
     )
     enable_prefix_caching: bool = Field(
@@ -80,9 +107,22 @@ class EngineConfig(BaseModel):
         "charged to the step at the GPU's host_bandwidth; recompute when swap_space is full).",
     )
     swap_space: float = Field(
-        4.0, ge=0, description="Host memory for swapped-out KV, per GPU (GiB; vLLM's default "
+        4.0, ge=0, le=4096, json_schema_extra=why("more host memory per GPU than any server "
+                                                  "has", "GiB"),
+        description="Host memory for swapped-out KV, per GPU (GiB; vLLM's default "
         "4). Used by preemption_mode swap.",
     )
+
+
+    @field_validator("block_size")
+    @classmethod
+    def _vllm_block_size(cls, v: int) -> int:
+        if v % BLOCK_MULTIPLE:
+            raise ValueError(
+                f"must be a multiple of {BLOCK_MULTIPLE} tokens (got {v}): vLLM 0.32's CUDA "
+                "attention backends (FlashAttention, FlashInfer, Triton) refuse other sizes "
+                "('No valid attention backend found')")
+        return v
 
 
 class SchedulerChoice(RegistryChoice):
@@ -110,9 +150,12 @@ class SloConfig(BaseModel):
 
     model_config = _STRICT
 
-    ttft_ms: float | None = Field(500.0, gt=0, description="Time-to-first-token budget (ms).")
-    tpot_ms: float | None = Field(50.0, gt=0, description="Time-per-output-token budget (ms).")
-    e2el_ms: float | None = Field(None, gt=0, description="End-to-end latency budget (ms).")
+    ttft_ms: float | None = Field(500.0, gt=0, le=MAX_TIME_S * 1e3, json_schema_extra=why(
+        TIME_WHY), description="Time-to-first-token budget (ms).")
+    tpot_ms: float | None = Field(50.0, gt=0, le=MAX_TIME_S * 1e3, json_schema_extra=why(
+        TIME_WHY), description="Time-per-output-token budget (ms).")
+    e2el_ms: float | None = Field(None, gt=0, le=MAX_TIME_S * 1e3, json_schema_extra=why(
+        TIME_WHY), description="End-to-end latency budget (ms).")
     percentile: float = Field(
         95.0, gt=0, le=100, description="Percentile the verdict checks against each budget (%)."
     )
@@ -125,15 +168,19 @@ class Scenario(BaseModel):
 
     name: str = Field("scenario", description="Name shown in reports.")
     description: str = Field("", description="Free text shown in reports.")
-    seed: int = Field(0, ge=0, description="The one seed every random stream derives from.")
+    seed: int = Field(0, ge=0, le=MAX_SEED, json_schema_extra=why("a 64-bit seed", ""),
+                      description="The one seed every random stream derives from.")
     horizon_s: float | None = Field(
-        None, gt=0, description="Stop simulating at this time (s); requests arriving later "
+        None, gt=0, le=MAX_TIME_S, json_schema_extra=why(TIME_WHY, "s"),
+        description="Stop simulating at this time (s); requests arriving later "
         "are not sent, unfinished ones are reported. None: run until all finish (a safety "
         "limit ends runaway overloaded runs and marks them unstable).",
     )
     model: str | ModelSpec = Field(description="Catalog model name or an explicit model.")
     gpu: str | GpuSpec = Field(description="Catalog GPU name or an explicit GPU.")
-    tensor_parallel_size: PositiveInt = Field(1, description="GPUs per replica (count).")
+    tensor_parallel_size: PositiveInt = Field(
+        1, le=MAX_GPUS, json_schema_extra=why("no replica shards over more GPUs", "GPUs"),
+        description="GPUs per replica (count).")
     engine: EngineConfig = Field(default_factory=EngineConfig,
                                  description="vLLM engine arguments (vLLM's names).")
     scheduler: SchedulerChoice = Field(default_factory=lambda: SchedulerChoice(name="vllm"),

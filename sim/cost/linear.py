@@ -15,19 +15,26 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sim.cost.base import COST_MODELS, CostModel, StepShape
 
+_LONG = {"why": "longer than a simulated run can be (1e9 s)"}
+
 
 class LinearParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    base_ms: float = Field(5.0, ge=0, description="Fixed time of every step (ms).")
+    base_ms: float = Field(
+        5.0, ge=0, le=1e12, json_schema_extra=_LONG, description="Fixed time of every step (ms)."
+    )
     prefill_token_ms: float = Field(
-        0.1, ge=0, description="Time per prefill-shaped token computed (ms/token)."
+        0.1, ge=0, le=1e12, json_schema_extra=_LONG,
+        description="Time per prefill-shaped token computed (ms/token)."
     )
     decode_seq_ms: float = Field(
-        0.05, ge=0, description="Time per decode-shaped request in the step (ms/request)."
+        0.05, ge=0, le=1e12, json_schema_extra=_LONG,
+        description="Time per decode-shaped request in the step (ms/request)."
     )
     context_token_ms: float = Field(
-        0.0, ge=0, description="Time per context token a decode request reads (ms/token)."
+        0.0, ge=0, le=1e12, json_schema_extra=_LONG,
+        description="Time per context token a decode request reads (ms/token)."
     )
 
 

@@ -46,8 +46,8 @@ def assert_one_line_error(code, err, *needles):
 @pytest.mark.parametrize("text,needles", [
     (GOOD + "bogus: 1\n", ["s.yaml", "bogus", "unknown key"]),
     (GOOD + "engine: {max_num_seqs: many}\n", ["s.yaml", "engine.max_num_seqs", "integer"]),
-    (GOOD + "engine: {max_num_seqs: 0}\n", ["engine.max_num_seqs", "greater than 0"]),
-    (GOOD + "engine: {block_size: -16}\n", ["engine.block_size", "greater than 0"]),
+    (GOOD + "engine: {max_num_seqs: 0}\n", ["engine.max_num_seqs", "must be > 0"]),
+    (GOOD + "engine: {block_size: -16}\n", ["engine.block_size", "must be > 0"]),
     (GOOD + "engine: {gpu_memory_utilization: 1.5}\n", ["gpu_memory_utilization"]),
     (GOOD.replace("llama-3-8b", "llama-9b"), ["model", "unknown model 'llama-9b'"]),
     (GOOD + "scheduler: {name: nope}\n", ["scheduler", "unknown scheduler 'nope'"]),

@@ -1,0 +1,137 @@
+"""--set on catalog models and GPUs, "did you mean", vLLM's refusals and defaults, range
+messages with units and reasons, bounded YAML, echo caps."""
+
+from __future__ import annotations
+
+import pytest
+
+from sim.catalog import get_gpu, get_model
+from sim.config.load import apply_override, load_scenario
+from sim.config.resolve import ConfigError, resolve
+from sim.report.outpath import OutPathError, check_out
+from tests.cli.test_cli_errors import GOOD, write
+from traces.errors import InputError, clip, clip_path, clip_repr
+
+
+def loaded(tmp_path, *sets, text=GOOD):
+    return load_scenario(write(tmp_path, text), tuple(sets))
+
+
+def error_of(tmp_path, *sets, text=GOOD) -> str:
+    with pytest.raises(InputError) as e:
+        resolve(loaded(tmp_path, *sets, text=text).scenario)
+    return str(e.value)
+
+
+def test_set_reaches_catalog_model_and_gpu_fields(tmp_path):
+    sc = loaded(tmp_path, "model.dtype_bytes=1", "gpu.step_overhead_s=0.01").scenario
+    want = get_model("llama-3-8b").model_copy(update={"dtype_bytes": 1})
+    assert sc.model_spec == want
+    assert sc.gpu_spec == get_gpu("h100-sxm").model_copy(update={"step_overhead_s": 0.01})
+    # the same run through resolve: fp8 weights leave more room for the KV cache
+    assert resolve(sc).memory.weight_bytes == resolve(loaded(tmp_path).scenario) \
+        .memory.weight_bytes // 2
+
+
+def test_set_into_lists_and_sections(tmp_path):
+    data = {"workload": {"mix": [{"lane": "a"}, {"lane": "b"}]}, "engine": {}}
+    apply_override(data, "workload.mix.1.lane=c")
+    apply_override(data, "engine.max_num_seqs=8")
+    assert data == {"workload": {"mix": [{"lane": "a"}, {"lane": "c"}]},
+                    "engine": {"max_num_seqs": 8}}
+    with pytest.raises(InputError, match="use an index 0..1"):
+        apply_override(data, "workload.mix.5.lane=x")
+
+
+@pytest.mark.parametrize("assignment,hint", [
+    ("engine.max_num_seq=1", "did you mean 'max_num_seqs'?"),
+    ("model.hiden_size=1", "did you mean 'hidden_size'?"),
+    ("gpu.mem_bandwith=1", "did you mean 'mem_bandwidth'?"),
+    ("slo.ttft=1", "did you mean 'ttft_ms'?"),
+    ("workload.arrival.rat=1", "did you mean 'rate'?"),
+    ("scheduler.name=vllm-prio", "did you mean 'vllm-priority'?"),
+    ("model=lama-3-8b", "unknown model"),
+])
+def test_unknown_keys_say_did_you_mean(tmp_path, assignment, hint):
+    msg = error_of(tmp_path, assignment)
+    assert msg.startswith(f"--set '{assignment}'") and hint in msg, msg
+
+
+def test_the_file_is_named_when_the_file_is_wrong(tmp_path):
+    msg = error_of(tmp_path, text=GOOD + "engine: {max_num_seq: 3}\n")
+    assert msg.startswith("s.yaml: engine.max_num_seq: unknown key; did you mean"), msg
+
+
+def test_ranges_name_unit_and_reason(tmp_path):
+    msg = error_of(tmp_path, "engine.swap_space=1e300")
+    assert msg == ("--set 'engine.swap_space=1e300': engine.swap_space: must be <= 4,096 GiB "
+                   "(got 1e300): more host memory per GPU than any server has")
+    msg = error_of(tmp_path, "gpu.hbm_bytes=4611686018427387904")
+    assert "gpu.hbm_bytes: must be <= 4,398,046,511,104 bytes (got 4.61e+18)" in msg
+
+
+def test_vllm_refusals(tmp_path):
+    # vllm/config/scheduler.py:328
+    msg = error_of(tmp_path, "engine.max_num_batched_tokens=64", "engine.max_num_seqs=128")
+    assert "max_num_batched_tokens (64) must be >= max_num_seqs (128)" in msg
+    # CUDA attention backends need a multiple of 16 (vllm/platforms/cuda.py:469)
+    assert "multiple of 16" in error_of(tmp_path, "engine.block_size=7")
+    assert "multiple of 16" in error_of(tmp_path, "engine.block_size=8")
+    # vllm/model_executor/layers/attention/attention.py:329
+    assert "must divide num_attention_heads (32)" in error_of(tmp_path, "model.num_kv_heads=5")
+    assert "must divide" in error_of(tmp_path, "model.num_kv_heads=64")
+    # vllm/config/scheduler.py:352
+    assert "long_prefill_token_threshold" in error_of(
+        tmp_path, "engine.long_prefill_token_threshold=9000")
+
+
+def test_vllm_defaults_follow_an_explicit_budget(tmp_path):
+    # vllm/engine/arg_utils.py:3180: an unset max_num_seqs is capped at the budget
+    r = resolve(loaded(tmp_path, "engine.max_num_batched_tokens=512").scenario)
+    assert (r.limits.max_num_seqs, r.limits.max_num_batched_tokens) == (512, 512)
+    # arg_utils.py:3163: an unset budget is capped at max_num_seqs x max_model_len
+    r = resolve(loaded(tmp_path, "engine.max_num_seqs=1", "engine.max_model_len=1024").scenario)
+    assert r.limits.max_num_batched_tokens == 1024
+    r = resolve(loaded(tmp_path).scenario)
+    assert (r.limits.max_num_seqs, r.limits.max_num_batched_tokens) == (1024, 8192)
+
+
+def test_kv_pool_over_the_cap_is_refused_with_the_figure(tmp_path):
+    tiny = ("{name: m, num_layers: 1, hidden_size: 8, num_attention_heads: 1, num_kv_heads: 1,"
+            " head_dim: 1, intermediate_size: 8, vocab_size: 8, max_position_embeddings: 4096}")
+    with pytest.raises(ConfigError) as e:
+        resolve(loaded(tmp_path, text=GOOD.replace("llama-3-8b", tiny)).scenario)
+    # (85,027,979,264 B x 0.9 - 752 B weights - 851,968 B activations - 0.5 GiB) / 64 B
+    assert "the KV cache would have 1,187,304,026 blocks of 16 tokens" in str(e.value)
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("a0: &a0 [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 9)), "expands to"),
+    ("a: " + "[" * 70 + "]" * 70 + "\n", "nested more than 64"),
+    (GOOD + "seed: 1\nseed: 2\n", "duplicate key 'seed'"),
+])
+def test_yaml_limits(tmp_path, text, needle):
+    with pytest.raises(InputError, match=needle):
+        loaded(tmp_path, text=text)
+
+
+def test_scenario_file_limits(tmp_path):
+    big = write(tmp_path, "# " + "x" * (1 << 20) + "\n" + GOOD, "big.yaml")
+    with pytest.raises(InputError, match="larger than 1,024 KiB"):
+        load_scenario(big)
+    u16 = tmp_path / "u16.yaml"
+    u16.write_bytes(GOOD.encode("utf-16"))
+    with pytest.raises(InputError, match="UTF-16 text; save it as UTF-8"):
+        load_scenario(u16)
+    with pytest.raises(InputError, match="regular file, not a folder"):
+        load_scenario(tmp_path)
+
+
+def test_echo_caps():
+    assert clip("x" * 1000) == "x" * 77 + "..."
+    assert clip("a\nb") == "a b"
+    assert len(clip_repr(list(range(10**6)))) <= 80
+    assert clip_path("/" + "d" * 200 + "/s.yaml").endswith("/s.yaml")
+    with pytest.raises(OutPathError, match="NUL"):
+        check_out("a\0b")
