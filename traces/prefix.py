@@ -8,6 +8,8 @@ from traces.errors import TraceError
 from traces.hashes import blocks_for
 from traces.schema import Trace, make_trace
 
+MAX_HASH_IDS = 10_000_000  # prefix hash ids of one workload (~50 bytes each in the simulator)
+
 
 def _int_at_least(name: str, value: int, low: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
@@ -41,6 +43,11 @@ def shared_prefix(
     prompt = np.maximum(trace.prompt_tokens, prefix + 1)
     which = rng.integers(0, count, n) if count > 1 else np.zeros(n, dtype=np.int64)
     total = blocks_for(prompt, block)  # >= full + 1 because prompt > prefix
+    if int(total.sum()) > MAX_HASH_IDS:
+        raise TraceError(
+            f"shared_prefix: {n:,} requests of >= {prefix + 1:,} tokens need "
+            f"{int(total.sum()):,} prefix hash ids, more than {MAX_HASH_IDS:,} (the simulator "
+            "holds ~50 bytes each); shorten tokens, raise hash_block_size or use fewer requests")
     own = total - full
     own_start = count * full + np.concatenate(([0], np.cumsum(own)[:-1]))
     starts = np.concatenate(([0], np.cumsum(total)[:-1]))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import csv
 import warnings
 from pathlib import Path
@@ -24,11 +25,55 @@ def check_file(path: Path) -> None:
         raise TraceError(f"{path}: not a regular file")
 
 
+_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
+         (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"))
+PARQUET_MAGIC = b"PAR1"
+
+
+def check_text(path: Path, head: bytes | None = None) -> None:
+    """A text trace must be UTF-8: name UTF-16/32 (by their byte-order mark) and binary."""
+    if head is None:
+        with open(path, "rb") as f:
+            head = f.read(65536)
+    for bom, encoding in _BOMS:
+        if head.startswith(bom):
+            raise TraceError(f"{path}: the file is {encoding} text; save it as UTF-8")
+    if b"\0" in head:
+        raise TraceError(f"{path}: the file contains NUL bytes (binary, or UTF-16/32 text "
+                         "without a byte-order mark); expected UTF-8 text")
+
+
+def _not_utf8(path: Path, e: UnicodeDecodeError) -> TraceError:
+    return TraceError(f"{path}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset "
+                      f"{e.start}); save the file as UTF-8")
+
+
+def _check_header(path: Path, skiprows: int) -> None:
+    """Refuse a header naming one column twice (pandas would rename the second 'x.1')."""
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        for _ in range(skiprows):
+            f.readline()
+        names = [n.strip() for n in next(csv.reader([f.readline()]), [])]
+    seen: dict[str, int] = {}
+    for i, name in enumerate(names, start=1):
+        if name in seen and name:
+            raise TraceError(f"{path}: column {name[:60]!r} appears twice in the header "
+                             f"(columns {seen[name]} and {i}); rename or drop one")
+        seen[name] = i
+
+
 def read_csv_cells(path: Path, *, skiprows: int = 0) -> pd.DataFrame:
     """Every cell as text, exactly as in the file (no NA guessing); column names stripped.
 
     Numbers are parsed later by traces.validate, which names the first bad cell.
     """
+    check_text(path)
+    try:
+        _check_header(path, skiprows)
+    except UnicodeDecodeError as e:
+        raise _not_utf8(path, e) from None
+    except csv.Error:
+        pass  # pandas reports a malformed header below
     try:
         with warnings.catch_warnings():
             # a row longer than the header would otherwise silently become the index
@@ -47,7 +92,9 @@ def read_csv_cells(path: Path, *, skiprows: int = 0) -> pd.DataFrame:
         ) from None
     except pd.errors.EmptyDataError:
         raise TraceError(f"{path}: the file is empty; expected a CSV header line") from None
-    except (pd.errors.ParserError, UnicodeDecodeError, ValueError, csv.Error) as e:
+    except UnicodeDecodeError as e:
+        raise _not_utf8(path, e) from None
+    except (pd.errors.ParserError, ValueError, csv.Error) as e:
         raise TraceError(f"{path}: not a readable CSV file ({one_line(e)})") from None
     df.columns = [str(c).strip() for c in df.columns]
     return df
@@ -70,6 +117,9 @@ def first_line(path: Path, limit: int = 65536) -> str:
     """The first non-blank line of the file (BOM and line ending removed), '' if none."""
     with open(path, "rb") as f:
         head = f.read(limit)
+    if head.startswith(PARQUET_MAGIC):
+        return ""
+    check_text(path, head)
     text = head.decode("utf-8-sig", errors="replace")
     for line in text.splitlines():
         if line.strip():

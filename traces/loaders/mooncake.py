@@ -21,7 +21,7 @@ import pandas as pd
 
 from traces.arrivals import spread_buckets
 from traces.errors import TraceError
-from traces.loaders.common import one_line, row_ids
+from traces.loaders.common import check_text, one_line, row_ids
 from traces.rng import Streams
 from traces.schema import Trace, make_trace
 from traces.validate import FileContext, to_float
@@ -48,10 +48,12 @@ def sniff(suffix: str, line: str) -> bool:
 
 def _records(path: Path) -> tuple[list[dict], list[int]]:
     """Parse every non-blank line; a bad line is a TraceError naming its line number."""
+    check_text(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as e:
-        raise TraceError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+        raise TraceError(f"{path}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset "
+                         f"{e.start}); save the file as UTF-8") from None
     records, lines = [], []
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
@@ -74,6 +76,12 @@ def _records(path: Path) -> tuple[list[dict], list[int]]:
     return records, lines
 
 
+def _as_written(values: list) -> np.ndarray:
+    """Cells for messages: a JSON NaN literal stays 'NaN' (a missing key stays None)."""
+    return np.array(["NaN" if isinstance(v, float) and v != v else v for v in values],
+                    dtype=object)
+
+
 def read(path: Path, *, streams: Streams, spread_s: float = 0.0) -> Trace:
     records, lines = _records(path)
     cols = {ours: [r.get(theirs) for r in records] for ours, theirs in FIELDS.items()}
@@ -88,7 +96,8 @@ def read(path: Path, *, streams: Streams, spread_s: float = 0.0) -> Trace:
     context = FileContext(
         rows=np.asarray(lines),
         names=FIELDS,
-        raw={"arrival_s": stamps.to_numpy()},
+        raw={"arrival_s": stamps.to_numpy(), **{k: _as_written(cols[k]) for k in
+                                                ("prompt_tokens", "output_tokens")}},
         rules={"arrival_s": "must be a number of milliseconds >= 0"},
     )
     trace = make_trace(df, source=str(path), hash_block_size=HASH_BLOCK_SIZE, context=context)

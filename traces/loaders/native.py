@@ -76,7 +76,8 @@ def _comments(path: Path) -> tuple[int, int | None]:
                 if key.strip() == "hash_block_size":
                     block = _block_size(value, f"{path}: line {count}")
     except UnicodeDecodeError as e:
-        raise TraceError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+        raise TraceError(f"{path}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset "
+                         f"{e.start}); save the file as UTF-8") from None
     return count, block
 
 
