@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,9 +18,13 @@ from sim.kv.prefix_cache import PrefixCachingKV
 from sim.kv.swap import HostPool
 from sim.metrics.recorder import Recorder
 from sim.sched.admission import ADMISSION_RULES
-from sim.sched.base import SCHEDULERS, Scheduler
+from sim.sched.base import SCHEDULERS, Scheduler, Status
 
 SAFETY_MIN_S = 3600.0  # an unbounded run stops this long (or 4 spans) after the last arrival
+# Once every request has arrived, the engine may run at most max(DRAIN_MIN_PLANS,
+# DRAIN_FACTOR x the plans before) more plans: an overloaded configuration (a one-token
+# step budget, say) ends in seconds with its backlog reported unfinished, not in hours.
+DRAIN_MIN_PLANS, DRAIN_FACTOR = 50_000, 2
 
 
 @dataclass(frozen=True)
@@ -35,8 +40,9 @@ class RunResult:
     counters: dict  # scheduler and KV counters (allocation failures, ...)
     kv_total_blocks: int
     run: RunStatus
-    dropped_after_horizon: int  # requests of the trace arriving after the horizon
+    never_sent: int  # requests of the workload arriving at or after the horizon
     wall_s: float
+    drain_cut: bool = False  # the drain limit (DRAIN_MIN_PLANS) stopped the run
 
 
 def build_kv(r: Resolved, specs: RequestSpecs) -> KVManager:
@@ -77,6 +83,35 @@ def _stop_time(r: Resolved, arrival: np.ndarray) -> float:
     return float(arrival[-1]) + max(SAFETY_MIN_S, 4 * span)
 
 
+class _DrainLimit:
+    """Wraps the executor and stops the engine (as a horizon would, after the current step)
+    when the drain after the last arrival exceeds its plan budget."""
+
+    def __init__(self, executor):
+        self.executor, self.engine = executor, None
+        self.plans, self.limit, self.budget, self.cut = 0, None, 0, False
+
+    def __call__(self, plan):
+        self.plans += 1
+        eng = self.engine
+        if eng is not None and eng.delivered >= eng.n:  # every request has arrived
+            if self.limit is None:
+                self.budget = max(DRAIN_MIN_PLANS, DRAIN_FACTOR * self.plans)
+                self.limit = self.plans + self.budget
+            elif self.plans > self.limit and not self.cut:
+                eng.stop_s, self.cut = min(eng.stop_s, eng.clock), True
+        return self.executor(plan)
+
+
+def _arrived_as_waiting(status: np.ndarray) -> np.ndarray:
+    """Requests that arrived before the run stopped but were never handed to the scheduler
+    (they came during the last step) are queued, i.e. unfinished: total = finished +
+    rejected + unfinished + never sent."""
+    status = status.copy()
+    status[status == Status.PENDING] = Status.WAITING
+    return status
+
+
 def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
              progress=None) -> RunResult:
     """Replay ``specs`` through the resolved scenario. ``executor`` defaults to the cost model."""
@@ -90,17 +125,23 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
     recorder = Recorder(len(specs))
     if executor is None:
         executor = build_cost(r).step_times
-    engine = Engine(specs, sched, executor, recorder, stop_s=stop, num_arrivals=n,
+    drain = _DrainLimit(executor)
+    engine = Engine(specs, sched, drain, recorder, stop_s=stop, num_arrivals=n,
                     on_plan=on_plan, progress=progress)
+    drain.engine = engine
     status = engine.run()
     kv.check_integrity()
+    if drain.cut:
+        warnings.warn(f"the backlog left at the last arrival did not drain within "
+                      f"{drain.budget:,} engine steps (the drain limit); the run stopped there "
+                      "and reports the rest unfinished", RuntimeWarning, stacklevel=2)
     return RunResult(
-        resolved=r, specs=specs, recorder=recorder, status=sched.status.copy(),
+        resolved=r, specs=specs, recorder=recorder, status=_arrived_as_waiting(sched.status),
         num_preemptions=sched.num_preemptions.copy(), cached_tokens=sched.cached_tokens.copy(),
         generated=sched.generated.copy(), recomputed_tokens=sched.recomputed_tokens,
         counters={"alloc_failures": sched.alloc_failures,
                   "memory_blocked": int(sched.memory_blocked.sum()),
                   "preemption_mode": r.scenario.engine.preemption_mode, **kv.counters()},
-        kv_total_blocks=kv.num_blocks, run=status, dropped_after_horizon=n_all - n,
-        wall_s=time.perf_counter() - t0,
+        kv_total_blocks=kv.num_blocks, run=status, never_sent=n_all - n,
+        wall_s=time.perf_counter() - t0, drain_cut=drain.cut,
     )

@@ -32,10 +32,11 @@ def summarize(res: RunResult) -> dict:
     steps = rec.steps()
     return {
         "requests": {
-            "total": len(specs), "finished": int(done.sum()),
+            # total = finished + rejected + unfinished + never_sent (a horizon cuts the rest)
+            "total": len(specs) + res.never_sent, "finished": int(done.sum()),
             "rejected": int((st == Status.REJECTED).sum()),
             "unfinished": int(((st == Status.WAITING) | (st == Status.RUNNING)).sum()),
-            "dropped_after_horizon": res.dropped_after_horizon,
+            "never_sent": res.never_sent,
         },
         "duration_s": duration,
         "throughput": {

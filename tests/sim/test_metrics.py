@@ -90,7 +90,7 @@ def test_overload_is_unstable_and_still_finishes():
 def test_horizon_reports_unfinished():
     sc = scenario(horizon_s=1.5)
     res, s = run(sc)
-    assert s["requests"]["dropped_after_horizon"] == 2  # arrivals at 2 s and 3 s
+    assert s["requests"]["never_sent"] == 2  # arrivals at 2 s and 3 s
     assert s["requests"]["finished"] == 2 and s["requests"]["unfinished"] == 0
     sc = scenario(horizon_s=1.02)  # cuts the second request mid-generation
     res, s = run(sc)
