@@ -26,6 +26,11 @@ class Sentinels:
                 path.write_text(f"keep {path}")
                 self.files[path] = f"keep {path}"
 
+    @property
+    def names(self) -> set[str]:
+        """Names the sentinels put in the root folder."""
+        return {"sentinel.txt", ".hidden-sentinel", "user"}
+
     def check(self) -> None:
         for path, text in self.files.items():
             assert path.is_file() and path.read_text() == text, f"sentinel lost: {path}"
