@@ -78,9 +78,12 @@ def test_prices_a_model_it_was_not_fitted_to():
 
 
 def test_overhead_override_and_unknown_profile():
-    base = cost().step_times(plan([1], [10]))[0]
+    c = cost()
+    base = c.step_times(plan([1], [10]))[0]
+    h = c.file.host_overhead  # base + per layer + per extra rank, fitted (calibrate/overhead.py)
+    assert c.overhead == pytest.approx(1e-3 * (h.base_ms + 32 * h.per_layer_ms))
     assert cost(step_overhead_ms=0).step_times(plan([1], [10]))[0] == pytest.approx(
-        base - H100.step_overhead_s)
+        base - c.overhead)
     with pytest.raises(ValueError, match="h100-sxm/vllm"):
         FittedParams(profile="nope/vllm")
     with pytest.raises(ValueError, match="no shipped profile for GPU 'l40s'"):
