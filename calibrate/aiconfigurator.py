@@ -126,7 +126,7 @@ def _attention(path: Path) -> list[tuple[pd.DataFrame, str, str]]:
     return out
 
 
-def _convert(path: Path, kind: str, ver: dict, rel: str) -> tuple[pd.DataFrame, str]:
+def convert_table(path: Path, kind: str, ver: dict, rel: str) -> tuple[pd.DataFrame, str]:
     """Profile rows of one aiconfigurator table and a note saying what was kept."""
     if kind == "gemm":
         return _gemm(path, ver, rel)
@@ -211,7 +211,7 @@ def import_profile(system: str, framework: str = "vllm") -> tuple[pd.DataFrame, 
             notes.append("allreduce: no table; the cost model uses the catalog roofline")
             continue
         rel = str(path.relative_to(root))
-        df, note = _convert(path, kind, {PACKAGE: pkg_version}, rel)
+        df, note = convert_table(path, kind, {PACKAGE: pkg_version}, rel)
         frames.append(df)
         notes.append(note)
     gpu = system_spec(system)["gpu"]
@@ -266,7 +266,29 @@ def import_and_fit(system: str, framework: str = "vllm", seed: int = 0,
     mf.provenance.source = f"{PACKAGE} {_pkg(df)} ({system}, {framework})"
     mf.elementwise = elementwise_of(system)
     mf.host_overhead = shipped_host_overhead(gpu)
+    drop_variants_over_bar(mf)
     return mf, df
+
+
+BAR = {"median_ape": 5.0, "p90_ape": 15.0}  # held-out error a table must meet to price (%)
+
+
+def drop_variants_over_bar(mf: ModelFile) -> list[str]:
+    """Remove dtype-variant tables (gemm.fp8, *.fp8_kv) whose held-out error misses ``BAR``
+    and say so in the notes: a model of that dtype is then refused, not priced from a noisy
+    table. (A base table that misses it keeps the whole GPU unshipped, as L40S.)"""
+    dropped = []
+    for key in [k for k in mf.ops if "." in k]:
+        h = mf.ops[key].heldout
+        if h is not None and (h.median_ape > BAR["median_ape"] or h.p90_ape > BAR["p90_ape"]):
+            del mf.ops[key]
+            dropped.append(key)
+            mf.provenance.notes.append(
+                f"{key}: not used, held-out median / p90 APE {h.median_ape:.2f} / "
+                f"{h.p90_ape:.2f} % above the {BAR['median_ape']:g} / {BAR['p90_ape']:g} % bar")
+    if "gemm.fp8" in dropped:
+        mf.dtype = ",".join(d for d in mf.dtype.split(",") if d != "fp8")
+    return dropped
 
 
 def shipped_host_overhead(gpu: str) -> HostOverhead | None:

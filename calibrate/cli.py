@@ -7,6 +7,7 @@ the main CLI prints it and exits with status 2. Torch is imported only by `profi
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import Annotated
@@ -17,7 +18,7 @@ from rich.console import Console
 from traces.errors import InputError
 
 app = typer.Typer(help="Calibrate step times: time kernels, fit, validate, import databases.")
-_out = Console()
+_out = Console(width=None if sys.stdout.isatty() else 120)  # tables unclipped in logs
 _err = Console(stderr=True)
 
 
@@ -146,6 +147,14 @@ def validate(
     profile_path: Annotated[Path, typer.Argument(metavar="PROFILE", help="Profile parquet.")],
     all_rows: Annotated[bool, typer.Option("--all-rows", help="Also show every row, not only "
                                            "the held-out ones.")] = False,
+    slices: Annotated[bool, typer.Option("--slices", help="Also refit each table with whole "
+                                         "shape slices held out, and beyond the largest "
+                                         "batch, context and prompt (calibrate/slices.py; "
+                                         "seconds to minutes).")] = False,
+    noise_floor: Annotated[bool, typer.Option("--noise-floor", help="Also compare the "
+                                              "profile with aiconfigurator's SGLang and "
+                                              "TRT-LLM tables of the same GPU (needs the "
+                                              "aiconfigurator extra).")] = False,
 ) -> None:
     """Print the model's error per operation and shape region on PROFILE."""
     from calibrate.model_file import load_model_file
@@ -159,6 +168,25 @@ def validate(
     _print_errors(mf, df, str(model_path))
     if all_rows:
         _out.print(render(error_table(mf, df), f"{model_path}: all rows"))
+    if slices:
+        from calibrate import slices as sl
+
+        _out.print(sl.render(sl.slice_table(mf, df), f"{model_path}: leave-slice-out "
+                             "(tables refitted without the rows held out)"))
+    if noise_floor:
+        _print_noise_floor(mf, df, model_path)
+
+
+def _print_noise_floor(mf, df, model_path: Path) -> None:
+    from calibrate import noise
+
+    where = noise.system_of(mf)
+    if where is None:
+        raise InputError(f"{model_path}: --noise-floor needs a model imported from "
+                         "aiconfigurator (its provenance names the system)")
+    table = noise.noise_table(df, where[0])
+    _out.print(noise.render(table, f"noise floor: {where[0]} {where[1]} against other "
+                            "frameworks' measurements of the same shapes"))
 
 
 @app.command("import-aiconfigurator")

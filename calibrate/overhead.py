@@ -62,14 +62,20 @@ def is_fit_point(p: Published) -> bool:
 
 
 def residuals(points: list[Published], profiles: dict[str, str]) -> list[Residual]:
-    """servesim's kernel-only figure for every point whose GPU has a profile
-    (``profiles``: GPU -> profile name or model YAML)."""
+    """servesim's kernel-only figure for every point whose GPU has a profile that prices
+    it (``profiles``: GPU -> profile name or model YAML; a profile without the point's
+    dtype tables skips it)."""
+    from traces.errors import InputError
+
     out = []
     for p in points:
         if p.gpu not in profiles:
             continue
         cost = {"name": "fitted", "profile": str(profiles[p.gpu]), "step_overhead_ms": 0.0}
-        out.append(Residual(p, simulate(p, cost)))
+        try:
+            out.append(Residual(p, simulate(p, cost)))
+        except InputError:  # e.g. fp8 weights on a profile whose fp8 table missed the bar
+            continue
     return out
 
 
@@ -102,9 +108,9 @@ def fit(res: list[Residual], used: set[str] | None = None) -> HostOverhead:
     names = used if used is not None else {r.point.name for r in res}
     fit_rows = [r for r in res if r.point.name in names]
     a = np.array([[1.0, get_model(r.point.model).num_layers, r.point.tp - 1]
-                  for r in fit_rows])
+                  for r in fit_rows]).reshape(-1, 3)
     b = np.array([r.per_step_ms for r in fit_rows])
-    coef = nnls(a, b)
+    coef = nnls(a, b) if len(b) else np.zeros(3)
     points = [OverheadPoint(name=r.point.name, layers=get_model(r.point.model).num_layers,
                             tp=r.point.tp, steps=r.point.steps,
                             measured_ms=r.point.measured_ms,

@@ -68,6 +68,15 @@ LATENCY_BENCH: tuple[Published, ...] = (
     *_latency("a100-80gb", 9523, 1579.27, 3990.59),  # "A100-SXM4-80GB"
 )
 
+# NVIDIA's measurement the fp8 acceptance check uses (the row of silicon_sample.csv, copied
+# so the check runs without the package): vLLM, Llama-3.1-70B fp8 weights, tp 2 on H100,
+# 1024 in / 1024 out at concurrency 4; mean TPOT (TTFT 121.3 ms)
+FP8_H100_TP2 = Published(
+    "silicon llama-3.1-70b fp8 tp2 c4 h100-sxm", "h100-sxm", "llama-3.1-70b", 2, 1, 1024,
+    1024, 4, "tpot_ms", 17.40721787606792,
+    "aiconfigurator-core 0.12.0 silicon_sample.csv "
+    "2026_04_06_llama_3_1_70b_h100_sxm_vllm_fp8_agg_1024x1024_c4_tp2_ep1_738")
+
 SILICON_SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm", "b200_sxm": "b200"}
 
 
