@@ -65,7 +65,8 @@ class FittedParams(BaseModel):
         AUTO, description="Shipped '<gpu>/<framework>' profile (calibrate/models), a path to "
         "a model YAML, or 'auto': the shipped '<gpu>/vllm' of the scenario's GPU.")
     step_overhead_ms: float | None = Field(
-        None, ge=0, description="Override the file's fixed per-step cost (ms).")
+        None, ge=0, description="Override the file's per-step host cost (ms; replaces its "
+        "base + per-layer + per-TP model).")
 
     @field_validator("profile")
     @classmethod
