@@ -145,8 +145,9 @@ class FittedCost(CostModel):
         self.norm = f.norm
         base = ELEM_BYTES.get(f.dtype.split(",")[0], 2)  # the profile's element size
         gkey = self._variant("weight (dtype_bytes)", m.dtype_bytes, table_key("gemm", "fp8"))
-        akey = self._variant("KV-cache (kv_dtype_bytes)", m.kv_bytes,
-                             table_key("decode_attn", kv="fp8"))
+        akey, pkey = (self._variant("KV-cache (kv_dtype_bytes)", m.kv_bytes,
+                                    table_key(op, kv="fp8"))
+                      for op in ("decode_attn", "prefill_attn"))
         fp8_kv = akey.endswith("fp8_kv")
         # element sizes the tables were normalised with (calibrate/aiconfigurator.py)
         self.base_e = base
@@ -163,7 +164,7 @@ class FittedCost(CostModel):
         for name, (n, k) in model_gemms(m, tp).items():
             table = f.ops["gemm" if name == "lm_head" else gkey]
             self.gemms[name] = (n, k, *_ratio_1d(table, {1: lg(n), 2: lg(k)}))
-        pre = f.ops[table_key("prefill_attn", kv="fp8" if fp8_kv else "")]
+        pre = f.ops[pkey]
         self.pre_grid, self.pre_nodes = grid.restrict(
             pre.grid(), pre.nodes(), {3: lg(self.heads), 4: lg(group), 5: lg(self.head_dim)})
         dec = f.ops[akey]
