@@ -106,3 +106,12 @@ def test_host_overhead_by_layers_and_tp():
     assert c70.overhead == pytest.approx(
         1e-3 * (h.base_ms + 80 * h.per_layer_ms + 3 * h.per_tp_ms))
     assert c70.overhead > c8.overhead and 0 < c8.overhead < 2e-3
+
+
+def test_fp8_kv_needs_both_attention_tables(tmp_path):
+    mf = load_model_file(shipped_profiles()["h100-sxm/vllm"])
+    ops = {k: v for k, v in mf.ops.items() if k != "prefill_attn.fp8_kv"}
+    save_model_file(mf.model_copy(update={"ops": ops}), tmp_path / "no_pre.yaml")
+    with pytest.raises(InputError, match="no fp8 KV-cache"):
+        FittedCost(FP8_KV, H100, 2, FittedParams(profile=str(tmp_path / "no_pre.yaml")))
+    FittedCost(FP8, H100, 2, FittedParams(profile=str(tmp_path / "no_pre.yaml")))  # bf16 KV
