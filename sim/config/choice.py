@@ -38,10 +38,7 @@ class RegistryChoice(BaseModel):
         try:
             cls.Params(**self.extras)
         except ValidationError as e:
-            msg = describe(e, cls.Params)
-            if "did you mean" not in msg and "allowed" not in msg:
-                msg += f"; allowed keys: {', '.join(cls.Params.model_fields) or 'none'}"
-            raise ValueError(f"{self.name}: {msg}") from None
+            raise ValueError(f"{self.name}: {describe(e, cls.Params)}") from None
         return self
 
     @property

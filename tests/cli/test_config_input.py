@@ -28,9 +28,10 @@ def test_set_reaches_catalog_model_and_gpu_fields(tmp_path):
     want = get_model("llama-3-8b").model_copy(update={"dtype_bytes": 1})
     assert sc.model_spec == want
     assert sc.gpu_spec == get_gpu("h100-sxm").model_copy(update={"step_overhead_s": 0.01})
-    # the same run through resolve: fp8 weights leave more room for the KV cache
-    assert resolve(sc).memory.weight_bytes == resolve(loaded(tmp_path).scenario) \
-        .memory.weight_bytes // 2
+    # the same run through resolve: fp8 linear weights leave more room for the KV cache
+    fp8, bf16 = resolve(sc).memory, resolve(loaded(tmp_path).scenario).memory
+    assert fp8.weight_bytes == want.weight_bytes_per_gpu(1) < bf16.weight_bytes
+    assert fp8.num_gpu_blocks > bf16.num_gpu_blocks
 
 
 def test_set_into_lists_and_sections(tmp_path):

@@ -31,16 +31,17 @@ PARQUET_MAGIC = b"PAR1"
 
 
 def check_text(path: Path, head: bytes | None = None) -> None:
-    """A text trace must be UTF-8: name UTF-16/32 (by their byte-order mark) and binary."""
+    """A text trace must be UTF-8: name UTF-16/32 (by a byte-order mark or the NUL bytes of
+    ASCII text); other binary data fails UTF-8 decoding, which names the byte."""
     if head is None:
         with open(path, "rb") as f:
             head = f.read(65536)
     for bom, encoding in _BOMS:
         if head.startswith(bom):
             raise TraceError(f"{path}: the file is {encoding} text; save it as UTF-8")
-    if b"\0" in head:
-        raise TraceError(f"{path}: the file contains NUL bytes (binary, or UTF-16/32 text "
-                         "without a byte-order mark); expected UTF-8 text")
+    if head.count(b"\0") * 4 >= len(head) > 0:  # ASCII in UTF-16/32 is 50-75% NUL bytes
+        raise TraceError(f"{path}: the file looks like UTF-16/32 text without a byte-order "
+                         "mark (a quarter or more NUL bytes); save it as UTF-8")
 
 
 def _not_utf8(path: Path, e: UnicodeDecodeError) -> TraceError:
@@ -120,6 +121,11 @@ def first_line(path: Path, limit: int = 65536) -> str:
     if head.startswith(PARQUET_MAGIC):
         return ""
     check_text(path, head)
+    try:
+        head.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        if e.start < len(head) - 4:  # not just a character cut by the read limit
+            raise _not_utf8(path, e) from None
     text = head.decode("utf-8-sig", errors="replace")
     for line in text.splitlines():
         if line.strip():
