@@ -28,17 +28,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from traces import arrivals
 from traces import lengths as L
 from traces.errors import TraceError
+from traces.limits import MAX_REQUESTS, MAX_TIME_S, MAX_TOKENS, REQ, TIME, TOK, check_span
 from traces.schema import Trace
 
 M = TypeVar("M", bound=BaseModel)
 
 
-MAX_REQUESTS = 10_000_000  # requests of one workload: ~2 KB of simulator state each
-MAX_TOKENS = 1 << 24  # tokens of one prompt or output (16,777,216)
-MAX_TIME_S = 1e9  # seconds (31.7 years): arrival times keep sub-microsecond resolution below
-_TOK = {"why": "longer than any model's context window", "unit": "tokens"}
-_TIME = {"why": "31.7 years; beyond it times lose sub-microsecond resolution", "unit": "s"}
-_REQ = {"why": "the simulator holds ~2 KB per request", "unit": "requests"}
+
+
+def _tokens(description: str, **low):
+    """An optional token count, >= 1 (or ``gt=0``) and <= MAX_TOKENS."""
+    return Field(None, **(low or {"ge": 1}), le=MAX_TOKENS, json_schema_extra=TOK,
+                 description=description)
 
 
 class _Model(BaseModel):
@@ -110,7 +111,7 @@ _LENGTH_FIELDS = {
     "sharegpt_like": set(),
     "azure_conv_like": set(),
 }
-_LENGTH_REQUIRED = {
+_LENGTHREQUIRED = {
     "lognormal": {"prompt_p50", "prompt_p90", "output_p50", "output_p90"},
     "fixed": {"prompt", "output"},
 }
@@ -128,22 +129,14 @@ class LengthSpec(_Model):
         )
     )
     shuffle: bool = Field(False, description="dist trace: use the rows in a seeded random order")
-    prompt_p50: float | None = Field(None, gt=0, le=MAX_TOKENS, json_schema_extra=_TOK,
-                                     description="lognormal median prompt, tokens")
-    prompt_p90: float | None = Field(None, gt=0, le=MAX_TOKENS, json_schema_extra=_TOK,
-                                     description="lognormal p90 prompt, tokens")
-    output_p50: float | None = Field(None, gt=0, le=MAX_TOKENS, json_schema_extra=_TOK,
-                                     description="lognormal median output, tokens")
-    output_p90: float | None = Field(None, gt=0, le=MAX_TOKENS, json_schema_extra=_TOK,
-                                     description="lognormal p90 output, tokens")
-    prompt_max: int | None = Field(None, ge=1, le=MAX_TOKENS, json_schema_extra=_TOK,
-                                   description="lognormal prompt cap, tokens")
-    output_max: int | None = Field(None, ge=1, le=MAX_TOKENS, json_schema_extra=_TOK,
-                                   description="lognormal output cap, tokens")
-    prompt: int | None = Field(None, ge=1, le=MAX_TOKENS, json_schema_extra=_TOK,
-                               description="fixed prompt length, tokens")
-    output: int | None = Field(None, ge=1, le=MAX_TOKENS, json_schema_extra=_TOK,
-                               description="fixed output length, tokens")
+    prompt_p50: float | None = _tokens("lognormal median prompt, tokens", gt=0)
+    prompt_p90: float | None = _tokens("lognormal p90 prompt, tokens", gt=0)
+    output_p50: float | None = _tokens("lognormal median output, tokens", gt=0)
+    output_p90: float | None = _tokens("lognormal p90 output, tokens", gt=0)
+    prompt_max: int | None = _tokens("lognormal prompt cap, tokens")
+    output_max: int | None = _tokens("lognormal output cap, tokens")
+    prompt: int | None = _tokens("fixed prompt length, tokens")
+    output: int | None = _tokens("fixed output length, tokens")
 
     @model_validator(mode="after")
     def _consistent(self) -> LengthSpec:
@@ -151,7 +144,7 @@ class LengthSpec(_Model):
         extra = sorted(given - _LENGTH_FIELDS[self.dist])
         if extra:
             raise ValueError(f"{', '.join(extra)} does not apply to dist {self.dist!r}")
-        missing = sorted(_LENGTH_REQUIRED.get(self.dist, set()) - given)
+        missing = sorted(_LENGTHREQUIRED.get(self.dist, set()) - given)
         if missing:
             raise ValueError(f"dist {self.dist!r} needs {', '.join(missing)} (tokens)")
         if self.dist == "lognormal":
@@ -182,7 +175,7 @@ class PrefixSpec(_Model):
     tokens: int = Field(
         ge=0,
         le=MAX_TOKENS,
-        json_schema_extra=_TOK,
+        json_schema_extra=TOK,
         description="length of each shared prefix, tokens (part of the "
         "prompt; shorter prompts are raised to tokens + 1)",
     )
@@ -210,7 +203,7 @@ class WorkloadSpec(_Model):
         0.0,
         ge=0,
         le=MAX_TIME_S,
-        json_schema_extra=_TIME,
+        json_schema_extra=TIME,
         description="mooncake only: spread requests sharing a "
         "quantized timestamp t over [t, t + spread_s) seconds",
     )
@@ -228,15 +221,15 @@ class WorkloadSpec(_Model):
     arrival: ArrivalSpec = Field(default_factory=ArrivalSpec, description="arrival process")
     lengths: LengthSpec = Field(default_factory=LengthSpec, description="length distribution")
     num_requests: int | None = Field(
-        None, ge=1, le=MAX_REQUESTS, json_schema_extra=_REQ,
+        None, ge=1, le=MAX_REQUESTS, json_schema_extra=REQ,
         description="generated arrivals: how many requests"
     )
     duration_s: float | None = Field(
-        None, gt=0, le=MAX_TIME_S, json_schema_extra=_TIME,
+        None, gt=0, le=MAX_TIME_S, json_schema_extra=TIME,
         description="generated arrivals: all arrivals in [0, duration_s) seconds"
     )
     max_requests: int | None = Field(
-        None, ge=1, le=MAX_REQUESTS, json_schema_extra=_REQ,
+        None, ge=1, le=MAX_REQUESTS, json_schema_extra=REQ,
         description="keep only the first N requests (by arrival) of the final workload"
     )
     shared_prefix: PrefixSpec | None = Field(
@@ -301,12 +294,12 @@ class WorkloadSpec(_Model):
         if self.window_s is not None and not 0 <= self.window_s[0] < self.window_s[1]:
             raise ValueError("window_s must be [start, end) seconds with 0 <= start < end")
         if self.window_s is not None and self.window_s[1] > MAX_TIME_S:
-            raise ValueError(f"window_s ends after {MAX_TIME_S:g} s ({_TIME['why']})")
+            raise ValueError(f"window_s ends after {MAX_TIME_S:g} s ({TIME['why']})")
         expected = (self.arrival.rate or 0) * (self.duration_s or 0)
         if expected > MAX_REQUESTS:
             raise ValueError(
                 f"arrival.rate x duration_s = {expected:,.0f} requests, more than "
-                f"{MAX_REQUESTS:,} ({_REQ['why']}); shorten duration_s or lower the rate")
+                f"{MAX_REQUESTS:,} ({REQ['why']}); shorten duration_s or lower the rate")
         return self
 
 
@@ -332,9 +325,4 @@ def build_workload(spec: WorkloadSpec | dict, *, seed: int, base_dir: str | Path
 
     if not isinstance(spec, WorkloadSpec):
         spec = WorkloadSpec.model_validate(spec)
-    trace = build(spec, seed=seed, base_dir=Path(base_dir))
-    last = float(trace.arrival_s[-1]) if len(trace) else 0.0
-    if last > MAX_TIME_S:
-        raise TraceError(f"{trace.source}: arrivals reach {last:.3g} s, after {MAX_TIME_S:g} s "
-                         f"({_TIME['why']}); window the trace or raise rate_scale")
-    return trace
+    return check_span(build(spec, seed=seed, base_dir=Path(base_dir)))
