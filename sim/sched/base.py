@@ -87,6 +87,12 @@ class Scheduler(ABC):
         self.memory_blocked = np.zeros(n, dtype=bool)  # ever refused admission for lack of KV
         self.run_blocks = np.zeros(0, dtype=np.int64)  # cumulative new blocks, steps 1.. of a run
 
+    @classmethod
+    def resolve_defaults(cls, scenario, limits: SchedulerLimits):
+        """The policy's own defaults for knobs the scenario leaves unset (vLLM v0's for the
+        v0-era policies): returns (scenario, limits), used for sizing and reports."""
+        return scenario, limits
+
     # ---- queue / arrivals ---------------------------------------------------------
     def make_queue(self):
         from sim.sched.queues import FCFSQueue

@@ -59,8 +59,10 @@ def _policy_checks(sim, plan, knobs):
     """Budgets of the policies that have their own."""
     s, name, p = sim.scheduler, knobs["scheduler"], knobs["params"]
     ids, tok, ctx = plan.req_ids, plan.num_tokens, plan.context_lens
-    if name == "sarathi":
-        assert plan.total_tokens <= min(p.chunk_size, knobs["max_num_batched_tokens"])
+    if name == "sarathi":  # running decodes are never left out (stall-free), prefills fit
+        decodes = int((plan.num_tokens == 1).sum())
+        assert plan.total_tokens <= max(min(p.chunk_size, knobs["max_num_batched_tokens"]),
+                                        decodes)
     if name == "static":  # whole prompts (context phase), or one token per member
         assert plan.batch_size <= min(p.batch_size, knobs["max_num_seqs"])
         assert (ctx == 0).all() or (tok == 1).all()
