@@ -130,6 +130,11 @@ class KVManager(ABC):
         """
         return 0
 
+    def pending_hits(self, req: int) -> list[int]:
+        """Cached blocks the last ``lookup_prefix`` found for ``req``: what an admitting
+        ``allocate`` would add to its table besides new blocks (none without caching)."""
+        return []
+
     def note_computed(self, req_ids: np.ndarray, upto: np.ndarray) -> None:  # noqa: B027
         """Tokens ``[0, upto)`` of each request will hold KV after this step (caching pools
         publish the blocks that became full). Called only when ``tracks_computed``."""

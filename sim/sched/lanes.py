@@ -21,7 +21,9 @@ not only a priority bit that still shares one saturated KV pool"):
 * ``interactive_seq_share`` of ``max_num_seqs``: batch requests run at most
   ``max_num_seqs - floor(share * max_num_seqs)`` at once (admission reason ``policy``);
 * ``interactive_kv_share`` of the KV blocks: batch requests together hold at most
-  ``blocks - max(reserve, blocks held by interactive)``. This is enforced at
+  ``blocks - max(reserve, blocks held by interactive requests only)``, counted
+  physically (a prefix-cache block shared by several requests once; one shared by
+  both lanes as the batch lane's). This is enforced at
   admission and when batch requests grow (a batch request that would grow into
   the reservation fails its allocation and preempts the newest batch request),
   so the batch lane behaves like a vLLM with a smaller pool and leaves the
@@ -139,20 +141,39 @@ class LanesScheduler(VllmScheduler):
         return LaneQueue(self.interactive)
 
     # ---- lane accounting ---------------------------------------------------------------------
-    def _batch_room(self) -> int:
-        """Blocks batch requests may still take: what the interactive lane leaves."""
+    def _lane_blocks(self, with_set: bool = False) -> tuple[int, int, set | None]:
+        """Physical blocks held by batch requests, and those held by interactive ones only.
+
+        A prefix block shared by several requests counts once (as vLLM's pool holds it
+        once); one shared by both lanes counts as the batch lane's, since it stays in use
+        while a batch request holds it. ``with_set``: also return the batch lane's block ids.
+        """
         r = self.running
-        held, inter = self.kv.held[r], self.interactive[r]
-        cap = self.kv.num_blocks - max(self.kv_reserve, int(held[inter].sum()))
-        return max(0, min(self.kv.num_free, cap - int(held[~inter].sum())))
+        inter = self.interactive[r]
+        if not self.kv.shared_slots and not with_set:  # no block in two tables
+            held = self.kv.held[r]
+            return int(held[~inter].sum()), int(held[inter].sum()), None
+        table = self.kv.block_table
+        batch = set(chain.from_iterable(map(table, r[~inter].tolist())))
+        only_inter = set(chain.from_iterable(map(table, r[inter].tolist()))) - batch
+        return len(batch), len(only_inter), batch
+
+    def _batch_room(self, lane: tuple | None = None) -> int:
+        """Blocks batch requests may still take: what the interactive lane leaves."""
+        batch, inter, _ = lane or self._lane_blocks()
+        cap = self.kv.num_blocks - max(self.kv_reserve, inter)
+        return max(0, min(self.kv.num_free, cap - batch))
 
     def free_blocks(self) -> int:
         return self._batch_room() if self._serving == BATCH else self.kv.num_free
 
     def allocate(self, req, total, admitting=False):
         if not self.interactive[req]:
-            extra = int(self.kv.extra_blocks(np.array([req]), np.array([total]))[0])
-            if extra > self._batch_room():
+            hits = self.kv.pending_hits(req)  # prefix-cache hits an admission would add
+            lane = self._lane_blocks(with_set=bool(hits))
+            new = int(self.kv.extra_blocks(np.array([req]), np.array([total]))[0]) - len(hits)
+            grows = new + (len(set(hits) - lane[2]) if hits else 0)  # hits already batch's: 0
+            if grows > self._batch_room(lane):
                 return False
         return super().allocate(req, total, admitting)
 
