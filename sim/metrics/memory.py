@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from sim.metrics.occupancy import busy_mean
+
 SWAP_KEYS = ("swap_out_events", "swap_in_events", "swap_out_bytes", "swap_in_bytes",
              "swap_fallbacks")
 
@@ -31,10 +33,11 @@ def prefix_cache_block(counters: dict) -> dict:
             "saved_prefill_tokens": c["hits"] + c["preempted_hits"]}
 
 
-def concurrency_fields(steps: dict) -> dict:
-    """Requests running at once (after each step's admissions): peak and time-weighted mean."""
-    run, dur = steps["num_running"], steps["duration_s"]
+def concurrency_fields(steps: dict, window) -> dict:
+    """Requests running at once (after each step's admissions): peak, and the mean over the
+    whole run (time-weighted; none run while the engine is idle)."""
+    run = steps["num_running"]
     if not len(run):
         return {"peak_concurrent_seqs": 0, "mean_concurrent_seqs": 0.0}
     return {"peak_concurrent_seqs": int(np.max(run)),
-            "mean_concurrent_seqs": float((run * dur).sum() / max(float(dur.sum()), 1e-12))}
+            "mean_concurrent_seqs": busy_mean(run, steps, window)}
