@@ -56,8 +56,9 @@ def test_a_burst_the_engine_absorbs_at_the_last_arrival_is_stable():
 
 def test_near_capacity_three_seeds_are_all_saturated():
     # max_num_seqs 8 serves about 13.5 of these requests per second. At 13.25/s the engine
-    # is always busy and the queue reaches 2-6x the running batch (TTFT p50 1-2 s) in every
-    # seed, with no seed's queue growing by 10% of the arrivals: saturated, all three
+    # is always busy and the queue reaches 2.7-5.5x the running batch (TTFT p50 1-2 s) in
+    # every seed, with no seed's queue growing by 10% of the arrivals: saturated, all three
+    # (the old rule called them stable; at 13.5/s unstable, stable, stable)
     verdicts = []
     for seed in (0, 1, 2):
         _, s = run(linear(seed=seed, engine={"max_num_seqs": 8},
@@ -108,14 +109,14 @@ def azure_twin(scale: float, segment_s: float, seed: int = 0) -> RequestSpecs:
 
 
 def test_a_mid_run_overload_that_drains_is_saturated():
-    # the Azure conversation trace's rate shape at 4.2x on the default scenario: the
-    # mid-hour peak exceeds capacity, the queue builds to ~2x the running batch and drains
-    # before the end (the old rule: "stable", with TTFT p95 ~27 s)
+    # the Azure conversation trace's rate shape at 4.2x on the default scenario, 5 minutes
+    # played in 20 s: the mid-hour peak exceeds capacity, the queue builds beyond the running
+    # batch and drains before the end (the old rule: "stable", with TTFT p95 ~17 s)
     scenario = load_scenario(None, (), None).scenario
-    _, s = run(scenario, azure_twin(4.2, segment_s=30))
+    _, s = run(scenario, azure_twin(4.2, segment_s=20))
     st = s["stability"]
     assert st["verdict"] == "saturated", st["reason"]
-    assert st["peak_queue_to_running"] > 1.5 and st["drain_fraction"] < 0.10
+    assert st["peak_queue_to_running"] > 1 and st["drain_fraction"] < 0.10
     assert s["latency_ms"]["ttft"]["p95"] > 10_000
 
 
