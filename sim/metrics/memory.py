@@ -11,12 +11,13 @@ import numpy as np
 from sim.metrics.occupancy import busy_mean
 
 SWAP_KEYS = ("swap_out_events", "swap_in_events", "swap_out_bytes", "swap_in_bytes",
-             "swap_fallbacks")
+             "swap_space_exhausted", "swap_fallbacks")
 
 
 def swap_fields(counters: dict) -> dict:
-    """Preemption mode and swap traffic (events, bytes; fallbacks = victims recomputed
-    because the host swap space was full)."""
+    """Preemption mode and swap traffic (events, bytes); swap_space_exhausted = victims that
+    did not fit the host swap space, swap_fallbacks = those of them recomputed instead
+    (``engine.swap_space_full: recompute``)."""
     out = {"mode": counters.get("preemption_mode", "recompute")}
     out.update({k: int(counters.get(k, 0)) for k in SWAP_KEYS})
     return out

@@ -19,7 +19,8 @@ Measured over the arrival period [first arrival, last arrival] (the span), cut i
 
 Verdicts (thresholds below):
 
-* ``unstable``: the run reached its safety limit with requests unfinished; or the
+* ``unstable``: the modelled engine stopped (vLLM v0 out of CPU swap space), or the
+  run reached its safety limit with requests unfinished; or the
   queue grows (growth >= 10% of the arrival rate), does not drain (drain >= 10% of
   the span) and reached ``MIN_QUEUE`` requests: the offered load exceeds capacity by
   about 10% or more and latency grows without bound;
@@ -92,12 +93,10 @@ def stability(res) -> dict:
 def assess_stability(res) -> Stability:
     """The verdict for a run result (``sim.runner.RunResult``), by the module's rule."""
     arrival = res.specs.arrival_s
-    unfinished = int(unresolved(res).sum())
-    cut = bool(res.run.stopped_at_limit and res.resolved.scenario.horizon_s is None
-               and unfinished)
+    failure = _failure(res)
     if len(arrival) < 2 or arrival[-1] <= arrival[0]:
-        verdict = UNSTABLE if cut else STABLE
-        reason = _cut_reason(unfinished) if cut else "fewer than two arrival times"
+        verdict = UNSTABLE if failure else STABLE
+        reason = failure or "fewer than two arrival times"
         return Stability(verdict, reason, verdict == STABLE, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
                          0.0, 0.0, (), ())
     t0, t1 = float(arrival[0]), float(arrival[-1])
@@ -120,13 +119,25 @@ def assess_stability(res) -> Stability:
         window_s=width, window_queue=tuple(float(x) for x in queue),
         window_running=tuple(float(x) for x in running))
     saturated_windows = (queue >= MIN_QUEUE) & (ratio >= SATURATED_QUEUE_TO_RUNNING)
-    verdict, reason = _verdict(numbers, cut, unfinished, saturated_windows)
+    verdict, reason = _verdict(numbers, failure, saturated_windows)
     return Stability(verdict, reason, verdict == STABLE, **numbers)
 
 
-def _verdict(n: dict, cut: bool, unfinished: int, saturated_windows: np.ndarray):
-    if cut:
-        return UNSTABLE, _cut_reason(unfinished)
+def _failure(res) -> str:
+    """Why the run failed outright ('' = it did not): the engine stopped, or the safety
+    limit of a run without horizon cut requests off."""
+    stopped = res.counters.get("engine_stopped", "")
+    if stopped:
+        return f"the engine stopped: {stopped}"
+    unfinished = int(unresolved(res).sum())
+    if res.run.stopped_at_limit and res.resolved.scenario.horizon_s is None and unfinished:
+        return f"safety limit reached with {unfinished} requests unfinished"
+    return ""
+
+
+def _verdict(n: dict, failure: str, saturated_windows: np.ndarray):
+    if failure:
+        return UNSTABLE, failure
     if (n["queue_growth"] >= UNSTABLE_GROWTH and n["drain_fraction"] >= UNSTABLE_DRAIN
             and n["peak_queue"] >= MIN_QUEUE):
         return UNSTABLE, (
@@ -145,10 +156,6 @@ def _verdict(n: dict, cut: bool, unfinished: int, saturated_windows: np.ndarray)
         f"{n['peak_queue']:.0f} requests ({n['peak_queue_to_running']:.1f}x running), grew "
         f"{n['queue_growth']:.1%} of the arrivals, drained {n['drain_s']:.1f} s after the "
         "last arrival")
-
-
-def _cut_reason(unfinished: int) -> str:
-    return f"safety limit reached with {unfinished} requests unfinished"
 
 
 def _step_area(steps: dict, values: np.ndarray, edges: np.ndarray) -> np.ndarray:

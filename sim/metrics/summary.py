@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from sim.metrics.lanes import lane_blocks
-from sim.metrics.latency import latency_block, request_latencies, run_duration, unresolved
+from sim.metrics.latency import latency_block, request_latencies, run_duration
 from sim.metrics.memory import concurrency_fields, prefix_cache_block, swap_fields
 from sim.metrics.occupancy import Window, busy_mean, run_window, waiting_area
 from sim.metrics.slo import goodput_mask, slo_verdict
@@ -40,7 +40,9 @@ def summarize(res: RunResult) -> dict:
         "requests": {
             "total": len(specs), "finished": int(done.sum()),
             "rejected": int((st == Status.REJECTED).sum()),
-            "unfinished": int(unresolved(res).sum()),
+            "unfinished": int(np.isin(st, (Status.PENDING, Status.WAITING,
+                                           Status.RUNNING)).sum()),
+            "aborted": int((st == Status.ABORTED).sum()),
             "dropped_after_horizon": res.dropped_after_horizon,
         },
         "duration_s": duration,
@@ -67,7 +69,8 @@ def summarize(res: RunResult) -> dict:
         "stability": stability(res),
         "lanes": lane_blocks(res),
         "sim": {"end_s": float(res.run.end_s), "stopped_at_limit": bool(res.run.stopped_at_limit),
-                "stuck_requests": res.run.stuck},
+                "stuck_requests": res.run.stuck,
+                "stopped": res.counters.get("engine_stopped", "")},
     }
 
 

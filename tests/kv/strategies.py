@@ -56,6 +56,7 @@ def memory_runs(draw, pressure=False):
     knobs = dict(knobs, kv=kv, prefix_caching=caching, scheduler=scheduler,
                  prefix_hashes=chains, hash_block_size=hbs,
                  swap_blocks=draw(st.sampled_from([None, 0, 3, 40])),
+                 swap_full=draw(st.sampled_from(["stop_engine", "abort_request", "recompute"])),
                  admission="optimistic" if rule == "optimistic" else "reserve",
                  admission_params=params,
                  priority=draw(st.lists(st.integers(0, 2), min_size=n, max_size=n)))
