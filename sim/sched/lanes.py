@@ -141,26 +141,33 @@ class LanesScheduler(VllmScheduler):
         return LaneQueue(self.interactive)
 
     # ---- lane accounting ---------------------------------------------------------------------
-    def _lane_blocks(self, with_set: bool = False) -> tuple[int, int, set | None]:
+    def _lane_blocks(self) -> tuple[int, int]:
         """Physical blocks held by batch requests, and those held by interactive ones only.
 
         A prefix block shared by several requests counts once (as vLLM's pool holds it
         once); one shared by both lanes counts as the batch lane's, since it stays in use
-        while a batch request holds it. ``with_set``: also return the batch lane's block ids.
+        while a batch request holds it. Every used block is in a running request's table,
+        so the batch lane holds the used blocks that are not interactive-only.
         """
         r = self.running
         inter = self.interactive[r]
-        if not self.kv.shared_slots and not with_set:  # no block in two tables
+        if not self.kv.shared_slots:  # no block in two tables: held counts are physical
             held = self.kv.held[r]
-            return int(held[~inter].sum()), int(held[inter].sum()), None
-        table = self.kv.block_table
-        batch = set(chain.from_iterable(map(table, r[~inter].tolist())))
-        only_inter = set(chain.from_iterable(map(table, r[inter].tolist()))) - batch
-        return len(batch), len(only_inter), batch
+            return int(held[~inter].sum()), int(held[inter].sum())
+        blocks, counts = self._interactive_blocks()
+        only_inter = int((counts == self.kv.block_refs(blocks)).sum())
+        return self.kv.num_used - only_inter, only_inter
+
+    def _interactive_blocks(self) -> tuple[np.ndarray, np.ndarray]:
+        """Block ids in interactive requests' tables (sorted) and how many hold each."""
+        r = self.running[self.interactive[self.running]]
+        ids = np.fromiter(chain.from_iterable(map(self.kv.block_table, r.tolist())),
+                          dtype=np.int64)
+        return np.unique(ids, return_counts=True)
 
     def _batch_room(self, lane: tuple | None = None) -> int:
         """Blocks batch requests may still take: what the interactive lane leaves."""
-        batch, inter, _ = lane or self._lane_blocks()
+        batch, inter = lane or self._lane_blocks()
         cap = self.kv.num_blocks - max(self.kv_reserve, inter)
         return max(0, min(self.kv.num_free, cap - batch))
 
@@ -168,14 +175,20 @@ class LanesScheduler(VllmScheduler):
         return self._batch_room() if self._serving == BATCH else self.kv.num_free
 
     def allocate(self, req, total, admitting=False):
-        if not self.interactive[req]:
-            hits = self.kv.pending_hits(req)  # prefix-cache hits an admission would add
-            lane = self._lane_blocks(with_set=bool(hits))
-            new = int(self.kv.extra_blocks(np.array([req]), np.array([total]))[0]) - len(hits)
-            grows = new + (len(set(hits) - lane[2]) if hits else 0)  # hits already batch's: 0
-            if grows > self._batch_room(lane):
-                return False
+        if not self.interactive[req] and self._batch_growth(req, total) > self._batch_room():
+            return False
         return super().allocate(req, total, admitting)
+
+    def _batch_growth(self, req: int, total: int) -> int:
+        """Physical blocks the batch lane gains if ``req`` grows to ``total`` slots: new
+        blocks, plus prefix-cache hits that no batch request holds yet."""
+        hits = np.asarray(self.kv.pending_hits(req), dtype=np.int64)
+        new = int(self.kv.extra_blocks(np.array([req]), np.array([total]))[0]) - len(hits)
+        if not len(hits):
+            return new
+        held_by_inter = dict(zip(*(a.tolist() for a in self._interactive_blocks())))
+        inter = np.array([held_by_inter.get(h, 0) for h in hits.tolist()], dtype=np.int64)
+        return new + int((self.kv.block_refs(hits) == inter).sum())  # no batch table has it
 
     def admission_block(self, req: int) -> str:
         if self.interactive[req]:
