@@ -157,7 +157,8 @@ class Scheduler(ABC):
             self._swap_bytes[0] += moved
             self.swapped.add(req)
             return
-        if self.kv.host is not None and self.kv.host.on_full != swap.RECOMPUTE:
+        host = self.kv.host
+        if host is not None and self.kv.held[req] and host.on_full != swap.RECOMPUTE:
             self._swap_space_full(req)  # vLLM v0 fails the request, or the engine
             return
         self.kv.preempt(req, int(self.computed[req]))
