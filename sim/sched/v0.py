@@ -174,7 +174,7 @@ class V0Scheduler(vllm_sched.VllmScheduler):
     def _run_length(self, ids: np.ndarray, ctx: np.ndarray) -> int:
         k = super()._run_length(ids, ctx)
         room = self.kv.num_free - 1  # can_append_slot leaves one block free at every check
-        if k > 1 and self.run_blocks[-1] > room:
+        if k > 1 and not self.kv.reserves_up_front and self.run_blocks[-1] > room:
             k = 1 + int(np.searchsorted(self.run_blocks, room, side="right"))
             self.run_blocks = self.run_blocks[: k - 1]
         return k
