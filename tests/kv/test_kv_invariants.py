@@ -15,7 +15,8 @@ from tests.kv.strategies import memory_runs
 def check_run(arrival, prompt, output, knobs):
     sim = build(arrival, prompt, output, **knobs)
     orca = knobs["scheduler"] == "orca"
-    budget = max(knobs["max_num_batched_tokens"], knobs["max_model_len"] if orca else 0)
+    whole = orca or knobs["scheduler"] == "prefill-first"  # the budget fits a whole prompt
+    budget = max(knobs["max_num_batched_tokens"], knobs["max_model_len"] if whole else 0)
 
     def checking(plan, starts, durations, outcome):
         sim.plans.append(plan)
