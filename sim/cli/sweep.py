@@ -56,7 +56,7 @@ def load(scenario: Path | None, sets: tuple[str, ...], trace: Path | None) -> Lo
 
 
 def executor(name: str, jobs: int | None, address: str | None):
-    return make_executor(name, jobs or os.cpu_count() or 1, address)
+    return make_executor(name, jobs if jobs is not None else os.cpu_count() or 1, address)
 
 
 def interrupted(out: Path) -> typer.Exit:

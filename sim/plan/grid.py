@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -109,7 +110,7 @@ def _decimal(text: str, opt: str) -> Decimal:
         d = Decimal(text.strip())
     except InvalidOperation:
         raise InputError(f"{opt}: {text!r} is not a number") from None
-    if not d.is_finite() or d <= 0:
+    if not d.is_finite() or d <= 0 or not math.isfinite(float(d)):
         raise InputError(f"{opt}: {text!r} must be a positive number")
     return d
 

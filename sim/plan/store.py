@@ -74,7 +74,8 @@ class PointStore:
         return out
 
     def put(self, rec: dict) -> None:
-        write_atomic(self.dir / f"{rec['id']}.json", json.dumps(rec, sort_keys=True) + "\n")
+        # key order kept: a resumed folder lists columns as an uninterrupted one does
+        write_atomic(self.dir / f"{rec['id']}.json", json.dumps(rec) + "\n")
 
     def consolidate(self, order: Iterable[str], records: dict[str, dict]) -> Path:
         """Write points.parquet: the finished points among ``order``, in that order."""

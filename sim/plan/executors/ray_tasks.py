@@ -31,15 +31,24 @@ class RayExecutor(Executor):
 
     def __init__(self, jobs: int, address: str | None = None):
         super().__init__(jobs, address)
-        self.ray = _ray()
-        self.started = not self.ray.is_initialized()
-        if self.started:
-            local = {} if address else {"num_cpus": jobs}
-            self.ray.init(address=address, include_dashboard=False, log_to_driver=False,
+        self.ray = _ray()  # fail now if Ray is missing, but start it only when points run
+        self.started = False
+        self.task = None
+
+    def _start(self) -> None:
+        if self.task is not None:
+            return
+        if not self.ray.is_initialized():
+            local = {} if self.address else {"num_cpus": self.jobs}
+            self.ray.init(address=self.address, include_dashboard=False, log_to_driver=False,
                           logging_level=logging.ERROR, **local)
+            self.started = True
         self.task = self.ray.remote(num_cpus=1)(run_point)
 
     def run(self, base: Base, points: Sequence[Point]) -> Iterator[dict]:
+        if not points:
+            return
+        self._start()
         base_ref = self.ray.put(base)
         pending = [self.task.remote(base_ref, p) for p in points]
         try:
