@@ -88,12 +88,15 @@ def parse_value(raw: str) -> Any:
 
 
 def parse_grid(specs: list[str] | None) -> list[tuple[str, list]]:
-    """`KEY=V1,V2,...` options -> [(key, [values])], in the order given."""
+    """`KEY=V1,V2,...` (or a YAML list, `KEY=[{name: vllm}, {name: lanes}]`, for values
+    that hold commas) -> [(key, [values])], in the order given."""
     out: list[tuple[str, list]] = []
     for spec in specs or ():
         key, sep, raw = spec.partition("=")
         key = key.strip()
-        values = [parse_value(v) for v in raw.split(",") if v.strip()]
+        listed = parse_value(raw) if raw.strip().startswith("[") else None
+        values = (listed if isinstance(listed, list) else
+                  [parse_value(v) for v in raw.split(",") if v.strip()])
         if not sep or not key or not values:
             raise InputError(f"--grid {spec!r}: expected KEY=V1,V2,..., "
                              "e.g. --grid engine.max_num_seqs=64,256")

@@ -30,10 +30,13 @@ def plain_log_axis(axis) -> None:
     axis.set_major_formatter(PLAIN)
 
 
-def save(fig: Figure, path: Path, formats: tuple[str, ...] = ()) -> list[Path]:
-    """Save ``fig`` at ``path`` and beside it in each of ``formats`` (e.g. ``("svg",)``)."""
-    path = Path(path)
+def save(fig: Figure, path: Path | None, formats: tuple[str, ...] = ()) -> list[Path]:
+    """Save ``fig`` at ``path`` and beside it in each of ``formats`` (e.g. ``("svg",)``);
+    ``path`` None only lays it out (a notebook displays the returned figure)."""
     fig.tight_layout()
+    if path is None:
+        return []
+    path = Path(path)
     out = [path, *(path.with_suffix(f".{f}") for f in formats)]
     for p in out:
         fig.savefig(p, dpi=110)
@@ -49,7 +52,7 @@ def _mark_percentiles(ax, v: np.ndarray, color: str) -> None:
                     fontsize=7, color=color, ha="right" if dx < 0 else "left")
 
 
-def latency_cdf(requests: pd.DataFrame, column: str, path: Path, *, title: str = "",
+def latency_cdf(requests: pd.DataFrame, column: str, path: Path | None, *, title: str = "",
                 what: str = "latency", slo_ms: float | None = None,
                 formats: tuple[str, ...] = ()) -> Figure:
     """CDF of ``requests[column]`` (seconds) in ms, per lane, percentiles and budget marked."""
@@ -78,7 +81,7 @@ def latency_cdf(requests: pd.DataFrame, column: str, path: Path, *, title: str =
     return fig
 
 
-def ttft_cdf(requests: pd.DataFrame, path: Path, title: str = "",
+def ttft_cdf(requests: pd.DataFrame, path: Path | None, title: str = "",
              slo_ms: float | None = None, formats: tuple[str, ...] = ()) -> Figure:
     return latency_cdf(requests, "ttft_s", path, title=title or "Time to first token",
                        what="TTFT", slo_ms=slo_ms, formats=formats)
@@ -95,7 +98,7 @@ def _binned(steps: pd.DataFrame) -> pd.DataFrame:
                          "num_preempted": g["num_preempted"].sum()})
 
 
-def kv_vs_waiting(steps: pd.DataFrame, path: Path, title: str = "",
+def kv_vs_waiting(steps: pd.DataFrame, path: Path | None, title: str = "",
                   formats: tuple[str, ...] = ()) -> Figure:
     fig = Figure(figsize=(9, 4.2))
     ax = fig.subplots()

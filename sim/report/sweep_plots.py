@@ -37,7 +37,7 @@ def worst_by_load(df: pd.DataFrame, x_col: str) -> pd.DataFrame:
     return g.sort_values(["_order", x_col], kind="stable").drop(columns="_order")
 
 
-def rate_curves(df: pd.DataFrame, budgets, path: Path, *, x_col: str, x_label: str,
+def rate_curves(df: pd.DataFrame, budgets, path: Path | None, *, x_col: str, x_label: str,
                 title: str, formats: tuple[str, ...] = ()) -> Figure:
     panels = [(b.column, b.label, b.ms) for b in budgets] or [
         ("latency_ms.ttft.p95", "TTFT p95", None), ("latency_ms.tpot.p95", "TPOT p95", None)]
@@ -74,7 +74,7 @@ def pareto(points: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
     return points.loc[front].sort_values(x)
 
 
-def frontier_plot(df: pd.DataFrame, path: Path, *, title: str,
+def frontier_plot(df: pd.DataFrame, path: Path | None, *, title: str,
                   formats: tuple[str, ...] = ()) -> Figure:
     x, y = "user_output_token_per_s", "output_token_per_s_per_gpu"
     w = worst_by_load(df, "load").dropna(subset=[x, y])
