@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator
 
 from sim.report.plots import plain_log_axis, save
 
@@ -53,6 +53,7 @@ def rate_curves(df: pd.DataFrame, budgets, path: Path | None, *, x_col: str, x_l
         if limit:
             ax.axhline(limit, color="black", ls="--", lw=1, label=f"budget {limit:g} ms")
         ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
         plain_log_axis(ax.yaxis)
         ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
         ax.set_xlabel(x_label)

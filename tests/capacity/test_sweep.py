@@ -99,3 +99,14 @@ def test_temp_files_left_by_a_kill_are_removed_on_resume(tmp_path):
     store.open({"kind": "sweep"}, resume=True)
     assert not list(store.dir.iterdir())
     assert (tmp_path / "s" / MANIFEST).exists()
+
+
+def test_plot_redraws_the_timeline_of_another_point(swept, capsys):
+    df = pd.read_parquet(swept / "points.parquet")
+    other = df[(df["engine.max_num_seqs"] == 8) & (df["load"] == 6) & (df["seed"] == 1)]
+    pid = other["point_id"].iloc[0]
+    assert cli("plot", swept, "--point", pid) == 0
+    chosen = json.loads((swept / "chosen" / "point.json").read_text())
+    assert chosen["id"] == pid and chosen["label"] == "max_num_seqs=8"
+    assert "kv_timeline.png" in capsys.readouterr().out
+    assert cli("plot", swept, "--point", "0000") == 2
