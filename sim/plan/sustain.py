@@ -1,14 +1,15 @@
 """Can the engine keep up? The ONE place sweeps and capacity search ask it.
 
-It reads the run summary's stability block (``sim.metrics.stability``). When the
-stability rule gains verdicts beyond stable / unstable (saturated: busy nearly all the
-time with a growing queue), anything but ``stable`` is not sustainable here, and only
-this function changes if the rule exposes its own predicate.
+The rule lives with the metrics (``sim.metrics.stability``: stable / saturated /
+unstable, judged on queue growth, drain time and utilization); a point is sustainable
+only when the verdict is ``stable``.
 """
 
 from __future__ import annotations
 
+from sim.metrics.stability import is_sustainable
+
 
 def engine_sustains(summary: dict) -> bool:
-    """True when the run's queue did not grow without bound (verdict ``stable``)."""
-    return summary["stability"]["verdict"] == "stable"
+    """True when the run kept up with headroom (verdict ``stable``)."""
+    return is_sustainable(summary)
