@@ -1,4 +1,5 @@
-"""Request conservation with a horizon: total = finished + rejected + unfinished + never sent.
+"""Request conservation with a horizon: total = finished + rejected + unfinished + aborted +
+never sent.
 
 Requests arriving while the last step before the horizon runs are never handed to the
 scheduler; they arrived, so they count as unfinished (queued), not as lost.
@@ -37,7 +38,8 @@ def summary_of(n, rate, horizon_s, base_ms, token_ms, *, max_len=None, seed=0):
 
 
 def conserved(req: dict, n: int) -> None:
-    parts = req["finished"] + req["rejected"] + req["unfinished"] + req["never_sent"]
+    parts = (req["finished"] + req["rejected"] + req["unfinished"] + req["aborted"]
+             + req["never_sent"])
     assert req["total"] == n == parts, req
 
 
