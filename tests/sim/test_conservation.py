@@ -63,3 +63,28 @@ def test_arrivals_after_the_horizon_are_never_sent():
 def test_conservation_over_random_horizons_and_step_costs(n, rate, horizon, base_ms,
                                                           token_ms, max_len, seed):
     conserved(summary_of(n, rate, horizon, base_ms, token_ms, max_len=max_len, seed=seed), n)
+
+
+def test_the_drain_limit_ends_an_overloaded_run(monkeypatch):
+    import sim.runner as runner
+
+    monkeypatch.setattr(runner, "DRAIN_MIN_PLANS", 50)
+    monkeypatch.setattr(runner, "DRAIN_FACTOR", 1)
+    sc = validate({
+        "name": "d", "model": "llama-3-8b", "gpu": "h100-sxm",
+        "engine": {"max_num_batched_tokens": 16},  # 16 tokens per step: hopeless at 50 req/s
+        "cost": {"name": "linear", "base_ms": 10, "prefill_token_ms": 0, "decode_seq_ms": 0},
+        "workload": {"arrival": {"process": "constant", "rate": 50.0},
+                     "lengths": {"dist": "fixed", "prompt": 400, "output": 4},
+                     "num_requests": 100},
+    }, "test")
+    r, specs, _ = prepare(LoadedScenario(sc, "test", Path(".")))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = simulate(r, specs)
+    assert res.drain_cut and any("drain limit" in str(w.message) for w in caught)
+    req = summarize(res)["requests"]
+    conserved(req, 100)
+    assert req["unfinished"] > 0 and res.run.stopped_at_limit
+    # arrivals took ~2 s = ~200 plans of 10 ms; the drain got max(50, 1 x plans) more
+    assert len(res.recorder.steps()["duration_s"]) < 3 * 200 + 50
