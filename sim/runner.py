@@ -18,6 +18,7 @@ from sim.kv.swap import HostPool
 from sim.metrics.recorder import Recorder
 from sim.sched.admission import ADMISSION_RULES
 from sim.sched.base import SCHEDULERS, Scheduler
+from sim.sched.lengths import serve
 
 SAFETY_MIN_S = 3600.0  # an unbounded run stops this long (or 4 spans) after the last arrival
 
@@ -37,6 +38,7 @@ class RunResult:
     run: RunStatus
     dropped_after_horizon: int  # requests of the trace arriving after the horizon
     wall_s: float
+    shortened: int = 0  # requests served with max_tokens shortened to fit max_model_len
 
 
 def build_kv(r: Resolved, specs: RequestSpecs) -> KVManager:
@@ -84,6 +86,7 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
     stop = _stop_time(r, specs.arrival_s)
     n_all = len(specs)
     specs = specs.head(int(np.searchsorted(specs.arrival_s, stop, side="left")))
+    specs, shortened = serve(specs, r.limits.max_model_len, r.scenario.engine.strict_max_model_len)
     n = len(specs)
     kv = build_kv(r, specs)
     sched = build_scheduler(r, specs, kv)
@@ -102,5 +105,5 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
                   "memory_blocked": int(sched.memory_blocked.sum()),
                   "preemption_mode": r.scenario.engine.preemption_mode, **kv.counters()},
         kv_total_blocks=kv.num_blocks, run=status, dropped_after_horizon=n_all - n,
-        wall_s=time.perf_counter() - t0,
+        wall_s=time.perf_counter() - t0, shortened=shortened,
     )

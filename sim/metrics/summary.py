@@ -34,6 +34,7 @@ def summarize(res: RunResult) -> dict:
         "requests": {
             "total": len(specs), "finished": int(done.sum()),
             "rejected": int((st == Status.REJECTED).sum()),
+            "shortened": res.shortened,  # max_tokens cut to max_model_len - prompt, served
             "unfinished": int(((st == Status.WAITING) | (st == Status.RUNNING)).sum()),
             "dropped_after_horizon": res.dropped_after_horizon,
         },
