@@ -2,6 +2,7 @@
 
     python -m benchmarks.conformance export DIR [CASE ...]   # CASE.json for record.py
     python -m benchmarks.conformance compare [CASE ...]      # servesim vs refs/, step by step
+    python -m benchmarks.conformance compare --markdown      # the README's case table
 
 ``make conformance`` runs export, ``record.py`` (in the vLLM venv) and compare.
 """
@@ -25,15 +26,24 @@ def export(out: Path, names: list[str]) -> None:
         print(path)
 
 
-def compare(names: list[str]) -> int:
-    print(f"{'case':<28} {'vLLM steps':>10} {'servesim':>9} {'identical':>10} "
-          f"{'preemptions':>11}  verdict")
+def compare(names: list[str], markdown: bool = False) -> int:
+    if markdown:  # the README's case table
+        print("| case | what it exercises | vLLM steps | identical steps | preemptions |")
+        print("|---|---|---:|---:|---:|")
+    else:
+        print(f"{'case':<28} {'vLLM steps':>10} {'servesim':>9} {'identical':>10} "
+              f"{'preemptions':>11}  verdict")
     failed = []
     for name in names:
-        r = compare_case(load_case(name))
+        case = load_case(name)
+        r = compare_case(case)
         verdict = "identical" if r.ok else f"DIVERGES at step {r.prefix}"
-        print(f"{name:<28} {r.ref_steps:>10} {r.our_steps:>9} {r.identical:>10} "
-              f"{r.preemptions:>11}  {verdict}")
+        if markdown:
+            print(f"| `{name}` | {case.resolved.scenario.description} | {r.ref_steps} | "
+                  f"{r.identical} | {r.preemptions} |")
+        else:
+            print(f"{name:<28} {r.ref_steps:>10} {r.our_steps:>9} {r.identical:>10} "
+                  f"{r.preemptions:>11}  {verdict}")
         if not r.ok:
             failed.append(r)
     for r in failed:
@@ -54,12 +64,13 @@ def main(argv=None) -> int:
     ex.add_argument("cases", nargs="*")
     co = sub.add_parser("compare", help="compare servesim with the recorded references")
     co.add_argument("cases", nargs="*")
+    co.add_argument("--markdown", action="store_true", help="print the README's case table")
     args = ap.parse_args(argv)
     names = args.cases or case_names()
     if args.cmd == "export":
         export(args.out, names)
         return 0
-    return compare(names)
+    return compare(names, args.markdown)
 
 
 if __name__ == "__main__":

@@ -59,14 +59,13 @@ def block_boundaries(bs: int) -> None:
 
 def same_time_groups() -> None:
     """r0 (128-token prompt, 300 outputs) decodes alone; groups of four arrive exactly on step
-    starts given in decimal. With the cost of same_time_groups.yaml (4.4 ms + 0.1 ms per
-    prefill token or decode request) r0's prefill takes 17.2 ms and each lone decode 4.5
-    ms, so the first group's 0.1657 s is 0.0172 + 33 x 0.0045. The later times are step
-    starts worked out with the exact clock (the second group joins while the first still
-    runs). A running float sum of the durations reaches each of them an ulp or more late
-    (0.16570000000000007, 0.21130000000000002, 0.29410000000000003, 0.37180000000000013),
-    so a float clock would leave every group out of its step."""
-    groups = [0.1657, 0.2113, 0.2941, 0.3718]
+    starts given in decimal. With the cost of same_time_groups.yaml (4.5 ms + 0.1 ms per
+    prefill token or decode request) r0's prefill takes 17.3 ms and each lone decode 4.6 ms,
+    so the first group's 0.1001 s is 0.0173 + 18 x 0.0046; the later times are step starts
+    worked out with the exact clock. A running float sum of the durations falls short of each
+    of them (0.10009999999999994, 0.2020999999999999, 0.30409999999999987,
+    0.40149999999999986), so under a float clock every group missed the step it arrives at."""
+    groups = [0.1001, 0.2021, 0.3041, 0.4015]
     arrival = [0.0] + [g for g in groups for _ in range(4)]
     prompt = [128] + [40, 41, 42, 43] * len(groups)
     output = [300] + [6, 7, 8, 9] * len(groups)

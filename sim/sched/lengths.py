@@ -39,8 +39,8 @@ def served_output(prompt: np.ndarray, output: np.ndarray, max_model_len: int,
     unchanged with ``strict`` (over-long requests are then rejected instead)."""
     if strict:
         return output
-    room = np.maximum(max_model_len - prompt, 1)  # prompt >= max_model_len: rejected anyway
-    return np.minimum(output, room)
+    room = max_model_len - prompt
+    return np.where(room > 0, np.minimum(output, room), output)  # room <= 0: rejected
 
 
 def serve(specs: RequestSpecs, max_model_len: int, strict: bool) -> tuple[RequestSpecs, int]:

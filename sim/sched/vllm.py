@@ -85,7 +85,12 @@ class VllmScheduler(Scheduler):
 
     def blocked_persists(self, reason: str) -> bool:
         """Whether an admission stop for ``reason`` holds for a whole decode run."""
-        if reason in (SEQS, BUDGET):
+        if reason == SEQS:
+            return True
+        lim = self.limits
+        if lim.long_prefill_token_threshold > 0 and lim.long_prefill_token_threshold_adaptive:
+            return False  # an arrival lowers the cap (budget // requests): a smaller chunk fits
+        if reason == BUDGET:
             return True
         if self.waiting.arrivals_can_jump:
             return False

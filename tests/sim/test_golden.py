@@ -139,3 +139,20 @@ def test_max_num_seqs_queues_the_rest():
     # one running sequence at a time: r1 starts only when r0 finishes.
     sim = run([0.0, 0.0], [2, 2], [2, 2], max_num_seqs=1)
     assert [s[1] for s in sim.steps] == [{0: 2}, {0: 1}, {1: 2}, {1: 1}]
+
+
+@pytest.mark.parametrize("full_isl, expected, preempted", [
+    # on (vLLM 0.32's default): r1's 30 tokens need 8 blocks; 7 are free while r0 runs, so r1
+    # waits until r0 finishes and then prefills 8 + 8 + 8 + 6 tokens; nobody is preempted
+    (True, [{0: 8}] + [{0: 1}] * 5 + [{1: 8}, {1: 8}, {1: 8}, {1: 6}, {1: 1}], []),
+    # off: r1 is admitted a chunk at a time (7 + 7 + 7 + 7 tokens, 7 blocks) and takes the
+    # last free block, so r0's 4th block (token 13, step 6) preempts r1: 28 tokens recomputed
+    (False, [{0: 8}] + [{0: 1, 1: 7}] * 4 + [{0: 1}, {1: 8}, {1: 8}, {1: 8}, {1: 6}, {1: 1}],
+     [1]),
+])
+def test_whole_prompt_must_fit_at_admission(full_isl, expected, preempted):
+    # 10 usable blocks of 4 slots, budget 8 tokens; r0 P=8 O=6 and r1 P=30 O=2 at 0.
+    sim = run([0.0, 0.0], [8, 30], [6, 2], usable_blocks=10, block_size=4,
+              max_num_batched_tokens=8, max_model_len=40, full_isl=full_isl)
+    assert [s[1] for s in sim.steps] == expected
+    assert [p for s in sim.steps for p in s[2]] == preempted
