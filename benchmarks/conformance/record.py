@@ -4,8 +4,9 @@
 
 Never imported by servesim (it imports vLLM). Each CASE.json is written by
 ``python -m benchmarks.conformance export`` from a servesim scenario; this
-script drives vLLM's scheduler without a model (see ``docs``: the model-less
-driver) under a simulated clock kept as integer nanoseconds:
+script drives vLLM's scheduler without a model (a folder holding only a tiny
+Llama ``config.json``, ``load_format="dummy"``, a ``KVCacheConfig`` of the case's
+``num_gpu_blocks``) under a simulated clock kept as integer nanoseconds:
 
     now = 0
     loop: add every request arriving at or before now (the server's length rules

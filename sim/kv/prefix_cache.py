@@ -139,7 +139,7 @@ class PrefixCachingKV(PagedKV):
     def preempt(self, req, computed_tokens):
         """Publish ``req``'s full blocks under their keys, then free them. vLLM hashes a block
         as soon as a step is scheduled to fill it (``cache_blocks`` in ``allocate_slots``,
-        ``vllm/v1/core/kv_cache_manager.py:601-611``), so a victim already scheduled in this
+        ``vllm/v1/core/kv_cache_manager.py:607-616``), so a victim already scheduled in this
         step keeps the keys of the blocks that step would have filled."""
         table = self.pool.tables.get(req, [])
         upto = max(int(computed_tokens), int(self.upto[req]))

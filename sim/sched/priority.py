@@ -8,7 +8,7 @@
   request with the *largest* (priority, arrival time), wherever it sits in the
   running list; among equals the one earliest in the running list (vLLM takes
   ``max(self.running, key=lambda r: (r.priority, r.arrival_time))``,
-  ``vllm/v1/core/sched/scheduler.py:780-784``, and ``max`` keeps the first of
+  ``vllm/v1/core/sched/scheduler.py:796-800``, and ``max`` keeps the first of
   equal keys). If it was already granted tokens in this step they are refunded to
   the budget (``_allocate_or_preempt`` does this).
 

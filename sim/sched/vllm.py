@@ -234,7 +234,7 @@ class VllmScheduler(Scheduler):
     def _whole_fits(self, req: int) -> bool:
         """vLLM 0.32's ``scheduler_reserve_full_isl`` admission gate: blocks for every known
         token of ``req`` (capped at max_model_len), less its prefix-cache hit, must be free
-        (``vllm/v1/core/kv_cache_manager.py:527-541``, called with
+        (``vllm/v1/core/kv_cache_manager.py:522-539``, called with
         ``full_sequence_must_fit`` from ``scheduler.py:1270``)."""
         if not self.limits.scheduler_reserve_full_isl:
             return True
