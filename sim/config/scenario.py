@@ -94,11 +94,17 @@ class EngineConfig(BaseModel):
     preemption_mode: Literal["recompute", "swap"] = Field(
         "recompute", description="What preemption does with the victim's KV: recompute (vLLM "
         "v1: drop it, recompute later) or swap (vLLM v0: copy it to host memory and back, "
-        "charged to the step at the GPU's host_bandwidth; recompute when swap_space is full).",
+        "charged to the step at the GPU's host_bandwidth; see swap_space_full).",
     )
     swap_space: float = Field(
         4.0, ge=0, description="Host memory for swapped-out KV, per GPU (GiB; vLLM's default "
         "4). Used by preemption_mode swap.",
+    )
+    swap_space_full: Literal["stop_engine", "abort_request", "recompute"] = Field(
+        "stop_engine", description="A swap victim that does not fit swap_space: stop_engine "
+        "(vLLM v0 raises 'Aborted due to the lack of CPU swap space' and the engine stops; "
+        "every unfinished request is aborted), abort_request (only the victim is aborted) or "
+        "recompute (the victim is recomputed; not what vLLM does).",
     )
 
 

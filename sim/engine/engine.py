@@ -28,7 +28,7 @@ from sim.engine.clock import MAX_NS, ns, to_ns, to_s
 from sim.engine.plan import StepPlan, StepResult
 from sim.engine.requests import RequestSpecs
 from sim.metrics.recorder import Recorder
-from sim.sched.base import Scheduler
+from sim.sched.base import EngineStopped, Scheduler
 
 LATE = 2  # SimPy priority below NORMAL (1): processed after arrivals at the same time
 
@@ -91,7 +91,10 @@ class Engine:
         yield _late(self.env, 0)
         while self.clock < self.stop:
             self._deliver()
-            plan = sched.schedule(self.clock / 1e9)
+            try:
+                plan = sched.schedule(self.clock / 1e9)
+            except EngineStopped:  # the modelled server failed (vLLM v0: swap space full)
+                break
             if plan is None:
                 if not (yield from self._wait_idle()):
                     break

@@ -69,6 +69,14 @@ class PrefixCachingKV(PagedKV):
         self._stash = (req, self.pool.version, hits, n)
         return len(hits) * self.block_size
 
+    def block_refs(self, blocks):
+        return self.pool.ref[np.asarray(blocks, dtype=np.int64)]
+
+    def pending_hits(self, req):
+        stash = self._stash
+        current = stash is not None and stash[0] == req and stash[1] == self.pool.version
+        return list(stash[2]) if current and not self.held[req] else []
+
     def _lookup(self, req: int):
         """The lookup just made for ``req``: (hit blocks, tokens looked up), or None."""
         stash = self._stash
