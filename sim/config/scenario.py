@@ -10,6 +10,7 @@
     cost         {name: fitted|roofline|..., ...params}; unset: fitted if shipped for the GPU
     workload     trace file or synthetic spec (traces.spec.WorkloadSpec)
     slo          latency budgets for goodput and the verdict
+    gpu_hour_price  price per GPU-hour (capacity's cost per million output tokens)
 
 Every field states its unit. The tree is frozen: derived values (KV capacity,
 resolved defaults) live in ``sim.config.resolve``.
@@ -172,6 +173,9 @@ class Scenario(BaseModel):
     workload: WorkloadSpec = Field(description="Where requests come from.")
     slo: SloConfig = Field(default_factory=SloConfig,
                            description="Latency budgets for goodput and the SLO verdict.")
+    gpu_hour_price: float | None = Field(
+        None, gt=0, description="Price of one GPU for one hour (currency units per GPU-hour, "
+        "e.g. USD); `servesim capacity` reports cost per million output tokens with it.")
 
     @field_validator("model")
     @classmethod
