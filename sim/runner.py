@@ -19,6 +19,7 @@ from sim.kv.swap import HostPool
 from sim.metrics.recorder import Recorder
 from sim.sched.admission import ADMISSION_RULES
 from sim.sched.base import SCHEDULERS, Scheduler, Status
+from sim.sched.lengths import serve
 
 SAFETY_MIN_S = 3600.0  # an unbounded run stops this long (or 4 spans) after the last arrival
 # Once every request has arrived, the engine may run at most max(DRAIN_MIN_PLANS,
@@ -43,6 +44,7 @@ class RunResult:
     never_sent: int  # requests of the workload arriving at or after the horizon
     wall_s: float
     drain_cut: bool = False  # the drain limit (DRAIN_MIN_PLANS) stopped the run
+    shortened: int = 0  # requests served with max_tokens shortened to fit max_model_len
 
 
 def build_kv(r: Resolved, specs: RequestSpecs) -> KVManager:
@@ -100,7 +102,7 @@ class _DrainLimit:
                 self.budget = max(DRAIN_MIN_PLANS, DRAIN_FACTOR * self.plans)
                 self.limit = self.plans + self.budget
             elif self.plans > self.limit and not self.cut:
-                eng.stop_s, self.cut = min(eng.stop_s, eng.clock), True
+                eng.stop, self.cut = min(eng.stop, eng.clock), True  # same unit (ns)
         return self.executor(plan)
 
 
@@ -120,6 +122,7 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
     stop = _stop_time(r, specs.arrival_s)
     n_all = len(specs)
     specs = specs.head(int(np.searchsorted(specs.arrival_s, stop, side="left")))
+    specs, shortened = serve(specs, r.limits.max_model_len, r.scenario.engine.strict_max_model_len)
     n = len(specs)
     kv = build_kv(r, specs)
     sched = build_scheduler(r, specs, kv)
@@ -145,5 +148,5 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
                   "engine_stopped": sched.stopped,
                   "preemption_mode": r.scenario.engine.preemption_mode, **kv.counters()},
         kv_total_blocks=kv.num_blocks, run=status, never_sent=n_all - n,
-        wall_s=time.perf_counter() - t0, drain_cut=drain.cut,
+        wall_s=time.perf_counter() - t0, drain_cut=drain.cut, shortened=shortened,
     )

@@ -12,7 +12,7 @@ MAX_REQUESTS = 10_000_000  # requests of one workload: ~2 KB of simulator state 
 MAX_TOKENS = 1 << 24  # tokens of one prompt or output (16,777,216)
 MAX_TIME_S = 1e9  # seconds (31.7 years): arrival times keep sub-microsecond resolution below
 TOK = {"why": "longer than any model's context window", "unit": "tokens"}
-TIME = {"why": "31.7 years; beyond it times lose sub-microsecond resolution", "unit": "s"}
+TIME = {"why": "31.7 years; the simulated clock counts integer nanoseconds", "unit": "s"}
 REQ = {"why": "the simulator holds ~2 KB per request", "unit": "requests"}
 
 

@@ -16,7 +16,7 @@ MAX_GPUS = 1024  # tensor_parallel_size
 MAX_SEED = (1 << 63) - 1
 
 TOKENS_WHY = "longer than any model's context window"
-TIME_WHY = "31.7 years; beyond it simulated times lose sub-microsecond resolution"
+TIME_WHY = "31.7 years; the simulated clock counts integer nanoseconds"
 
 
 def why(reason: str, unit: str | None = None) -> dict:

@@ -83,9 +83,12 @@ def _limits(sc: Scenario, model: ModelSpec, gpu: GpuSpec) -> SchedulerLimits:
     if e.max_num_seqs is None:
         seqs = min(seqs, tokens)
     _check_limits(e, seqs, tokens, max_len)
-    return SchedulerLimits(max_num_seqs=seqs, max_num_batched_tokens=tokens,
-                           max_model_len=max_len, enable_chunked_prefill=e.enable_chunked_prefill,
-                           long_prefill_token_threshold=e.long_prefill_token_threshold)
+    return SchedulerLimits(
+        max_num_seqs=seqs, max_num_batched_tokens=tokens, max_model_len=max_len,
+        enable_chunked_prefill=e.enable_chunked_prefill,
+        long_prefill_token_threshold=e.long_prefill_token_threshold,
+        scheduler_reserve_full_isl=e.scheduler_reserve_full_isl,
+        long_prefill_token_threshold_adaptive=e.long_prefill_token_threshold_adaptive)
 
 
 def _check_limits(e, seqs: int, tokens: int, max_len: int) -> None:

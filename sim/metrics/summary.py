@@ -41,6 +41,7 @@ def summarize(res: RunResult) -> dict:
             # total = finished + rejected + unfinished + aborted + never_sent (the workload)
             "total": len(specs) + res.never_sent, "finished": int(done.sum()),
             "rejected": int((st == Status.REJECTED).sum()),
+            "shortened": res.shortened,  # max_tokens cut to max_model_len - prompt, served
             "unfinished": int(np.isin(st, (Status.PENDING, Status.WAITING,
                                            Status.RUNNING)).sum()),
             "aborted": int((st == Status.ABORTED).sum()),
