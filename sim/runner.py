@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,6 +39,13 @@ class RunResult:
     run: RunStatus
     dropped_after_horizon: int  # requests of the trace arriving after the horizon
     wall_s: float
+    ingress_s: float = 0.0  # client send -> visible to the scheduler (s)
+    egress_s: float = 0.0  # step end -> token at the client (s)
+    warnings: tuple[str, ...] = ()  # said once per run (e.g. a fitted model's ranges left)
+
+
+class RunWarning(UserWarning):
+    """Said once at the end of a run (e.g. steps priced outside a fit's ranges)."""
 
 
 def build_kv(r: Resolved, specs: RequestSpecs) -> KVManager:
@@ -77,23 +86,46 @@ def _stop_time(r: Resolved, arrival: np.ndarray) -> float:
     return float(arrival[-1]) + max(SAFETY_MIN_S, 4 * span)
 
 
+def engine_delays(r: Resolved, cost: CostModel | None) -> tuple[float, float]:
+    """(ingress, egress) in seconds: the scenario's ``engine.*_ms``, else the cost model's
+    fitted values (a fit-steps profile), else 0."""
+    fitted = cost.fitted_delays_s() if cost is not None else None
+    e = r.scenario.engine
+    ingress = e.ingress_ms * 1e-3 if e.ingress_ms is not None else (fitted or (0.0, 0.0))[0]
+    egress = e.egress_ms * 1e-3 if e.egress_ms is not None else (fitted or (0.0, 0.0))[1]
+    return ingress, egress
+
+
 def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
              progress=None) -> RunResult:
-    """Replay ``specs`` through the resolved scenario. ``executor`` defaults to the cost model."""
+    """Replay ``specs`` through the resolved scenario. ``executor`` defaults to the cost model.
+
+    The engine sees each request ``ingress`` after the client sends it (its arrival in
+    ``specs``); the recorder adds ``egress`` to client-visible times; the result's ``specs``
+    keep the client's send times, so latencies are measured as a client measures them."""
     t0 = time.perf_counter()
     stop = _stop_time(r, specs.arrival_s)
     n_all = len(specs)
     specs = specs.head(int(np.searchsorted(specs.arrival_s, stop, side="left")))
     n = len(specs)
-    kv = build_kv(r, specs)
-    sched = build_scheduler(r, specs, kv)
-    recorder = Recorder(len(specs))
+    cost = build_cost(r) if executor is None else None
+    ingress, egress = engine_delays(r, cost)
+    seen = specs if not ingress else dataclasses.replace(
+        specs, arrival_s=_frozen(specs.arrival_s + ingress))
+    kv = build_kv(r, seen)
+    sched = build_scheduler(r, seen, kv)
+    recorder = Recorder(len(specs), egress_s=egress)
     if executor is None:
-        executor = build_cost(r).step_times
-    engine = Engine(specs, sched, executor, recorder, stop_s=stop, num_arrivals=n,
+        executor = cost.step_times
+    if cost is not None and type(cost).observe is not CostModel.observe:
+        on_plan = _observed(cost, on_plan)
+    engine = Engine(seen, sched, executor, recorder, stop_s=stop, num_arrivals=n,
                     on_plan=on_plan, progress=progress)
     status = engine.run()
     kv.check_integrity()
+    said = tuple(cost.run_warnings()) if cost is not None else ()
+    for w in said:
+        warnings.warn(w, RunWarning, stacklevel=2)
     return RunResult(
         resolved=r, specs=specs, recorder=recorder, status=sched.status.copy(),
         num_preemptions=sched.num_preemptions.copy(), cached_tokens=sched.cached_tokens.copy(),
@@ -102,5 +134,21 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
                   "memory_blocked": int(sched.memory_blocked.sum()),
                   "preemption_mode": r.scenario.engine.preemption_mode, **kv.counters()},
         kv_total_blocks=kv.num_blocks, run=status, dropped_after_horizon=n_all - n,
-        wall_s=time.perf_counter() - t0,
+        wall_s=time.perf_counter() - t0, ingress_s=ingress, egress_s=egress,
+        warnings=said,
     )
+
+
+def _observed(cost: CostModel, on_plan):
+    """``on_plan`` that also shows every committed plan to the cost model."""
+    def both(plan, starts, durations, outcome):
+        cost.observe(plan)
+        if on_plan is not None:
+            on_plan(plan, starts, durations, outcome)
+    return both
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a, dtype=np.float64)
+    a.flags.writeable = False
+    return a

@@ -83,6 +83,16 @@ class EngineConfig(BaseModel):
         4.0, ge=0, description="Host memory for swapped-out KV, per GPU (GiB; vLLM's default "
         "4). Used by preemption_mode swap.",
     )
+    ingress_ms: float | None = Field(
+        None, ge=0, le=60_000, description="A request becomes visible to the scheduler this "
+        "long after the client sends it (ms). None: the cost profile's fitted value (fit-steps "
+        "from a recorded engine run), else 0. Reported arrival stays the client's send time.",
+    )
+    egress_ms: float | None = Field(
+        None, ge=0, le=60_000, description="A token reaches the client this long after the "
+        "step that made it ends (ms). None: the cost profile's fitted value, else 0. Added to "
+        "the first-token, token and finish times reported.",
+    )
 
 
 class SchedulerChoice(RegistryChoice):

@@ -18,8 +18,7 @@ model's shapes once, at construction, so pricing a step is a few 1-D/2-D interpo
   over the steps of a decode run);
 * all-reduce: the file's table for this tp, else the GPU's roofline interconnect figures.
 
-A ``steps`` file prices ``base + prefill_token * P + decode_seq * D + context_token * C``.
-Never imports torch or triton.
+A ``steps`` file (fit-steps) is priced by sim/cost/stepfit.py. Never imports torch or triton.
 """
 
 from __future__ import annotations
@@ -31,6 +30,7 @@ from calibrate import grid, work
 from calibrate.model_file import ModelFile, load_model_file, resolve_profile, shipped_profiles
 from calibrate.shapes import ELEM_BYTES, model_gemms
 from sim.cost.base import COST_MODELS, CostModel, StepShape
+from sim.cost.stepfit import StepFitPricer
 from traces.errors import InputError
 
 AUTO = "auto"
@@ -108,6 +108,8 @@ class FittedCost(CostModel):
             self._setup_ops()
         elif self.file.steps is None:
             raise InputError(f"cost fitted: {spec}: kind steps without a steps section")
+        else:
+            self._stepfit = StepFitPricer(self.file.steps, str(spec), ms)
 
     # -- set-up: restrict every table to this model's shapes ---------------------------
     def _setup_ops(self) -> None:
@@ -205,19 +207,26 @@ class FittedCost(CostModel):
         r = self._roof(flops, nbytes) + self.norm.floor_s
         return r * np.exp2(np.interp(np.log2(kv_len), self.dec_nodes[1], ys))
 
-    def _steps_kind(self, s: StepShape) -> np.ndarray:
-        """base (= the overhead) + per-token / per-sequence / per-context-token terms."""
-        c = self.file.steps
-        ms = (c.prefill_token_ms * float(s.prefill_q.sum()) + c.decode_seq_ms * s.num_decode
-              + c.context_token_ms * s.decode_ctx)
-        return np.asarray(ms, dtype=np.float64) * 1e-3 + self.overhead
+    # -- kind steps: sim/cost/stepfit.py --------------------------------------------------
+    def fitted_delays_s(self):
+        st = self.file.steps if self.file.kind == "steps" else None
+        if st is None or (st.ingress_ms is None and st.egress_ms is None):
+            return None
+        return (st.ingress_ms or 0.0) * 1e-3, (st.egress_ms or 0.0) * 1e-3
+
+    def observe(self, plan):
+        if self.file.kind == "steps":
+            self._stepfit.observe(plan)
+
+    def run_warnings(self):
+        return self._stepfit.warnings() if self.file.kind == "steps" else []
 
     def step_times(self, plan):
-        s = StepShape.of(plan)
         if self.file.kind == "steps":
-            out = self._steps_kind(s)
+            out = self._stepfit.step_times(plan)
             out[0] += self.swap_time(plan)
             return out
+        s = StepShape.of(plan)
         fixed = self._per_token_count(s.total_tokens, s.num_reqs) + self.overhead
         if len(s.prefill_q):
             fixed += self.layers * self._prefill(s.prefill_q, s.prefill_ctx)

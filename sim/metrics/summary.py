@@ -61,7 +61,8 @@ def summarize(res: RunResult) -> dict:
         "stability": stability(res),
         "lanes": lane_blocks(res),
         "sim": {"end_s": float(res.run.end_s), "stopped_at_limit": bool(res.run.stopped_at_limit),
-                "stuck_requests": res.run.stuck},
+                "stuck_requests": res.run.stuck, "ingress_ms": res.ingress_s * 1e3,
+                "egress_ms": res.egress_s * 1e3, "warnings": list(res.warnings)},
     }
 
 

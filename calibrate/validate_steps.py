@@ -1,0 +1,57 @@
+"""Leave-one-run-out validation of fit-steps against recorded engine runs.
+
+For each recorded run: fit the step model on every other run, replay the held-out run's
+trace through servesim (its scenario.yaml: the engine knobs it was recorded with, the fit
+as the cost model, the fit's ingress/egress) and compare the client-side metrics with the
+engine's: TTFT mean and p90, E2EL mean, ITL p50 and p90 (`vllm bench serve` definitions).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from calibrate.fit_steps import fit_logs
+from calibrate.model_file import save_model_file
+from sim.config.load import load_scenario
+from sim.pipeline import run as run_scenario
+from sim.report.compare import rel_err_pct
+from sim.report.result_view import ResultView, load_result, metrics
+from sim.report.tables import requests_table, steps_table
+
+CHECKS = ("TTFT mean ms", "TTFT p90 ms", "E2EL mean ms", "ITL median ms", "ITL p90 ms")
+
+
+def replay(run_dir: Path, model_path: Path) -> ResultView:
+    """The recorded run's trace simulated with the step model at ``model_path``."""
+    loaded = load_scenario(run_dir / "scenario.yaml",
+                           (f"cost.profile={Path(model_path).resolve()}",))
+    out = run_scenario(loaded, None, plots=False)
+    res = out.result
+    return ResultView(Path(f"{run_dir.name}-replay"), "simulated", requests_table(res),
+                      steps_table(res), out.summary)
+
+
+def check_row(engine: ResultView, sim: ResultView) -> dict:
+    me, ms = metrics(engine), metrics(sim)
+    row = {"run": engine.name}
+    for k in CHECKS:
+        row[k.replace(" ms", "")] = float(rel_err_pct(me[k], ms[k]))
+    row["steps"] = float(rel_err_pct(me["steps"], ms["steps"]))
+    return row
+
+
+def rotation(run_dirs: list[Path], held: Path, *, seed: int = 0) -> dict:
+    """Fit on every run but ``held``, replay ``held``: its errors (%) per metric."""
+    train = [p for p in run_dirs if Path(p).resolve() != Path(held).resolve()]
+    rep = fit_logs(train, seed=seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = save_model_file(rep.model, Path(tmp) / "fit.yaml")
+        sim = replay(Path(held), path)
+    return check_row(load_result(held), sim)
+
+
+def leave_one_out(run_dirs: list[Path], *, seed: int = 0) -> pd.DataFrame:
+    return pd.DataFrame([rotation(run_dirs, held, seed=seed) for held in run_dirs])
