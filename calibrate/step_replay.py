@@ -30,21 +30,72 @@ LOOKAHEAD = 4
 
 @dataclass(frozen=True)
 class Replay:
-    frame: pd.DataFrame  # the log's rows with DERIVED filled where paired
-    paired: int  # log steps paired with a replayed step
+    frame: pd.DataFrame  # the log's rows with DERIVED filled (approximately where unpaired)
+    paired: int  # log steps paired exactly with a replayed step
     steps: int  # log steps
 
 
-class _Collect:
-    """on_plan callback: the features of every replayed step."""
+class _Replay:
+    """Executor and on_plan callback of the replay, pairing replayed steps with logged ones.
 
-    def __init__(self):
+    Each replayed step takes the duration of the logged step it is paired with: the next
+    logged step, or one a few steps on whose counts (requests, tokens) match (the replay
+    skipped steps the engine made); a replayed step matching none (one the engine did not
+    make) stays unpaired and takes the typical duration of such a step (``_like``). A priced decode run may
+    be cut short before it commits, so the pairing advances on commit, not on pricing."""
+
+    def __init__(self, log_sig: np.ndarray, durations: np.ndarray,
+                 log_start: np.ndarray | None = None):
+        self.sig, self.durations = log_sig, durations
+        self.start = log_start  # logged step starts (s), to resynchronise by time
+        self.clock = 0.0  # end of the last committed replayed step (s)
+        self.pos = 0  # next logged step to pair
+        self.pending: list[int] = []  # log index (-1: none) per step of the priced plan
         self.rows: list[dict[str, np.ndarray]] = []
+        self.paired: list[int] = []  # log index per committed replayed step
+
+    def _match(self, sig: np.ndarray, pos: int) -> int:
+        for m in range(pos, min(pos + LOOKAHEAD + 1, len(self.sig))):
+            if (self.sig[m] == sig).all():
+                return m
+        return -1
+
+    def _resync(self, sig: np.ndarray, clock: float) -> int:
+        """A match among the logged steps starting around ``clock`` (-1: none)."""
+        if self.start is None:
+            return -1
+        tol = float(np.median(self.durations))
+        return self._match(sig, int(np.searchsorted(self.start, clock - tol)))
+
+    def step_times(self, plan) -> np.ndarray:
+        sig = np.array([plan.batch_size, plan.total_tokens], dtype=np.float64)
+        pos, self.pending, out = self.pos, [], []
+        for _ in range(plan.num_steps):
+            m = self._match(sig, pos)
+            if m < 0:  # drifted further than the lookahead: find the step by time
+                m = self._resync(sig, self.clock + sum(out))
+            self.pending.append(m)
+            out.append(self.durations[m] if m >= 0 else self._like(sig, pos))
+            pos = m + 1 if m >= 0 else pos
+        return np.asarray(out)
+
+    def _like(self, sig: np.ndarray, pos: int) -> float:
+        """Duration of an unpaired replayed step: the median of nearby logged steps with its
+        counts, else of the last logged step (a step the engine did not make must not move
+        the replay's clock by an unrelated step's time)."""
+        lo, hi = max(0, pos - 64), min(len(self.sig), pos + 64)
+        same = np.flatnonzero((self.sig[lo:hi] == sig).all(axis=1)) + lo
+        if len(same):
+            return float(np.median(self.durations[same]))
+        return float(self.durations[min(max(pos - 1, 0), len(self.durations) - 1)])
 
     def __call__(self, plan, starts, durations, outcome) -> None:
+        done = self.pending[: plan.num_steps]
+        self.paired += done
+        self.pos = max([self.pos] + [m + 1 for m in done])
+        self.clock = float(starts[-1] + durations[-1])
         f = features(StepShape.of(plan))
         k, dec = plan.num_steps, plan.num_tokens == 1
-        f["tokens"] = np.full(k, float(plan.total_tokens))
         last = plan.context_lens + plan.num_tokens
         pre = float(last[~dec].max()) if (~dec).any() else np.nan
         f["max_prompt"] = np.full(k, pre)
@@ -67,48 +118,52 @@ def _durations(log: pd.DataFrame) -> np.ndarray:
     return np.where(np.isfinite(iv), iv, fill) * 1e-3
 
 
-def _executor(durations: np.ndarray):
-    state = {"next": 0}
-
-    def step_times(plan):
-        i = state["next"]
-        state["next"] = i + plan.num_steps
-        idx = np.minimum(np.arange(i, i + plan.num_steps), len(durations) - 1)
-        return durations[idx]
-
-    return step_times
+def _nearest(pairs: np.ndarray, n_sim: int) -> np.ndarray:
+    """For every log step, a replayed step: its pair, else the one at the same offset from
+    the last paired step before it (the first replayed steps before any pair)."""
+    idx = np.arange(len(pairs))
+    anchor = np.maximum.accumulate(np.where(pairs >= 0, idx, -1))
+    offset = np.where(anchor >= 0, pairs[np.maximum(anchor, 0)] - anchor, 0)
+    return np.clip(idx + offset, 0, max(n_sim - 1, 0))
 
 
-def pair_steps(log_sig: np.ndarray, sim_sig: np.ndarray) -> np.ndarray:
-    """For each log step, the index of the replayed step paired with it (-1: none)."""
-    out = np.full(len(log_sig), -1)
-    i = j = 0
-    while i < len(log_sig) and j < len(sim_sig):
-        if (log_sig[i] == sim_sig[j]).all():
-            out[i], i, j = j, i + 1, j + 1
-            continue
-        skip = next(((a, b) for d in range(1, LOOKAHEAD + 1) for a, b in ((d, 0), (0, d), (d, d))
-                     if i + a < len(log_sig) and j + b < len(sim_sig)
-                     and (log_sig[i + a] == sim_sig[j + b]).all()), (1, 1))
-        i, j = i + skip[0], j + skip[1]
-    return out
+def _approximate(out: pd.DataFrame, sim: pd.DataFrame, rows: np.ndarray, near: np.ndarray):
+    """Contexts of unpaired log steps from a nearby replayed step, scaled to the logged
+    counts: mean context per decode request, query-key pairs per prefill token."""
+    d_log = out["decode_seqs"].to_numpy(np.float64)[rows]
+    p_log = out["prefill_tokens"].to_numpy(np.float64)[rows]
+    s = sim.iloc[near]
+    d_sim, p_sim = s["decode_seqs"].to_numpy(), s["prefill_tokens"].to_numpy()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ctx = np.where(d_log == 0, 0.0, s["context_tokens"].to_numpy() / d_sim * d_log)
+        pairs = np.where(p_log == 0, 0.0, s["pairs"].to_numpy() / p_sim * p_log)
+    out.loc[out.index[rows], "context_tokens"] = np.where(np.isfinite(ctx), ctx, np.nan)
+    out.loc[out.index[rows], "pairs"] = np.where(np.isfinite(pairs), pairs, np.nan)
+    out.loc[out.index[rows], "max_context"] = s["max_context"].to_numpy()
+    out.loc[out.index[rows], "max_prompt"] = s["max_prompt"].to_numpy()
 
 
 def derive_contexts(log: pd.DataFrame, loaded: LoadedScenario,
                     ingress_s: float = 0.0) -> Replay:
-    """Fill a log's missing contexts from a replay of ``loaded`` (its trace, engine knobs)."""
+    """Fill a log's missing contexts from a replay of ``loaded`` (its trace, engine knobs).
+
+    Paired steps take the replayed step's quantities; the others keep their logged counts
+    and take contexts from the replayed step at the same offset from the last pair."""
     r, specs, _ = prepare(loaded)
     seen = dataclasses.replace(specs, arrival_s=specs.arrival_s + ingress_s)
-    collect = _Collect()
-    simulate(r, seen, executor=_executor(_durations(log)), on_plan=collect)
-    sim = collect.frame()
     tokens = (log["prefill_tokens"] + log["decode_seqs"]).to_numpy(np.float64)
-    pairs = pair_steps(np.column_stack([log["requests"].to_numpy(np.float64), tokens]),
-                       sim[["requests", "tokens"]].to_numpy(np.float64))
+    sig = np.column_stack([log["requests"].to_numpy(np.float64), tokens])
+    start = log["start_s"].to_numpy(np.float64)
+    replay = _Replay(sig, _durations(log), start if np.isfinite(start).all() else None)
+    simulate(r, seen, executor=replay.step_times, on_plan=replay)
+    sim, paired = replay.frame(), np.asarray(replay.paired)
+    pairs = np.full(len(log), -1)
+    pairs[paired[paired >= 0]] = np.flatnonzero(paired >= 0)
     out = log.copy()
     ok = pairs >= 0
     for c in DERIVED:
         out.loc[ok, c] = sim[c].to_numpy()[pairs[ok]]
-        if c not in ("prefill_tokens", "decode_seqs"):
-            out.loc[~ok, c] = np.nan
+    rows = np.flatnonzero(~ok)
+    if len(rows) and len(sim):
+        _approximate(out, sim, rows, _nearest(pairs, len(sim))[rows])
     return Replay(out, int(ok.sum()), len(log))

@@ -14,7 +14,7 @@ Accepted logs (``read_log``):
 * ``steps.csv``: ``prefill_tokens``, ``decode_seqs``, ``step_ms`` (the step interval) and
   optionally ``requests``, ``pairs``, ``context_tokens``, ``exec_ms``.
 
-Output columns: ``log``, ``step``, ``start_s``, ``interval_ms`` (start to next start while
+Output columns: ``log``, ``key``, ``step``, ``start_s``, ``interval_ms`` (start to next start while
 the engine stayed busy, NaN otherwise), ``exec_ms``, the FEATURES of sim/cost/stepfit.py
 (NaN where the log cannot tell), ``max_context`` (longest KV a decode request read) and
 ``max_prompt`` (longest prefix + chunk a prefill request reached).
@@ -33,7 +33,7 @@ from sim.cost.stepfit import FEATURES, prefill_pairs
 from traces.errors import InputError
 from traces.loaders.jsonl import read_text
 
-COLUMNS = ("log", "step", "start_s", "interval_ms", "exec_ms", *FEATURES, "max_context",
+COLUMNS = ("log", "key", "step", "start_s", "interval_ms", "exec_ms", *FEATURES, "max_context",
            "max_prompt")
 COUNTS = ("num_ctx_requests", "num_ctx_tokens", "num_generation_requests",
           "num_generation_tokens")
@@ -49,9 +49,13 @@ class StepsError(InputError):
 
 
 def _frame(rows: dict, name: str) -> pd.DataFrame:
+    """``log`` names the file as given; ``key`` (its own name, or a run folder's) seeds the
+    held-out split, so the split does not depend on how the path was written."""
     n = len(next(iter(rows.values())))
-    df = pd.DataFrame({c: rows.get(c, np.full(n, np.nan)) for c in COLUMNS[1:]})
+    df = pd.DataFrame({c: rows.get(c, np.full(n, np.nan)) for c in COLUMNS[2:]})
     df.insert(0, "log", name)
+    p = Path(name)
+    df.insert(1, "key", p.parent.name if p.name == RUN_STEPS else p.name)
     return df
 
 

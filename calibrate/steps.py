@@ -17,7 +17,7 @@ Least squares weighted by time: every step's residual in ms counts as it is, so 
 weigh by their duration and the fit's total time matches the logs' (zero time-weighted bias
 up to the non-negativity of the coefficients); a relative-error fit would let thousands of
 short decode steps decide and underestimate the total. Coefficients are >= 0 (Lawson-Hanson
-NNLS); the knee is the best of every integer up to the largest decode batch. A seeded 20 %
+NNLS); the knee is the best integer with at least 5 % of the steps beyond it. A seeded 20 %
 of the steps is held out of the fit and reported.
 """
 
@@ -45,6 +45,7 @@ EXEC_TERMS = ("requests", "prefill_tokens", "pairs", "context_tokens")  # + knee
 COEF = {"requests": "request_ms", "prefill_tokens": "prefill_token_ms",
         "pairs": "prefill_pair_ms", "context_tokens": "context_token_ms"}
 MAX_KNEE = 64
+KNEE_SUPPORT, KNEE_MIN_STEPS = 0.05, 30  # steps beyond a knee: fraction of all, and count
 MIN_COVERAGE = 0.9  # fraction of steps a term must be known for to be fitted
 
 
@@ -55,11 +56,19 @@ def _design(df: pd.DataFrame, terms: tuple[str, ...], knee: int | None) -> np.nd
     return np.column_stack(cols)
 
 
+def knee_candidates(decode: np.ndarray) -> list[int | None]:
+    """Knees with enough steps beyond them to fit a slope (KNEE_SUPPORT): a knee among the
+    last few large batches would fit their noise, not a trend."""
+    need = max(KNEE_MIN_STEPS, KNEE_SUPPORT * len(decode))
+    out = [k for k in range(0, min(int(decode.max(initial=0)), MAX_KNEE) + 1)
+           if (decode > k).sum() >= need]
+    return out or [None]
+
+
 def fit_terms(df: pd.DataFrame, y: np.ndarray, terms: tuple[str, ...]) -> StepTerms:
     """Execution terms by NNLS on ms residuals; the knee by exhaustive search."""
-    top = int(df["decode_seqs"].max()) if len(df) else 0
     best, best_sse = None, np.inf
-    for knee in range(0, min(top, MAX_KNEE) + 1) if top else [None]:
+    for knee in knee_candidates(df["decode_seqs"].to_numpy(np.float64)):
         x = _design(df, terms, knee)
         coef = nnls(x, y)
         sse = float(((x @ coef - y) ** 2).sum())
@@ -98,7 +107,7 @@ def _ranges(df: pd.DataFrame) -> StepRanges:
 
 
 def heldout_mask(df: pd.DataFrame, seed: int, fraction: float) -> np.ndarray:
-    keys = (f"{seed}:{log}:{step}" for log, step in zip(df["log"], df["step"]))
+    keys = (f"{seed}:{log}:{step}" for log, step in zip(df["key"], df["step"]))
     return np.array([zlib.crc32(k.encode()) / 2.0**32 < fraction for k in keys], dtype=bool)
 
 

@@ -11,6 +11,7 @@ import csv
 import gzip
 import io
 import json
+import os
 import random
 import re
 from pathlib import Path
@@ -77,6 +78,15 @@ def read_engine_log(base: Path) -> dict:
             "seen": _jsonl(base.with_suffix(".seen")), "meta": meta[0] if meta else {}}
 
 
+def clear_engine_log(base: Path) -> None:
+    """Empty the engine core's log files for the next recording (the hooks append to them
+    through descriptors the engine core inherited, so they are truncated, not removed)."""
+    for suffix in (".steps", ".seen", ".meta"):
+        p = base.with_suffix(suffix)
+        if p.exists():
+            os.truncate(p, 0)
+
+
 def _index(req_id: str) -> int:
     return int(_SUFFIX.sub("", req_id))
 
@@ -131,7 +141,8 @@ def _recorded_steps(log: dict) -> list[dict]:
 
 
 def write_run(out: Path, trace: list[dict], recs: list[dict], t0: float, log: dict,
-              meta: dict) -> None:
+              meta: dict) -> dict:
+    """Write the run directory; return its stability (also in run.json)."""
     out.mkdir(parents=True, exist_ok=True)
     ids = [r["request_id"] for r in trace]
     seen = {_index(s["id"]): s["t"] for s in log["seen"] if _index(s["id"]) < WARMUP_FROM}
@@ -141,13 +152,15 @@ def write_run(out: Path, trace: list[dict], recs: list[dict], t0: float, log: di
     _write_jsonl_gz(out / "trace.jsonl.gz", sent)
     _write_jsonl_gz(out / "requests.jsonl.gz",
                     [_request_row(ids[i], rec, seen.get(i), t0) for i, rec in enumerate(recs)])
-    _write_jsonl_gz(out / "engine_steps.jsonl.gz",
-                    [_step_row(i, s, ids, t0) for i, s in enumerate(steps)])
+    rows = [_step_row(i, s, ids, t0) for i, s in enumerate(steps)]
+    _write_jsonl_gz(out / "engine_steps.jsonl.gz", rows)
+    steady = stability(rows)
     meta = {**meta, "kind": "vllm-engine-run", "format_version": 1,
             "requests": len(trace), "steps": len(steps),
-            "output_tokens": sum(len(r["tokens"]) for r in recs)}
+            "output_tokens": sum(len(r["tokens"]) for r in recs), "stability": steady}
     (out / "run.json").write_text(json.dumps(meta, indent=2) + "\n")
     (out / "scenario.yaml").write_text(scenario_yaml(meta))
+    return steady
 
 
 def scenario_yaml(meta: dict) -> str:
@@ -192,4 +205,39 @@ def versions() -> dict:
             out[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
             out[pkg] = "unknown"
+    return out
+
+
+STABLE_WINDOW_S = 4.0  # sliding windows of this length, 1 s apart
+STABLE_RANGE = (0.95, 1.05)  # the 10th and 90th percentile window must lie inside
+STABLE_MAX = 1.10  # and no window may be slower than the run's own fit by more than this
+
+
+def stability(steps: list[dict]) -> dict:
+    """How steady the engine's speed stayed during a recording: model execution time over
+    a least-squares fit of the run's own steps (base, requests, prefill tokens, prefill
+    pairs, decode context), time-weighted in 4-s windows. A neighbour that took the memory
+    bus or the CPU for a while shows as a window well above 1; such a recording measures
+    the neighbour, and ``record.py --retries`` records it again."""
+    import numpy as np
+
+    rows = []
+    for s in steps:
+        q = np.fromiter(s["tokens"].values(), dtype=np.float64)
+        p = np.array([s["context"][r] for r in s["tokens"]], dtype=np.float64)
+        pre = q > 1
+        rows.append((s["start_s"], (s["exec_end_s"] - s["scheduled_s"]) * 1e3, 1.0, len(q),
+                     q[pre].sum(), (q[pre] * (p[pre] + q[pre] / 2)).sum(), p[~pre].sum()))
+    a = np.array(rows)
+    t, y, x = a[:, 0], a[:, 1], a[:, 2:]
+    pred = x @ np.linalg.lstsq(x, y, rcond=None)[0]
+    ratios = [y[m].sum() / pred[m].sum()
+              for m in ((t >= w) & (t < w + STABLE_WINDOW_S) for w in np.arange(t[0], t[-1], 1.0))
+              if pred[m].sum() > 500.0]  # windows with at least 0.5 s of model execution
+    r = np.array(ratios or [1.0])
+    out = {"window_p10": round(float(np.percentile(r, 10)), 4),
+           "window_p90": round(float(np.percentile(r, 90)), 4),
+           "window_max": round(float(r.max()), 4), "windows": len(ratios)}
+    out["stable"] = bool(STABLE_RANGE[0] <= out["window_p10"] and out["window_p90"] <=
+                         STABLE_RANGE[1] and out["window_max"] <= STABLE_MAX)
     return out

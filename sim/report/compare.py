@@ -3,8 +3,9 @@
 A is the reference (e.g. a recorded engine run), B the candidate (e.g. its replay); every
 error is B relative to A, in percent: ``(B / A - 1) * 100``.
 
-* per request, matched by request id: TTFT, TPOT, E2EL and each request's median and p90
-  ITL; the median and p90 of the absolute errors and the median signed error;
+* per request, matched by request id (and equal prompt and output lengths): TTFT, TPOT,
+  E2EL and each request's median and p90 ITL; the median and p90 of the absolute errors
+  and the median signed error;
 * the summary metrics of both, with B's relative error (result_view.metrics);
 * when the ids barely overlap (two configurations, two traces) the per-request part is
   skipped and the summaries still compare.
@@ -21,7 +22,7 @@ from sim.report.result_view import ResultView, finished, metrics
 
 PER_REQUEST = (("TTFT", "ttft_s"), ("TPOT", "tpot_s"), ("E2EL", "e2el_s"),
                ("ITL p50 (per request)", "itl_p50_s"), ("ITL p90 (per request)", "itl_p90_s"))
-MIN_OVERLAP = 0.5  # matched / smaller side's finished requests, to compare per request
+MIN_OVERLAP = 0.5  # matched / the smaller side's finished requests, to compare per request
 
 
 @dataclass(frozen=True)
@@ -40,11 +41,13 @@ def rel_err_pct(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def match(a: ResultView, b: ResultView) -> pd.DataFrame:
-    """Finished requests present in both, with each side's per-request columns."""
-    cols = ["request_id", *[c for _, c in PER_REQUEST if c in a.requests and c in b.requests]]
+    """Finished requests in both: same id, same prompt and output lengths (two traces that
+    number their requests 0..n-1 share ids, not requests); each side's per-request columns."""
+    keys = ["request_id", "prompt_tokens", "output_tokens"]
+    cols = keys + [c for _, c in PER_REQUEST if c in a.requests and c in b.requests]
     fa = finished(a)[cols].astype({"request_id": str})
     fb = finished(b)[cols].astype({"request_id": str})
-    return fa.merge(fb, on="request_id", suffixes=("_a", "_b"))
+    return fa.merge(fb, on=keys, suffixes=("_a", "_b"))
 
 
 def per_request_errors(pairs: pd.DataFrame) -> pd.DataFrame:
