@@ -73,3 +73,32 @@ def fit_logs(paths: list[Path], *, scenario: Path | None = None, seed: int = 0,
     report.model = steps.model_file(fit, notes, rows=len(df), seed=seed, heldout=heldout,
                                     gpu=gpu, model=model, tp=tp)
     return report
+
+
+def describe(rep: FitReport) -> list[str]:
+    """The fit in words: formula, errors next to the time-weighted bias, delays, ranges."""
+    f = rep.model.steps
+    e = f.execution
+    lines = [f"execution_ms = {e.base_ms:.4g} + {e.request_ms:.4g} * requests + "
+             f"{e.prefill_token_ms:.4g} * prefill_tokens + {e.prefill_pair_ms:.4g} * "
+             f"prefill_pairs + {e.decode_seq_ms:.4g} * max(0, decode_seqs - {e.decode_knee}) "
+             f"+ {e.context_token_ms:.4g} * context_tokens"]
+    if f.host is not None:
+        lines.append(f"host_ms = {f.host.base_ms:.4g} + {f.host.request_ms:.4g} * requests")
+    lines.append(f"prices: the step {f.target}; fitted by {f.weighting}")
+    for name, err in (("train", f.train), ("held-out", f.heldout)):
+        if err is not None and err.rows:
+            lines.append(f"{name} steps: {err.rows}, median APE {err.median_ape:.2f}%, p90 "
+                         f"{err.p90_ape:.2f}%, time-weighted bias {err.time_bias_pct:+.2f}%")
+    if f.ingress_ms is not None:
+        lines.append(f"engine delays: ingress {f.ingress_ms:.3f} ms, egress "
+                     f"{f.egress_ms:.3f} ms (engine.ingress_ms / egress_ms default to them)")
+    r = f.ranges
+    if r is not None:
+        lines.append(f"ranges: batch <= {r.requests}, decode batch <= {r.decode_seqs}, "
+                     f"prefill tokens <= {r.prefill_tokens}, context <= {r.context_tokens}, "
+                     f"prompt <= {r.prompt_tokens}")
+    for log, paired, n in rep.replays:
+        lines.append(f"{log}: contexts from a replay, {paired} of {n} steps paired")
+    lines += [f"note: {n}" for n in rep.model.provenance.notes]
+    return lines

@@ -41,8 +41,8 @@ class _Replay:
     Each replayed step takes the duration of the logged step it is paired with: the next
     logged step, or one a few steps on whose counts (requests, tokens) match (the replay
     skipped steps the engine made); a replayed step matching none (one the engine did not
-    make) stays unpaired and takes the typical duration of such a step (``_like``). A priced decode run may
-    be cut short before it commits, so the pairing advances on commit, not on pricing."""
+    make) stays unpaired and takes the typical duration of such a step (``_like``). A priced
+    decode run may be cut short before it commits, so the pairing advances on commit."""
 
     def __init__(self, log_sig: np.ndarray, durations: np.ndarray,
                  log_start: np.ndarray | None = None):

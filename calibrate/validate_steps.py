@@ -55,3 +55,15 @@ def rotation(run_dirs: list[Path], held: Path, *, seed: int = 0) -> dict:
 
 def leave_one_out(run_dirs: list[Path], *, seed: int = 0) -> pd.DataFrame:
     return pd.DataFrame([rotation(run_dirs, held, seed=seed) for held in run_dirs])
+
+
+def render(df: pd.DataFrame):
+    """The leave-one-out table (rich)."""
+    from rich.table import Table
+
+    t = Table(title="held-out run replayed with a fit of the others: error vs the engine (%)")
+    for c in df.columns:
+        t.add_column(c, justify="left" if c == "run" else "right")
+    for row in df.itertuples(index=False):
+        t.add_row(row[0], *[f"{x:+.2f}" for x in row[1:]])
+    return t

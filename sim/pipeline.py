@@ -55,7 +55,10 @@ def prepare(loaded: LoadedScenario) -> tuple[Resolved, RequestSpecs, str]:
 
 def run(loaded: LoadedScenario, out: Path | None = None, *, step_log: bool = False,
         plots: bool = True, progress=None, prepared=None) -> RunOutput:
-    """Simulate and (if ``out``) write results; ``prepared`` reuses a ``prepare`` result."""
+    """Simulate and (if ``out``) write results; ``prepared`` reuses a ``prepare`` result.
+
+    The results folder is checked, locked and staged before simulating, so a bad or busy
+    ``out`` fails fast."""
     r, specs, source = prepared or prepare(loaded)
     writer = ResultWriter(out) if out is not None else None
     try:

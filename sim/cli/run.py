@@ -12,6 +12,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from sim import pipeline
 from sim.config.load import load_scenario
 from sim.report.console import print_summary
+from sim.report.outpath import check_out, default_out
 
 SetOpt = Annotated[list[str] | None, typer.Option(
     "--set", "-s", help="Override a scenario field, e.g. --set engine.max_num_seqs=64.")]
@@ -41,7 +42,9 @@ def run(
         "--format", help="Trace format for --trace: auto, azure, mooncake, lengths, native, jsonl.")
     ] = None,
     out: Annotated[Path | None, typer.Option(
-        "--out", "-o", help="Results folder (default: results/<scenario name>).")] = None,
+        "--out", "-o", help="Results folder (default: results/<scenario name>, plus the "
+        "--set overrides and --trace file when given). Only a folder servesim wrote is ever "
+        "replaced.")] = None,
     step_log: Annotated[bool, typer.Option(
         "--step-log", help="Also write steps.jsonl, one JSON object per engine step.")] = False,
     plots: Annotated[bool, typer.Option(help="Write the PNG plots.")] = True,
@@ -50,7 +53,9 @@ def run(
     """Simulate SCENARIO and write summary.json, requests/steps parquet, config.json, plots."""
     sets = tuple(set_ or ()) + ((f"workload.format={fmt}",) if fmt else ())
     loaded = load_scenario(scenario, sets, str(trace) if trace else None)
-    out = out or Path("results") / loaded.scenario.name
+    if out is None:
+        out = default_out(loaded.scenario.name, sets, str(trace) if trace else None)
+    check_out(out)  # a bad --out fails before any trace is read
     console = Console(stderr=True)
     prepared = pipeline.prepare(loaded)  # fail fast, before the progress bar
     specs = prepared[1]
@@ -63,4 +68,12 @@ def run(
                            progress=_SimProgress(progress, horizon), prepared=prepared)
     if not quiet:
         print_summary(res.summary, res.config["derived"])
-    typer.echo(f"results: {res.out_dir}")
+    typer.echo(f"results: {_shown(res.out_dir)}")
+
+
+def _shown(path: Path) -> str:
+    """The path relative to the current folder when it lies inside it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
