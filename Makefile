@@ -8,7 +8,7 @@ OUT ?= results/default
 
 # Real vLLM (CPU build) for recording ground truth, in its own venv (never the project's).
 VLLM_VENV ?= .venv-vllm
-ENGINE_CASES ?= light-short heavy-short light-long heavy-mixed kv-tight
+ENGINE_CASES ?= light-short heavy-short light-long heavy-mixed kv-tight medium short-busy
 ENGINE_FIT ?= benchmarks/engine/cpu-tiny-llama.yaml
 
 .PHONY: run test lint bench bench-kernels clean record-engine fit-engine

@@ -22,7 +22,7 @@ from sim.report.result_view import load_result
 
 ROOT = Path(__file__).resolve().parents[2] / "benchmarks" / "engine"
 RUNS = sorted(p.parent for p in (ROOT / "runs").glob("*/run.json"))
-HELD_OUT = "heavy-short"  # the CI rotation: fit the other runs, replay this one
+HELD_OUT = "light-long"  # the CI rotation: fit the other runs, replay this one
 
 pytestmark = pytest.mark.xdist_group("engine-runs")
 
@@ -86,6 +86,9 @@ def test_the_shipped_fit_is_the_fit_of_the_committed_runs():
 
 
 def test_one_leave_one_out_rotation_is_within_3_percent():
+    # fit-steps on the other runs, light-long replayed: the acceptance bounds of issue 9
     row = rotation(RUNS, ROOT / "runs" / HELD_OUT)
     for metric in ("TTFT mean", "E2EL mean", "ITL median"):
         assert abs(row[metric]) < 3.0, (metric, row)
+    for metric in ("TTFT p90", "ITL p90"):
+        assert abs(row[metric]) < 10.0, (metric, row)

@@ -246,5 +246,5 @@ def test_detection_and_format_errors(write, tmp_path):
         f"{partial}: missing column 'output_tokens'; required columns: arrival_s, "
         "prompt_tokens, output_tokens"
     )
-    assert set(FORMATS) == {"azure", "mooncake", "lengths", "native"}
+    assert set(FORMATS) == {"azure", "mooncake", "lengths", "native", "jsonl"}
     assert FORMATS["azure"](good).prompt_tokens.tolist() == [374, 396, 879]
