@@ -22,7 +22,7 @@ $(VENV)/.core: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.all: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[kernels,dev,aiconfigurator]'
+	$(BIN)/python -m pip install -q -e '.[kernels,dev,aiconfigurator,ray]'
 	touch $@ $(VENV)/.core
 
 run: $(VENV)/.core

@@ -61,7 +61,8 @@ def build_kv(r: Resolved, specs: RequestSpecs) -> KVManager:
              params=r.scenario.kv.params, specs=specs)
     if engine.preemption_mode == "swap":
         block = r.memory.block_bytes  # one KV block on one GPU (bytes)
-        kv.host = HostPool(int(engine.swap_space * GIB) // block, block)
+        kv.host = HostPool(int(engine.swap_space * GIB) // block, block,
+                           on_full=engine.swap_space_full)
     return kv
 
 
@@ -132,6 +133,7 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
         generated=sched.generated.copy(), recomputed_tokens=sched.recomputed_tokens,
         counters={"alloc_failures": sched.alloc_failures,
                   "memory_blocked": int(sched.memory_blocked.sum()),
+                  "engine_stopped": sched.stopped,
                   "preemption_mode": r.scenario.engine.preemption_mode, **kv.counters()},
         kv_total_blocks=kv.num_blocks, run=status, dropped_after_horizon=n_all - n,
         wall_s=time.perf_counter() - t0, ingress_s=ingress, egress_s=egress,

@@ -1,11 +1,12 @@
-"""Command tree: run, compare, scenario, trace, policies (each a small module)."""
+"""Command tree: run, compare, sweep, capacity, plot, catalog, scenario, trace, policies
+(each a small module)."""
 
 from __future__ import annotations
 
 import typer
 
 from calibrate.cli import app as calibrate_app
-from sim.cli import compare, policies, run, scenario, sweep
+from sim.cli import capacity, catalog, compare, plot, policies, run, scenario, sweep
 from traces.cli import app as trace_app
 
 app = typer.Typer(
@@ -18,6 +19,9 @@ app = typer.Typer(
 app.command(name="run")(run.run)
 app.command(name="policies")(policies.policies)
 app.command(name="sweep")(sweep.sweep)
+app.command(name="capacity")(capacity.capacity)
+app.command(name="plot")(plot.plot)
+app.command(name="catalog")(catalog.catalog)
 app.command(name="compare")(compare.compare)
 app.add_typer(scenario.app, name="scenario")
 app.add_typer(trace_app, name="trace")

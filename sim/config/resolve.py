@@ -116,6 +116,7 @@ def resolve(sc: Scenario) -> Resolved:
     model, gpu, tp = sc.model_spec, sc.gpu_spec, sc.tensor_parallel_size
     _check_parallel(model, tp)
     limits = _limits(sc, model, gpu)
+    sc, limits = sc.scheduler.cls.resolve_defaults(sc, limits)  # e.g. vLLM v0's for prefill-first
     mem = plan_memory(model, gpu, tp, block_size=sc.engine.block_size,
                       utilization=sc.engine.gpu_memory_utilization,
                       max_tokens=limits.max_num_batched_tokens, max_seqs=limits.max_num_seqs,

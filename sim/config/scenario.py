@@ -10,6 +10,7 @@
     cost         {name: fitted|roofline|..., ...params}; unset: fitted if shipped for the GPU
     workload     trace file or synthetic spec (traces.spec.WorkloadSpec)
     slo          latency budgets for goodput and the verdict
+    gpu_hour_price  price per GPU-hour (capacity's cost per million output tokens)
 
 Every field states its unit. The tree is frozen: derived values (KV capacity,
 resolved defaults) live in ``sim.config.resolve``.
@@ -77,11 +78,17 @@ class EngineConfig(BaseModel):
     preemption_mode: Literal["recompute", "swap"] = Field(
         "recompute", description="What preemption does with the victim's KV: recompute (vLLM "
         "v1: drop it, recompute later) or swap (vLLM v0: copy it to host memory and back, "
-        "charged to the step at the GPU's host_bandwidth; recompute when swap_space is full).",
+        "charged to the step at the GPU's host_bandwidth; see swap_space_full).",
     )
     swap_space: float = Field(
         4.0, ge=0, description="Host memory for swapped-out KV, per GPU (GiB; vLLM's default "
         "4). Used by preemption_mode swap.",
+    )
+    swap_space_full: Literal["stop_engine", "abort_request", "recompute"] = Field(
+        "stop_engine", description="A swap victim that does not fit swap_space: stop_engine "
+        "(vLLM v0 raises 'Aborted due to the lack of CPU swap space' and the engine stops; "
+        "every unfinished request is aborted), abort_request (only the victim is aborted) or "
+        "recompute (the victim is recomputed; not what vLLM does).",
     )
     ingress_ms: float | None = Field(
         None, ge=0, le=60_000, description="A request becomes visible to the scheduler this "
@@ -159,6 +166,9 @@ class Scenario(BaseModel):
     workload: WorkloadSpec = Field(description="Where requests come from.")
     slo: SloConfig = Field(default_factory=SloConfig,
                            description="Latency budgets for goodput and the SLO verdict.")
+    gpu_hour_price: float | None = Field(
+        None, gt=0, description="Price of one GPU for one hour (currency units per GPU-hour, "
+        "e.g. USD); `servesim capacity` reports cost per million output tokens with it.")
 
     @field_validator("model")
     @classmethod

@@ -27,7 +27,7 @@ from simpy.events import Event
 from sim.engine.plan import StepPlan, StepResult
 from sim.engine.requests import RequestSpecs
 from sim.metrics.recorder import Recorder
-from sim.sched.base import Scheduler
+from sim.sched.base import EngineStopped, Scheduler
 
 LATE = 2  # SimPy priority below NORMAL (1): processed after arrivals at the same time
 
@@ -89,7 +89,10 @@ class Engine:
         yield _late(self.env, 0.0)
         while self.clock < self.stop_s:
             self._deliver()
-            plan = sched.schedule(self.clock)
+            try:
+                plan = sched.schedule(self.clock)
+            except EngineStopped:  # the modelled server failed (vLLM v0: swap space full)
+                break
             if plan is None:
                 if not (yield from self._wait_idle()):
                     break

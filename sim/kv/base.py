@@ -130,6 +130,16 @@ class KVManager(ABC):
         """
         return 0
 
+    def block_refs(self, blocks: np.ndarray) -> np.ndarray:
+        """How many request tables hold each of ``blocks`` (block ids from tables or
+        cache hits); without prefix caching a held block is in exactly one table."""
+        return np.ones(len(blocks), dtype=np.int64)
+
+    def pending_hits(self, req: int) -> list[int]:
+        """Cached blocks the last ``lookup_prefix`` found for ``req``: what an admitting
+        ``allocate`` would add to its table besides new blocks (none without caching)."""
+        return []
+
     def note_computed(self, req_ids: np.ndarray, upto: np.ndarray) -> None:  # noqa: B027
         """Tokens ``[0, upto)`` of each request will hold KV after this step (caching pools
         publish the blocks that became full). Called only when ``tracks_computed``."""

@@ -66,6 +66,14 @@ class PrefixCachingKV(PagedKV):
         self._stash = (req, self.pool.version, hits, n)
         return len(hits) * self.block_size
 
+    def block_refs(self, blocks):
+        return self.pool.ref[np.asarray(blocks, dtype=np.int64)]
+
+    def pending_hits(self, req):
+        stash = self._stash
+        current = stash is not None and stash[0] == req and stash[1] == self.pool.version
+        return list(stash[2]) if current and not self.held[req] else []
+
     def allocate(self, req, total_tokens, admitting=False):
         stash, self._stash = self._stash, None
         # the lookup just made for this request (admission; static batching reserves with

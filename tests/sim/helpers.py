@@ -48,10 +48,12 @@ def build(arrival, prompt, output, *, usable_blocks=1000, block_size=16, max_num
           max_num_batched_tokens=2048, max_model_len=4096, chunked=True, threshold=0,
           cost=GOLDEN_COST, scheduler="vllm", params=None, kv="paged", kv_params=None,
           prefix_caching=False, prefix_hashes=None, hash_block_size=None, swap_blocks=None,
-          block_bytes=BLOCK_BYTES, host_bandwidth=HOST_BANDWIDTH, admission="optimistic",
+          block_bytes=BLOCK_BYTES, host_bandwidth=HOST_BANDWIDTH, swap_full="stop_engine",
+          admission="optimistic",
           admission_params=None, priority=None, lane=None, stop_s=1e9):
     """A simulator over plain arrays: any scheduler, KV policy (``kv``, or the caching pool
-    with ``prefix_caching``), host swap space (``swap_blocks``, None = recompute only) and
+    with ``prefix_caching``), host swap space (``swap_blocks``, None = recompute only;
+    ``swap_full``: what a victim that does not fit does, as ``engine.swap_space_full``) and
     admission rule; priced by the linear model ``cost``."""
     specs = RequestSpecs.from_arrays(arrival, prompt, output, priority=priority, lane=lane,
                                      prefix_hashes=prefix_hashes,
@@ -64,7 +66,7 @@ def build(arrival, prompt, output, *, usable_blocks=1000, block_size=16, max_num
               output_tokens=specs.output_tokens,
               params=kv_params or KV_POLICIES.get(kv).Params(), specs=specs)
     if swap_blocks is not None:
-        kvm.host = HostPool(swap_blocks, block_bytes)
+        kvm.host = HostPool(swap_blocks, block_bytes, on_full=swap_full)
     rule_cls = ADMISSION_RULES.get(admission)
     rule = rule_cls(specs, limits, kvm, admission_params or rule_cls.Params())
     sched = SCHEDULERS.get(scheduler)(specs, limits, kvm, params, admission=rule)
