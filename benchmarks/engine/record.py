@@ -7,9 +7,10 @@ The engine is vLLM's in-process ``AsyncLLM`` over a config-only Llama with dummy
 (``../shared/docs/vllm-cpu.md``). A client coroutine per request sends it at its trace time
 and stamps every token as it arrives; hooks in the engine-core process (engine_hooks.py)
 log every step. The run directory (``servesim compare`` and ``calibrate fit-steps`` read it;
-format in README.md) holds, all times in seconds from the first send:
+format in README.md) holds, all times in seconds from the trace's time 0:
 
-    run.json                  engine knobs, KV blocks, versions, machine load, counts
+    run.json                  engine knobs, KV blocks the engine made, versions, priority,
+                              machine load, stability (run_files.stability), counts
     trace.jsonl.gz            request_id, arrival_s (actual send), prompt_len, max_tokens
     requests.jsonl.gz         per request: send, seen by the engine core, queued, scheduled,
                               first/last token (engine clock), every token's client time (us)

@@ -156,6 +156,7 @@ def write_run(out: Path, trace: list[dict], recs: list[dict], t0: float, log: di
     _write_jsonl_gz(out / "engine_steps.jsonl.gz", rows)
     steady = stability(rows)
     meta = {**meta, "kind": "vllm-engine-run", "format_version": 1,
+            "engine_core": log.get("meta", {}),  # e.g. num_gpu_blocks the engine made
             "requests": len(trace), "steps": len(steps),
             "output_tokens": sum(len(r["tokens"]) for r in recs), "stability": steady}
     (out / "run.json").write_text(json.dumps(meta, indent=2) + "\n")
