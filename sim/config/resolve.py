@@ -77,9 +77,16 @@ def _limits(sc: Scenario, model: ModelSpec, gpu: GpuSpec) -> SchedulerLimits:
             f"engine.max_num_batched_tokens ({tokens}) is smaller than max_model_len "
             f"({max_len}) with chunked prefill off: long prompts could never be scheduled; "
             "raise max_num_batched_tokens, lower max_model_len or enable chunked prefill")
-    return SchedulerLimits(max_num_seqs=seqs, max_num_batched_tokens=tokens,
-                           max_model_len=max_len, enable_chunked_prefill=e.enable_chunked_prefill,
-                           long_prefill_token_threshold=e.long_prefill_token_threshold)
+    if e.long_prefill_token_threshold > max_len:  # vllm/config/scheduler.py:352
+        raise ConfigError(
+            f"engine.long_prefill_token_threshold ({e.long_prefill_token_threshold}) cannot be "
+            f"greater than max_model_len ({max_len})")
+    return SchedulerLimits(
+        max_num_seqs=seqs, max_num_batched_tokens=tokens, max_model_len=max_len,
+        enable_chunked_prefill=e.enable_chunked_prefill,
+        long_prefill_token_threshold=e.long_prefill_token_threshold,
+        scheduler_reserve_full_isl=e.scheduler_reserve_full_isl,
+        long_prefill_token_threshold_adaptive=e.long_prefill_token_threshold_adaptive)
 
 
 def _check_parallel(model: ModelSpec, tp: int) -> None:

@@ -59,11 +59,28 @@ class EngineConfig(BaseModel):
         True, description="Split prompts across steps to fit the token budget (vLLM v1: on)."
     )
     long_prefill_token_threshold: int = Field(
-        0, ge=0, description="Cap on one request's tokens per step; 0 = no cap (tokens)."
+        0, ge=0, description="Cap on one request's tokens per step while more than one "
+        "request is running or waiting (a lone request may use the whole budget); 0 = no cap "
+        "(tokens).",
+    )
+    long_prefill_token_threshold_adaptive: bool = Field(
+        False, description="Floor long_prefill_token_threshold at max_num_batched_tokens // "
+        "(running + waiting requests), a fair share of the budget (vLLM 0.32; off by default).",
+    )
+    scheduler_reserve_full_isl: bool = Field(
+        True, description="Admit a waiting or preempted request only when KV blocks for all "
+        "its tokens (prompt + output so far) are free, although only its first chunk is "
+        "allocated (vLLM 0.32's default). Off: only the first chunk's blocks must be free.",
     )
     max_model_len: PositiveInt | None = Field(
         None, description="Longest prompt + output served (tokens); default: the model's "
-        "context length. Longer requests are rejected.",
+        "context length. A prompt >= max_model_len is rejected; a longer prompt + output has "
+        "its output shortened to fit, as vLLM's OpenAI server does (see strict_max_model_len).",
+    )
+    strict_max_model_len: bool = Field(
+        False, description="Reject every request whose prompt + output exceeds max_model_len "
+        "(servesim's earlier rule). Off: as vLLM's OpenAI server, shorten max_tokens to "
+        "max_model_len - prompt (counted in summary requests.shortened).",
     )
     num_gpu_blocks_override: PositiveInt | None = Field(
         None, description="Use this many KV blocks instead of deriving them from memory "

@@ -3,16 +3,16 @@
     arrivals ──wake──> replica: deliver arrivals <= clock -> schedule() -> executor
                                 -> timeout -> update() -> recorder
 
-Time. SimPy orders the processes, but the simulated time every result is stamped
-with is the replica's own ``clock``, kept exact: a step ends at its start plus its
-duration (sequential float additions, the same whether steps are planned one by
-one or folded into a decode run), an idle replica wakes at the exact arrival or
-wake-up time. SimPy's relative timeouts cannot always land on such a time (``now
-+ delay`` may skip it by an ulp), so the clock, not ``env.now``, decides.
+Time is integer nanoseconds (``sim.engine.clock``): SimPy's clock counts them,
+trace arrivals and step durations are rounded to the nanosecond once, and a step
+ends at exactly its start plus its duration, whether steps are planned one by
+one or folded into a decode run. Seconds handed to schedulers, the recorder and
+callbacks are derived from the integer clock.
 
 Same-time rule: a step that starts at time t sees every request arriving at or
-before t. The replica delivers arrivals by comparing the trace's arrival times
-with its clock, so the rule holds whatever order SimPy processes events in.
+before t. The replica delivers arrivals by comparing their integer times with
+its clock, so the rule holds exactly, also for times given in decimal (a group
+arriving at 0.1772 s joins the step that starts at 0.1772 s).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import numpy as np
 import simpy
 from simpy.events import Event
 
+from sim.engine.clock import MAX_NS, ns, to_ns, to_s
 from sim.engine.plan import StepPlan, StepResult
 from sim.engine.requests import RequestSpecs
 from sim.metrics.recorder import Recorder
@@ -32,12 +33,13 @@ from sim.sched.base import EngineStopped, Scheduler
 LATE = 2  # SimPy priority below NORMAL (1): processed after arrivals at the same time
 
 
-def _late(env: simpy.Environment, delay: float, value=None) -> Event:
-    """An event firing after ``delay`` with LATE priority (as Timeout does, one level later)."""
+def _late(env: simpy.Environment, delay: int, value=None) -> Event:
+    """An event firing after ``delay`` ns with LATE priority (as Timeout does, one level
+    later)."""
     event = env.event()
     event._ok = True
     event._value = value
-    env.schedule(event, LATE, max(0.0, delay))
+    env.schedule(event, LATE, max(0, int(delay)))
     return event
 
 
@@ -58,15 +60,15 @@ class Engine:
                  stop_s: float, num_arrivals: int, on_plan=None, progress=None):
         self.specs, self.scheduler, self.executor = specs, scheduler, executor
         self.recorder, self.on_plan, self.progress = recorder, on_plan, progress
-        self.stop_s = stop_s  # no step starts at or after this time (s)
+        self.stop = min(ns(stop_s), MAX_NS)  # no step starts at or after this time (ns)
         self.n = num_arrivals  # requests [0, n) arrive; later ones are outside the run
-        self.env = simpy.Environment()
-        self.clock = 0.0  # the replica's exact simulated time (s)
+        self.env = simpy.Environment()  # its clock counts integer nanoseconds
+        self.clock = 0  # the replica's simulated time (ns)
         self.delivered = 0  # requests [0, delivered) have been handed to the scheduler
         self._idle: Event | None = None
-        self._arrival = specs.arrival_s[:num_arrivals]
-        ok = specs.prompt_tokens[:num_arrivals] + specs.output_tokens[:num_arrivals]
-        ok = ok <= scheduler.limits.max_model_len
+        self._arrival = to_ns(specs.arrival_s[:num_arrivals])  # (ns)
+        ok = ~scheduler.limits.rejects(specs.prompt_tokens[:num_arrivals],
+                                       specs.output_tokens[:num_arrivals])
         self._admissible = np.concatenate(([0], np.cumsum(ok)))
 
     def run(self) -> RunStatus:
@@ -76,21 +78,21 @@ class Engine:
 
     # ---- processes --------------------------------------------------------------------
     def _arrivals(self):
-        """Wake the replica at each arrival while it is idle (value: the exact time)."""
-        env, arrival = self.env, self._arrival
+        """Wake the replica at each arrival while it is idle (value: the time, ns)."""
+        env, arrival = self.env, self._arrival.tolist()
         for i in range(self.n):
             if arrival[i] > env.now:
                 yield env.timeout(arrival[i] - env.now)
             if self._idle is not None and not self._idle.triggered:
-                self._idle.succeed(float(arrival[i]))
+                self._idle.succeed(arrival[i])
 
     def _replica(self):
         sched = self.scheduler
-        yield _late(self.env, 0.0)
-        while self.clock < self.stop_s:
+        yield _late(self.env, 0)
+        while self.clock < self.stop:
             self._deliver()
             try:
-                plan = sched.schedule(self.clock)
+                plan = sched.schedule(self.clock / 1e9)
             except EngineStopped:  # the modelled server failed (vLLM v0: swap space full)
                 break
             if plan is None:
@@ -98,7 +100,7 @@ class Engine:
                     break
                 continue
             yield from self._execute(plan)
-        return RunStatus(self.clock, self.clock >= self.stop_s, len(sched.waiting))
+        return RunStatus(self.clock / 1e9, self.clock >= self.stop, len(sched.waiting))
 
     def _deliver(self) -> None:
         """Hand over every request arriving at or before the clock (the same-time rule)."""
@@ -109,53 +111,53 @@ class Engine:
 
     def _wait_idle(self):
         """Sleep until the next arrival or the scheduler's wake-up; False if neither comes."""
-        nxt = float(self._arrival[self.delivered]) if self.delivered < self.n else None
-        wake = self.scheduler.next_wakeup(self.clock)
+        nxt = int(self._arrival[self.delivered]) if self.delivered < self.n else None
+        wake = self.scheduler.next_wakeup(self.clock / 1e9)
         if nxt is None and wake is None:
             return False
-        if nxt is not None and nxt <= self.env.now:  # SimPy time already passed it (an ulp)
-            self.clock = max(self.clock, nxt)
-            return True
         events = []
         if nxt is not None:
             self._idle = self.env.event()
             events.append(self._idle)
         if wake is not None:
-            events.append(_late(self.env, wake - self.env.now, float(wake)))
+            wake = ns(wake)
+            events.append(_late(self.env, wake - self.env.now, wake))
         fired = yield self.env.any_of(events)
         self._idle = None
         self.clock = max(self.clock, min(fired.values()))
         return True
 
     def _execute(self, plan: StepPlan):
-        durations = np.asarray(self.executor(plan), dtype=np.float64)
-        times = np.cumsum(np.concatenate(([self.clock], durations)))  # sequential adds
+        durations = to_ns(self.executor(plan))  # rounded to the nanosecond, once
+        times = self.clock + np.concatenate(([0], np.cumsum(durations)))  # (ns)
         plan, durations, times = self._cut(plan, durations, times)
-        yield _late(self.env, float(times[-1]) - self.env.now)
-        self.clock = float(times[-1])
-        outcome = self.scheduler.update(plan, StepResult(durations))
-        starts = times[:-1]
-        waiting = self._waiting(outcome.num_waiting, starts)
-        self.recorder.on_plan(plan, starts, durations, outcome, waiting)
+        yield _late(self.env, int(times[-1]) - self.env.now)
+        self.clock = int(times[-1])
+        durations_s = to_s(durations)
+        outcome = self.scheduler.update(plan, StepResult(durations_s))
+        waiting = self._waiting(outcome.num_waiting, times[:-1])
+        starts_s = to_s(times[:-1])
+        self.recorder.on_plan(plan, starts_s, durations_s, outcome, waiting)
         if self.on_plan is not None:
-            self.on_plan(plan, starts, durations, outcome)
+            self.on_plan(plan, starts_s, durations_s, outcome)
         if self.progress is not None:
-            self.progress(self.clock)
+            self.progress(self.clock / 1e9)
 
     def _cut(self, plan, durations, times):
         """Shorten a decode run to the steps that start before the next event that matters."""
         if plan.num_steps == 1:
             return plan, durations, times
-        limit = self.stop_s
+        limit = self.stop
         if plan.interruptible and self.delivered < self.n:
-            limit = min(limit, self._arrival[self.delivered])
+            limit = min(limit, int(self._arrival[self.delivered]))
         k = max(1, int(np.searchsorted(times[:-1], limit, side="left")))
         if k == plan.num_steps:
             return plan, durations, times
         return plan.first(k), durations[:k], times[: k + 1]
 
     def _waiting(self, base: int, starts: np.ndarray) -> np.ndarray:
-        """Waiting requests at each step start: those queued at planning plus later arrivals."""
+        """Waiting requests at each step start (ns): those queued at planning plus later
+        arrivals."""
         if len(starts) == 1:
             return np.array([base], dtype=np.int64)
         lo = np.searchsorted(self._arrival, starts[0], side="right")

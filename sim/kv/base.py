@@ -99,6 +99,15 @@ class KVManager(ABC):
         policy's ``admission_reserve`` must stay free as well.
         """
 
+    def fits(self, req: int, total_tokens: int, admitting: bool = False) -> bool:
+        """Whether ``allocate(req, total_tokens, admitting)`` would succeed now (changes
+        nothing): the admission gate of vLLM's ``scheduler_reserve_full_isl``."""
+        need = int(self.blocks_for(np.array([req]), np.array([total_tokens]))[0])
+        need -= int(self.held[req])
+        if need <= 0:
+            return True
+        return need + (self.admission_reserve if admitting else 0) <= self.num_free
+
     @abstractmethod
     def free(self, req: int) -> None:
         """Return every block ``req`` holds to the pool."""

@@ -40,6 +40,7 @@ def summarize(res: RunResult) -> dict:
         "requests": {
             "total": len(specs), "finished": int(done.sum()),
             "rejected": int((st == Status.REJECTED).sum()),
+            "shortened": res.shortened,  # max_tokens cut to max_model_len - prompt, served
             "unfinished": int(np.isin(st, (Status.PENDING, Status.WAITING,
                                            Status.RUNNING)).sum()),
             "aborted": int((st == Status.ABORTED).sum()),

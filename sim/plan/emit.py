@@ -37,6 +37,10 @@ def vllm_flags(r: Resolved) -> tuple[list[str], list[str]]:
              on("enable-prefix-caching", e.enable_prefix_caching)]
     if e.long_prefill_token_threshold:
         flags.append(f"--long-prefill-token-threshold {e.long_prefill_token_threshold}")
+        if e.long_prefill_token_threshold_adaptive:
+            flags.append("--long-prefill-token-threshold-adaptive")
+    if not e.scheduler_reserve_full_isl:  # vLLM 0.32's default is on
+        flags.append("--no-scheduler-reserve-full-isl")
     if e.num_gpu_blocks_override:
         flags.append(f"--num-gpu-blocks-override {e.num_gpu_blocks_override}")
     if r.model.kv_bytes == 1 and r.model.dtype_bytes != 1:
@@ -51,6 +55,8 @@ def vllm_flags(r: Resolved) -> tuple[list[str], list[str]]:
         notes.append(f"kv policy {sc.kv.name!r} has no vLLM flag: vLLM pages its KV cache")
     if sc.admission.name.lower() != "optimistic":
         notes.append(f"admission {sc.admission.name!r} has no vLLM flag")
+    if e.strict_max_model_len:
+        notes.append("strict_max_model_len has no vLLM flag: its server shortens max_tokens")
     if e.preemption_mode == "swap":
         notes.append("preemption_mode swap is vLLM v0's; v1 always recomputes")
     return flags, notes

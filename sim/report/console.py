@@ -34,8 +34,9 @@ def overview_table(s: dict, derived: dict) -> Table:
     r, th, kv, pre = s["requests"], s["throughput"], s["kv_cache"], s["preemption"]
     rows = [
         ("requests finished / total", f"{r['finished']:,} / {r['total']:,}"),
-        ("rejected (> max_model_len) / unfinished / aborted",
-         f"{r['rejected']:,} / {r['unfinished']:,} / {r.get('aborted', 0):,}"),
+        ("rejected / max_tokens shortened / unfinished / aborted",
+         f"{r['rejected']:,} / {r.get('shortened', 0):,} / {r['unfinished']:,} / "
+         f"{r.get('aborted', 0):,}"),
         ("duration (s)", _fmt(s["duration_s"], 2)),
         ("request throughput (req/s)", _fmt(th["request_per_s"], 3)),
         ("output token throughput (tok/s)", _fmt(th["output_token_per_s"])),

@@ -26,6 +26,7 @@ from sim.kv import swap
 from sim.kv.base import KVManager
 from sim.registry import Registry
 from sim.sched.admission import Admission, Optimistic
+from sim.sched.lengths import rejected
 from sim.sched.queues import FCFSQueue
 
 
@@ -34,7 +35,7 @@ class Status(IntEnum):
     WAITING = 1  # queued (new, or preempted and queued again)
     RUNNING = 2
     FINISHED = 3
-    REJECTED = 4  # prompt + output exceeds max_model_len
+    REJECTED = 4  # no room in max_model_len (see sim.sched.lengths)
     ABORTED = 5  # failed by the engine (vLLM v0: no room in the CPU swap space)
 
 
@@ -52,6 +53,14 @@ class SchedulerLimits:
     max_model_len: int  # prompt + output at most (tokens)
     enable_chunked_prefill: bool
     long_prefill_token_threshold: int  # per-request chunk cap per step, 0 = none (tokens)
+    # admit a waiting request only when blocks for all its tokens are free (vLLM 0.32)
+    scheduler_reserve_full_isl: bool = True
+    # floor the long-prefill cap at max_num_batched_tokens // (running + waiting)
+    long_prefill_token_threshold_adaptive: bool = False
+
+    def rejects(self, prompt, output) -> np.ndarray:
+        """Requests refused at arrival (``sim.sched.lengths.rejected``)."""
+        return rejected(prompt, output, self.max_model_len)
 
 
 class NoParams(BaseModel):
@@ -108,8 +117,9 @@ class Scheduler(ABC):
         return FCFSQueue()
 
     def add_request(self, req: int) -> bool:
-        """A request arrives. False if it is rejected (prompt + output > max_model_len)."""
-        if self.prompt[req] + self.output[req] > self.limits.max_model_len:
+        """A request arrives. False if it is rejected (``sim.sched.lengths``: no room for
+        one output token, or over max_model_len under the strict rule)."""
+        if self.limits.rejects(self.prompt[req], self.output[req]):
             self.status[req] = Status.REJECTED
             return False
         self.status[req] = Status.WAITING

@@ -35,3 +35,12 @@ def test_what_vllm_cannot_express_is_noted():
     _, notes = flags("scheduler.name=sarathi", "engine.preemption_mode=swap",
                      "admission.name=reserve")
     assert len(notes) == 3 and notes[0].startswith("scheduler 'sarathi' has no vLLM flag")
+
+
+def test_admission_and_length_knobs_map_to_flags_or_notes():
+    f, notes = flags("engine.long_prefill_token_threshold=64",
+                     "engine.long_prefill_token_threshold_adaptive=true",
+                     "engine.scheduler_reserve_full_isl=false", "engine.strict_max_model_len=true")
+    assert "--long-prefill-token-threshold-adaptive" in f
+    assert "--no-scheduler-reserve-full-isl" in f
+    assert notes == ["strict_max_model_len has no vLLM flag: its server shortens max_tokens"]

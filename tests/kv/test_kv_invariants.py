@@ -8,6 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 
 from sim.sched.base import Status
+from sim.sched.v0 import V0Scheduler
 from tests.kv.helpers import build
 from tests.kv.strategies import memory_runs
 
@@ -56,10 +57,14 @@ def check_run(arrival, prompt, output, knobs):
         if not aborted.any():
             assert c.get("swap_out_events", 0) == c.get("swap_in_events", 0)
     done = st_ == Status.FINISHED
-    assert (sim.scheduler.generated[done] == np.asarray(output)[done]).all()
+    assert (sim.scheduler.generated[done] == sim.specs.output_tokens[done]).all()
     assert (sim.recorder.first_token_s[done] > np.asarray(arrival)[done]).all()
-    if knobs["admission"] == "reserve" and knobs["admission_params"].expect == "max_tokens":
-        assert sim.scheduler.num_preemptions.sum() == 0  # exact reservations never run out
+    exact = knobs["admission"] == "reserve" and knobs["admission_params"].expect == "max_tokens"
+    if exact and not isinstance(sim.scheduler, V0Scheduler):
+        # exact reservations never run out under v1's rule (preempt only when an allocation
+        # fails); v0's can_append_slots asks for a free block before every decode whether or
+        # not the decode needs one, so a pool reserved to its last block preempts there
+        assert sim.scheduler.num_preemptions.sum() == 0
     if knobs["swap_blocks"] is None:
         assert all(p.swap_out_bytes == p.swap_in_bytes == 0 for p in sim.plans)
     return sim

@@ -20,6 +20,7 @@ from sim.kv.swap import HostPool
 from sim.metrics.recorder import Recorder
 from sim.sched.admission import ADMISSION_RULES
 from sim.sched.base import SCHEDULERS, SchedulerLimits
+from sim.sched.lengths import serve
 
 GOLDEN_COST = LinearParams(base_ms=10, prefill_token_ms=1, decode_seq_ms=0, context_token_ms=0)
 
@@ -49,17 +50,21 @@ def build(arrival, prompt, output, *, usable_blocks=1000, block_size=16, max_num
           cost=GOLDEN_COST, scheduler="vllm", params=None, kv="paged", kv_params=None,
           prefix_caching=False, prefix_hashes=None, hash_block_size=None, swap_blocks=None,
           block_bytes=BLOCK_BYTES, host_bandwidth=HOST_BANDWIDTH, swap_full="stop_engine",
-          admission="optimistic",
-          admission_params=None, priority=None, lane=None, stop_s=1e9):
+          admission="optimistic", admission_params=None, priority=None, lane=None, stop_s=1e9,
+          full_isl=True, adaptive=False, strict_len=False):
     """A simulator over plain arrays: any scheduler, KV policy (``kv``, or the caching pool
     with ``prefix_caching``), host swap space (``swap_blocks``, None = recompute only;
     ``swap_full``: what a victim that does not fit does, as ``engine.swap_space_full``) and
-    admission rule; priced by the linear model ``cost``."""
+    admission rule; priced by the linear model ``cost``. ``full_isl``, ``adaptive`` and
+    ``strict_len``: engine.scheduler_reserve_full_isl, long_prefill_token_threshold_adaptive
+    and strict_max_model_len."""
     specs = RequestSpecs.from_arrays(arrival, prompt, output, priority=priority, lane=lane,
                                      prefix_hashes=prefix_hashes,
                                      hash_block_size=hash_block_size)
+    specs, _ = serve(specs, max_model_len, strict_len)
     limits = SchedulerLimits(max_num_seqs, max_num_batched_tokens, max_model_len, chunked,
-                             threshold)
+                             threshold, scheduler_reserve_full_isl=full_isl,
+                             long_prefill_token_threshold_adaptive=adaptive)
     cls = PrefixCachingKV if prefix_caching else KV_POLICIES.get(kv)
     kvm = cls(num_blocks=usable_blocks, block_size=block_size, num_requests=len(specs),
               max_model_len=max_model_len, prompt_tokens=specs.prompt_tokens,
