@@ -167,3 +167,29 @@ def derive_contexts(log: pd.DataFrame, loaded: LoadedScenario,
     if len(rows) and len(sim):
         _approximate(out, sim, rows, _nearest(pairs, len(sim))[rows])
     return Replay(out, int(ok.sum()), len(log))
+
+
+def same_steps(run_dir, log: pd.DataFrame, loaded: LoadedScenario) -> tuple[int, int]:
+    """(identical, logged): steps the scheduler makes exactly as the engine did when the
+    replay gets the engine's own arrival times (its input thread's receipt, ``seen_s``) and
+    every step the logged duration. Measures the scheduler alone, not the step times."""
+    from sim.report.recorded import read_run
+
+    rec = read_run(run_dir)
+    seen = {r["request_id"]: r["seen_s"] for r in rec.requests}
+    r, specs, _ = prepare(loaded)
+    arrival = np.maximum.accumulate([seen[str(i)] for i in specs.request_id])
+    tokens = (log["prefill_tokens"] + log["decode_seqs"]).to_numpy(np.float64)
+    sig = np.column_stack([log["requests"].to_numpy(np.float64), tokens])
+    replay = _Replay(sig, _durations(log), log["start_s"].to_numpy(np.float64))
+    made: list[dict] = []
+
+    def on_plan(plan, starts, durations, outcome):
+        ids = [str(specs.request_id[i]) for i in plan.req_ids]
+        made.extend([dict(zip(ids, plan.num_tokens.tolist()))] * plan.num_steps)
+        replay(plan, starts, durations, outcome)
+
+    simulate(r, dataclasses.replace(specs, arrival_s=arrival), executor=replay.step_times,
+             on_plan=on_plan)
+    logged = [s["tokens"] for s in rec.steps]
+    return sum(a == b for a, b in zip(made, logged)), len(logged)

@@ -4,6 +4,8 @@ For each recorded run: fit the step model on every other run, replay the held-ou
 trace through servesim (its scenario.yaml: the engine knobs it was recorded with, the fit
 as the cost model, the fit's ingress/egress) and compare the client-side metrics with the
 engine's: TTFT mean and p90, E2EL mean, ITL p50 and p90 (`vllm bench serve` definitions).
+Beside them, the share of steps the scheduler reproduces exactly when given the engine's
+own arrival times and step durations (what is left is step-time error, not scheduling).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import pandas as pd
 
 from calibrate.fit_steps import fit_logs
 from calibrate.model_file import save_model_file
+from calibrate.step_replay import same_steps
+from calibrate.steplog import read_log
 from sim.config.load import load_scenario
 from sim.pipeline import run as run_scenario
 from sim.report.compare import rel_err_pct
@@ -44,13 +48,16 @@ def check_row(engine: ResultView, sim: ResultView) -> dict:
 
 
 def rotation(run_dirs: list[Path], held: Path, *, seed: int = 0) -> dict:
-    """Fit on every run but ``held``, replay ``held``: its errors (%) per metric."""
+    """Fit on every run but ``held``, replay ``held``: its errors (%) per metric, and the
+    share of its steps the scheduler makes exactly as the engine did (step_replay.same_steps)."""
     train = [p for p in run_dirs if Path(p).resolve() != Path(held).resolve()]
     rep = fit_logs(train, seed=seed)
     with tempfile.TemporaryDirectory() as tmp:
         path = save_model_file(rep.model, Path(tmp) / "fit.yaml")
         sim = replay(Path(held), path)
-    return check_row(load_result(held), sim)
+        scenario = load_scenario(Path(held) / "scenario.yaml", (f"cost.profile={path}",))
+        same, total = same_steps(Path(held), read_log(held), scenario)
+    return check_row(load_result(held), sim) | {"same steps %": 100.0 * same / max(total, 1)}
 
 
 def leave_one_out(run_dirs: list[Path], *, seed: int = 0) -> pd.DataFrame:
@@ -65,5 +72,6 @@ def render(df: pd.DataFrame):
     for c in df.columns:
         t.add_column(c, justify="left" if c == "run" else "right")
     for row in df.itertuples(index=False):
-        t.add_row(row[0], *[f"{x:+.2f}" for x in row[1:]])
+        t.add_row(row[0], *[f"{x:+.2f}" if c != "same steps %" else f"{x:.1f}"
+                             for c, x in zip(df.columns[1:], row[1:])])
     return t

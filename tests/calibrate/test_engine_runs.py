@@ -13,7 +13,7 @@ import pytest
 from calibrate.engine_delays import fit_delays
 from calibrate.fit_steps import fit_logs
 from calibrate.model_file import load_model_file
-from calibrate.step_replay import derive_contexts
+from calibrate.step_replay import derive_contexts, same_steps
 from calibrate.steplog import from_records, read_log
 from calibrate.validate_steps import rotation
 from sim.config.load import load_scenario
@@ -75,6 +75,13 @@ def test_contexts_derived_by_a_replay_match_the_logged_ones():
         np.testing.assert_allclose(rep.frame.loc[ok, col], exact.loc[ok, col])
 
 
+@pytest.mark.parametrize("run", RUNS, ids=lambda p: p.name)
+def test_the_scheduler_makes_the_engines_steps(run):
+    # with the engine's own arrival times and step durations, every step is the same
+    same, total = same_steps(run, read_log(run), load_scenario(run / "scenario.yaml"))
+    assert same == total
+
+
 def test_the_shipped_fit_is_the_fit_of_the_committed_runs():
     shipped = load_model_file(ROOT / "cpu-tiny-llama.yaml").steps
     fresh = fit_logs(RUNS).model.steps
@@ -92,3 +99,4 @@ def test_one_leave_one_out_rotation_is_within_3_percent():
         assert abs(row[metric]) < 3.0, (metric, row)
     for metric in ("TTFT p90", "ITL p90"):
         assert abs(row[metric]) < 10.0, (metric, row)
+    assert row["same steps %"] == 100.0
