@@ -11,7 +11,10 @@ VLLM_VENV ?= .venv-vllm
 VLLM_VERSION ?= 0.32.0
 CONFORMANCE_INPUTS ?= build/conformance
 
-.PHONY: run test lint bench bench-kernels clean conformance vllm-venv
+ENGINE_CASES ?= light-short heavy-short light-long heavy-mixed kv-tight medium short-busy
+ENGINE_FIT ?= benchmarks/engine/cpu-tiny-llama.yaml
+
+.PHONY: run test lint bench bench-kernels clean conformance vllm-venv record-engine fit-engine
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +60,17 @@ conformance: $(VENV)/.core vllm-venv
 	$(VLLM_VENV)/bin/python benchmarks/conformance/record.py $(CONFORMANCE_INPUTS)/*.json \
 	  --out benchmarks/conformance/refs
 	$(BIN)/python -m benchmarks.conformance compare
+
+# Re-record every case of benchmarks/engine/cases.json with the real vLLM engine
+# (timing-sensitive: ~2-3 min per case; see benchmarks/engine/README.md), then refit the
+# shipped CPU step model from the runs.
+record-engine: vllm-venv
+	for c in $(ENGINE_CASES); do \
+		$(VLLM_VENV)/bin/python benchmarks/engine/record.py --case $$c || exit 1; done
+	$(MAKE) fit-engine
+
+fit-engine: $(VENV)/.core
+	$(BIN)/servesim calibrate fit-steps benchmarks/engine/runs/*/ -o $(ENGINE_FIT)
 
 clean:
 	rm -rf $(VENV) results .pytest_cache .ruff_cache

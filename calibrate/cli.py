@@ -222,29 +222,43 @@ def import_aiconfigurator(
 
 @app.command("fit-steps")
 def fit_steps_cmd(
-    steps: Annotated[Path, typer.Argument(metavar="STEPS", help="steps.csv or a vLLM log.")],
+    logs: Annotated[list[Path], typer.Argument(
+        metavar="LOG...", help="Recorded engine runs (folders) and/or step logs: vLLM step-log "
+        "JSONL (.gz ok), vLLM's iteration log, steps.csv.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Model YAML to write.")] = Path(
         "model.yaml"),
+    scenario: Annotated[Path | None, typer.Option(
+        help="Scenario (trace + engine knobs) that produced a log without contexts: they are "
+        "derived by replaying servesim's scheduler.")] = None,
     gpu: Annotated[str, typer.Option(help="GPU the log comes from.")] = "",
     model: Annotated[str, typer.Option(help="Model served.")] = "",
     tp: Annotated[int, typer.Option(min=1, help="Tensor-parallel size served.")] = 1,
     seed: Annotated[int, typer.Option(help="Seed of the held-out split.")] = 0,
 ) -> None:
-    """Fit base + per-prefill-token + per-decode-seq + per-context-token to a step log."""
+    """Fit what the engine spends per step (execution + host, knee, context, prefill pairs)
+    and its ingress/egress delays; print the fit's error and time-weighted bias."""
+    from calibrate.fit_steps import describe, fit_logs
     from calibrate.model_file import save_model_file
-    from calibrate.steps import fit_steps, read_steps
 
-    mf = fit_steps(read_steps(steps), source=str(steps), seed=seed, gpu=gpu, model=model, tp=tp)
-    save_model_file(mf, out)
-    s = mf.steps
-    typer.echo(f"step_ms = {s.base_ms:.4g} + {s.prefill_token_ms:.4g} * prefill_tokens + "
-               f"{s.decode_seq_ms:.4g} * decode_seqs + {s.context_token_ms:.4g} * "
-               "context_tokens")
-    h = s.heldout
-    if h is not None and h.rows:
-        typer.echo(f"held-out steps: {h.rows}, median APE {h.median_ape:.2f}%, "
-                   f"p90 {h.p90_ape:.2f}%")
+    rep = fit_logs(logs, scenario=scenario, seed=seed, gpu=gpu, model=model, tp=tp)
+    save_model_file(rep.model, out)
+    for line in describe(rep):
+        typer.echo(line)
     typer.echo(f"model: {out}")
+
+
+@app.command("validate-steps")
+def validate_steps_cmd(
+    runs: Annotated[list[Path], typer.Argument(metavar="RUN...", help="Recorded engine runs "
+                                               "(at least two).")],
+    seed: Annotated[int, typer.Option(help="Seed of the fits' held-out split.")] = 0,
+) -> None:
+    """Leave one run out: fit on the others, replay it, print the client-side errors (%)."""
+    from calibrate.validate_steps import leave_one_out, render
+
+    if len(runs) < 2:
+        raise InputError("validate-steps: give at least two recorded runs")
+    _out.print(render(leave_one_out(runs, seed=seed)))
 
 
 @app.command("fit-overhead")

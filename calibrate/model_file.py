@@ -15,7 +15,8 @@ Pure pydantic + numpy + yaml (no torch): the simulator's ``fitted`` cost model i
                                bandwidth roofline's efficiency and per-kernel floor
     step_overhead_ms           fixed per-step cost added once per engine step
     host_overhead              per-step host cost: base + per layer + per extra TP rank
-    steps                      (kind steps) base + per-token/-sequence coefficients
+    steps                      (kind steps) execution + host terms of whole steps, delays,
+                               covered ranges (sim/cost/stepfit.py prices them)
 
 Table values are stored compactly: int16-quantised (error < 1e-4 in log2), zlib, base64.
 """
@@ -124,16 +125,74 @@ class Provenance(BaseModel):
     notes: list[str] = Field(default_factory=list, description="Caveats, in words.")
 
 
-class StepsFit(BaseModel):
-    """step_ms = base + prefill_token * P + decode_seq * D + context_token * C (kind steps)."""
+class StepTerms(BaseModel):
+    """A linear step-time model (ms): ``base + request * R + prefill_token * P
+    + prefill_pair * A + decode_seq * max(0, D - decode_knee) + context_token * C`` with R
+    requests scheduled, P prefill-shaped tokens, A prefill attention pairs (sum over
+    prefill-shaped requests of q * (prefix + q / 2)), D decode-shaped requests, C context
+    tokens those decode requests read. Every coefficient >= 0 (sim/cost/stepfit.py)."""
 
     model_config = _STRICT
-    base_ms: float = Field(ge=0)
-    prefill_token_ms: float = Field(ge=0)
-    decode_seq_ms: float = Field(ge=0)
-    context_token_ms: float = Field(ge=0)
-    train: Errors
-    heldout: Errors | None = None
+    base_ms: float = Field(ge=0, description="Fixed time of every step (ms).")
+    request_ms: float = Field(0.0, ge=0, description="Per scheduled request (ms/request).")
+    prefill_token_ms: float = Field(0.0, ge=0, description="Per prefill-shaped token (ms).")
+    prefill_pair_ms: float = Field(0.0, ge=0, description="Per prefill query-key pair (ms).")
+    decode_seq_ms: float = Field(0.0, ge=0, description="Per decode request beyond the knee "
+                                 "(ms/request).")
+    decode_knee: int = Field(0, ge=0, description="Decode requests a step carries before the "
+                             "per-request decode term starts (requests).")
+    context_token_ms: float = Field(0.0, ge=0, description="Per context token a decode "
+                                    "request reads (ms/token).")
+
+
+class HostTerms(BaseModel):
+    """Host time between steps, beyond model execution: scheduling, IPC, output handling."""
+
+    model_config = _STRICT
+    base_ms: float = Field(ge=0, description="Fixed host time per step (ms).")
+    request_ms: float = Field(0.0, ge=0, description="Per scheduled request (ms/request).")
+
+
+class StepErrors(Errors):
+    """Errors of whole steps, with the bias that matters for totals."""
+
+    time_bias_pct: float = Field(0.0, description="sum(predicted) / sum(measured) - 1 (%): "
+                                 "the time-weighted bias.")
+
+
+class StepRanges(BaseModel):
+    """What the fitted logs covered; a run outside is extrapolating."""
+
+    model_config = _STRICT
+    requests: int = Field(ge=0, description="Most requests in one step (batch).")
+    decode_seqs: int = Field(ge=0, description="Most decode-shaped requests in one step.")
+    prefill_tokens: int = Field(ge=0, description="Most prefill-shaped tokens in one step.")
+    context_tokens: int | None = Field(None, ge=0, description="Longest KV a decode request "
+                                       "read (tokens; None: not in the logs).")
+    prompt_tokens: int | None = Field(None, ge=0, description="Longest prompt prefilled "
+                                      "(prefix + chunk, tokens; None: not in the logs).")
+
+
+class StepsFit(BaseModel):
+    """kind steps (fit-steps): step = execution + host, each a linear model (ms)."""
+
+    model_config = _STRICT
+    target: Literal["interval", "execution"] = Field(
+        "interval", description="interval: the model prices the step-to-step interval "
+        "(execution + host); execution: model execution only (the log had no intervals).")
+    execution: StepTerms = Field(description="Model execution (or the whole interval when "
+                                 "the log timed intervals only).")
+    host: HostTerms | None = Field(None, description="Interval minus execution, when both "
+                                   "were logged.")
+    ingress_ms: float | None = Field(None, ge=0, description="Client send -> scheduler "
+                                     "sees the request (ms), from recorded runs.")
+    egress_ms: float | None = Field(None, ge=0, description="Step end -> client has the "
+                                    "token (ms), from recorded runs.")
+    ranges: StepRanges | None = None
+    weighting: str = Field("time", description="How steps weigh in the least squares.")
+    logs: list[str] = Field(default_factory=list, description="Step logs fitted.")
+    train: StepErrors
+    heldout: StepErrors | None = None
 
 
 class Elementwise(BaseModel):

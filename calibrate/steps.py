@@ -1,134 +1,173 @@
-"""fit-steps: a step-time model from a real engine's per-step log.
+"""fit-steps: what a real engine spends per step, from its step logs (calibrate/steplog.py).
 
-Input (README "steps.csv"), one row per engine step:
+The model (sim/cost/stepfit.py prices it):
 
-    prefill_tokens   tokens computed for prefill-shaped requests (chunks) in the step
-    decode_seqs      decode-shaped requests (one token each) in the step
-    context_tokens   (optional) KV tokens those decode requests had before the step
-    step_ms          the step's duration (ms)
+    interval = execution + host
+    execution = base + request * R + prefill_token * P + prefill_pair * A
+                + decode_seq * max(0, D - knee) + context_token * C
+    host = host_base + host_request * R
 
-or a vLLM log with ``--enable-logging-iteration-details`` lines ("Iteration(N): A context
-requests, B context tokens, C generation requests, D generation tokens, iteration elapsed
-time: E ms"), read as prefill_tokens = B, decode_seqs = C, step_ms = E (no context_tokens).
+When the logs time both model execution and the step-to-step interval, execution is fitted
+to the execution times and host to the rest; with intervals only, execution takes the whole
+interval (no host terms); with execution only (vLLM's iteration log) the model prices
+execution and says that the interval is longer. Terms the logs cannot give (context, pairs:
+NaN; calibrate/step_replay.py derives them from a recorded run) are left out.
 
-Model: ``step_ms = base + a * prefill_tokens + b * decode_seqs + c * context_tokens`` with
-non-negative coefficients, fitted by relative-error least squares (rows weighted by
-1 / step_ms) on all subsets of the terms, keeping the best non-negative solution.
+Least squares weighted by time: every step's residual in ms counts as it is, so long steps
+weigh by their duration and the fit's total time matches the logs' (zero time-weighted bias
+up to the non-negativity of the coefficients); a relative-error fit would let thousands of
+short decode steps decide and underestimate the total. Coefficients are >= 0 (Lawson-Hanson
+NNLS); the knee is the best integer with at least 5 % of the steps beyond it. A seeded 20 %
+of the steps is held out of the fit and reported.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import itertools
-import re
 import zlib
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from calibrate.fit import errors
-from calibrate.model_file import ModelFile, Provenance, StepsFit
-from traces.errors import InputError
+from calibrate.model_file import (
+    HostTerms,
+    ModelFile,
+    Provenance,
+    StepErrors,
+    StepRanges,
+    StepsFit,
+    StepTerms,
+)
+from calibrate.nnls import nnls
+from sim.cost.stepfit import FEATURES, step_ms, terms_ms
 
-TERMS = ("prefill_tokens", "decode_seqs", "context_tokens")
-REQUIRED = ("prefill_tokens", "decode_seqs", "step_ms")
-ITERATION_RE = re.compile(
-    r"Iteration\((\d+)\): (\d+) context requests, (\d+) context tokens, (\d+) generation "
-    r"requests, (\d+) generation tokens, iteration elapsed time: ([0-9.]+) ms(?! \(dummy\))")
-
-
-class StepsError(InputError):
-    """A step log that cannot be used."""
-
-
-def _parse_vllm_log(path: Path) -> pd.DataFrame:
-    rows = [(int(m[3]), int(m[4]), float(m[6]))
-            for m in ITERATION_RE.finditer(path.read_text(errors="replace"))]
-    if not rows:
-        raise StepsError(f"{path}: no CSV header and no vLLM 'Iteration(N): ...' lines")
-    df = pd.DataFrame(rows, columns=["prefill_tokens", "decode_seqs", "step_ms"])
-    df["context_tokens"] = np.nan
-    return df
+EXEC_TERMS = ("requests", "prefill_tokens", "pairs", "context_tokens")  # + knee column
+COEF = {"requests": "request_ms", "prefill_tokens": "prefill_token_ms",
+        "pairs": "prefill_pair_ms", "context_tokens": "context_token_ms"}
+MAX_KNEE = 64
+KNEE_SUPPORT, KNEE_MIN_STEPS = 0.05, 30  # steps beyond a knee: fraction of all, and count
+MIN_COVERAGE = 0.9  # fraction of steps a term must be known for to be fitted
 
 
-def read_steps(path: str | Path) -> pd.DataFrame:
-    """The step log as a frame with the TERMS and step_ms (context_tokens may be NaN)."""
-    p = Path(path)
-    if not p.is_file():
-        raise StepsError(f"{p}: step log not found")
-    if p.suffix.lower() != ".csv":
-        return _parse_vllm_log(p)
-    try:
-        df = pd.read_csv(p)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
-        raise StepsError(f"{p}: not a CSV file ({e.__class__.__name__})") from None
-    missing = [c for c in REQUIRED if c not in df.columns]
-    if missing:
-        raise StepsError(f"{p}: missing column {missing[0]!r} (need {', '.join(REQUIRED)}; "
-                         "optional context_tokens)")
-    if "context_tokens" not in df.columns:
-        df["context_tokens"] = np.nan
-    for c in (*REQUIRED, "context_tokens"):
-        v = pd.to_numeric(df[c], errors="coerce")
-        missing_ok = v.isna() & df[c].isna() if c == "context_tokens" else False
-        bad = (~np.isfinite(v) | (v < 0)) & ~missing_ok
-        if bad.any():
-            row = int(np.flatnonzero(bad.to_numpy())[0])
-            raise StepsError(f"{p}: row {row + 2}: column {c}: expected a number >= 0, got "
-                             f"{df[c].iloc[row]!r}")
-        df[c] = v
-    if (df["step_ms"] <= 0).any():
-        raise StepsError(f"{p}: column step_ms: every step must take > 0 ms")
-    if len(df) < 8:
-        raise StepsError(f"{p}: {len(df)} steps; fit-steps needs at least 8")
-    return df[[*TERMS, "step_ms"]]
+def _design(df: pd.DataFrame, terms: tuple[str, ...], knee: int | None) -> np.ndarray:
+    cols = [np.ones(len(df))] + [df[t].to_numpy(np.float64) for t in terms]
+    if knee is not None:
+        cols.append(np.maximum(df["decode_seqs"].to_numpy(np.float64) - knee, 0.0))
+    return np.column_stack(cols)
 
 
-def fit_nonneg(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """Weighted least squares of y on [1, x] with every coefficient >= 0 (exhaustive over
-    the active sets; there are at most 2^4 of them)."""
-    best, best_err = np.zeros(x.shape[1] + 1), np.inf
-    design = np.column_stack([np.ones(len(y)), x]) * w[:, None]
-    for k in range(design.shape[1] + 1):
-        for cols in itertools.combinations(range(design.shape[1]), k):
-            coef = np.zeros(design.shape[1])
-            if cols:
-                coef[list(cols)] = np.linalg.lstsq(design[:, cols], y * w, rcond=None)[0]
-            if (coef < 0).any():
-                continue
-            err = float(((design @ coef - y * w) ** 2).sum())
-            if err < best_err - 1e-15:
-                best, best_err = coef, err
-    return best
+def knee_candidates(decode: np.ndarray) -> list[int | None]:
+    """Knees with enough steps beyond them to fit a slope (KNEE_SUPPORT): a knee among the
+    last few large batches would fit their noise, not a trend."""
+    need = max(KNEE_MIN_STEPS, KNEE_SUPPORT * len(decode))
+    out = [k for k in range(0, min(int(decode.max(initial=0)), MAX_KNEE) + 1)
+           if (decode > k).sum() >= need]
+    return out or [None]
 
 
-def fit_steps(df: pd.DataFrame, *, source: str = "", seed: int = 0, heldout: float = 0.2,
-              gpu: str = "", model: str = "", tp: int = 1) -> ModelFile:
-    """Fit the step model to a step log (``read_steps``) and return a ``steps`` model file."""
-    use = [t for t in TERMS if df[t].notna().all()]
-    keys = [f"step{i}" for i in range(len(df))]
-    held = np.array([zlib.crc32(f"{seed}:{k}".encode()) / 2.0**32 < heldout for k in keys])
-    train, test = df[~held], df[held]
-    y = train["step_ms"].to_numpy(np.float64)
-    coef = fit_nonneg(train[use].to_numpy(np.float64), y, 1.0 / y)
-    c = dict.fromkeys(TERMS, 0.0) | dict(zip(use, coef[1:]))
+def fit_terms(df: pd.DataFrame, y: np.ndarray, terms: tuple[str, ...]) -> StepTerms:
+    """Execution terms by NNLS on ms residuals; the knee by exhaustive search."""
+    best, best_sse = None, np.inf
+    for knee in knee_candidates(df["decode_seqs"].to_numpy(np.float64)):
+        x = _design(df, terms, knee)
+        coef = nnls(x, y)
+        sse = float(((x @ coef - y) ** 2).sum())
+        if sse < best_sse - 1e-12:
+            best, best_sse = (knee, coef), sse
+    knee, coef = best
+    fields = {COEF[t]: float(c) for t, c in zip(terms, coef[1:])}
+    if knee is not None:
+        fields.update(decode_knee=knee, decode_seq_ms=float(coef[-1]))
+    return StepTerms(base_ms=float(coef[0]), **fields)
 
-    def pred(d: pd.DataFrame) -> np.ndarray:
-        return coef[0] + sum(c[t] * d[t].fillna(0).to_numpy(np.float64) for t in TERMS)
 
-    fit = StepsFit(base_ms=float(coef[0]), prefill_token_ms=c["prefill_tokens"],
-                   decode_seq_ms=c["decode_seqs"], context_token_ms=c["context_tokens"],
-                   train=errors(pred(train), y),
-                   heldout=errors(pred(test), test["step_ms"].to_numpy(np.float64)))
-    notes = [] if "context_tokens" in use else [
-        "no context_tokens in the log: decode attention's growth with context is folded into "
-        "the per-sequence term"]
-    prov = Provenance(source=source or "engine step log", device=gpu or "unknown",
+def fit_host(r: np.ndarray, host_ms: np.ndarray) -> HostTerms:
+    coef = nnls(np.column_stack([np.ones(len(r)), r]), host_ms)
+    return HostTerms(base_ms=float(coef[0]), request_ms=float(coef[1]))
+
+
+def step_errors(pred: np.ndarray, meas: np.ndarray) -> StepErrors:
+    if not len(meas):
+        return StepErrors(rows=0, median_ape=0.0, p90_ape=0.0, max_ape=0.0)
+    ape = np.abs(pred / meas - 1.0) * 100.0
+    return StepErrors(rows=len(ape), median_ape=round(float(np.median(ape)), 3),
+                      p90_ape=round(float(np.percentile(ape, 90)), 3),
+                      max_ape=round(float(ape.max()), 3),
+                      time_bias_pct=round(float(pred.sum() / meas.sum() - 1) * 100, 3))
+
+
+def _ranges(df: pd.DataFrame) -> StepRanges:
+    def top(c):
+        v = df[c].dropna()
+        return int(v.max()) if len(v) else None
+
+    return StepRanges(requests=top("requests") or 0, decode_seqs=top("decode_seqs") or 0,
+                      prefill_tokens=top("prefill_tokens") or 0,
+                      context_tokens=top("max_context"), prompt_tokens=top("max_prompt"))
+
+
+def heldout_mask(df: pd.DataFrame, seed: int, fraction: float) -> np.ndarray:
+    keys = (f"{seed}:{log}:{step}" for log, step in zip(df["key"], df["step"]))
+    return np.array([zlib.crc32(k.encode()) / 2.0**32 < fraction for k in keys], dtype=bool)
+
+
+def _target(df: pd.DataFrame) -> tuple[str, str]:
+    """(target, y column): intervals when most steps have one, else execution times."""
+    if df["interval_ms"].notna().mean() >= 0.5:
+        return "interval", "interval_ms"
+    if df["exec_ms"].notna().all():
+        return "execution", "exec_ms"
+    raise ValueError("the logs time neither step intervals nor model execution")
+
+
+def fit(df: pd.DataFrame, *, seed: int = 0, heldout: float = 0.2,
+        delays: tuple[float, float] | None = None) -> tuple[StepsFit, list[str]]:
+    """Fit the step model to ``df`` (rows of calibrate.steplog); (fit, notes)."""
+    target, ycol = _target(df)
+    use = df[df[ycol].notna()]
+    # a term the logs give for most steps is fitted on those steps (a replay leaves the
+    # steps it could not pair without contexts); one they lack is left out
+    terms = tuple(t for t in EXEC_TERMS if use[t].notna().mean() >= MIN_COVERAGE)
+    use = use[use[list(terms)].notna().all(axis=1)]
+    held = heldout_mask(use, seed, heldout)
+    train, test = use[~held], use[held]
+    both = target == "interval" and train["exec_ms"].notna().all()
+    notes = [f"no {t} in the logs: its cost is folded into the other terms"
+             for t in ("pairs", "context_tokens") if t not in terms]
+    if both:
+        execution = fit_terms(train, train["exec_ms"].to_numpy(np.float64), terms)
+        host_ms = (train["interval_ms"] - train["exec_ms"]).to_numpy(np.float64)
+        host = fit_host(train["requests"].to_numpy(np.float64), host_ms)
+    else:
+        execution, host = fit_terms(train, train[ycol].to_numpy(np.float64), terms), None
+        if target == "execution":
+            notes.append("the logs time model execution only: the step-to-step interval is "
+                         "longer (scheduling, IPC, output handling; ~1 ms on vLLM CPU)")
+    result = StepsFit(target=target, execution=execution, host=host,
+                      ranges=_ranges(df), weighting="time (least squares on ms)",
+                      logs=sorted(set(df["log"])),
+                      ingress_ms=None if delays is None else round(delays[0] * 1e3, 4),
+                      egress_ms=None if delays is None else round(delays[1] * 1e3, 4),
+                      train=StepErrors(rows=0, median_ape=0, p90_ape=0, max_ape=0))
+    return result.model_copy(update={
+        "train": step_errors(predict_ms(result, train), train[ycol].to_numpy(np.float64)),
+        "heldout": step_errors(predict_ms(result, test), test[ycol].to_numpy(np.float64))}), notes
+
+
+def predict_ms(f: StepsFit, df: pd.DataFrame) -> np.ndarray:
+    """The fit on log rows (missing features count as 0, as the fit left them out)."""
+    feats = {c: df[c].fillna(0.0).to_numpy(np.float64) for c in FEATURES}
+    return step_ms(f, feats) if f.host is not None else terms_ms(f.execution, feats)
+
+
+def model_file(f: StepsFit, notes: list[str], *, rows: int, seed: int, heldout: float,
+               gpu: str = "", model: str = "", tp: int = 1) -> ModelFile:
+    prov = Provenance(source="engine step logs", device=gpu or "unknown",
                       created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                      tool="servesim calibrate fit-steps", profile=source, rows=len(df),
-                      seed=seed, heldout_fraction=heldout, notes=notes)
+                      tool="servesim calibrate fit-steps", profile=", ".join(f.logs),
+                      rows=rows, seed=seed, heldout_fraction=heldout, notes=notes)
+    host = f.host.base_ms if f.host else 0.0
     return ModelFile(kind="steps", gpu=gpu or "unknown", framework="vllm", model=model,
-                     tensor_parallel_size=tp, provenance=prov, steps=fit,
-                     step_overhead_ms=round(fit.base_ms, 6),
-                     step_overhead_source="fitted intercept of the step log")
+                     tensor_parallel_size=tp, provenance=prov, steps=f,
+                     step_overhead_ms=round(f.execution.base_ms + host, 6),
+                     step_overhead_source="fitted intercepts (execution + host) of step logs")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import warnings
 from dataclasses import dataclass
@@ -45,6 +46,13 @@ class RunResult:
     wall_s: float
     drain_cut: bool = False  # the drain limit (DRAIN_MIN_PLANS) stopped the run
     shortened: int = 0  # requests served with max_tokens shortened to fit max_model_len
+    ingress_s: float = 0.0  # client send -> visible to the scheduler (s)
+    egress_s: float = 0.0  # step end -> token at the client (s)
+    warnings: tuple[str, ...] = ()  # said once per run (e.g. a fitted model's ranges left)
+
+
+class RunWarning(UserWarning):
+    """Said once at the end of a run (e.g. steps priced outside a fit's ranges)."""
 
 
 def build_kv(r: Resolved, specs: RequestSpecs) -> KVManager:
@@ -115,22 +123,42 @@ def _arrived_as_waiting(status: np.ndarray) -> np.ndarray:
     return status
 
 
+def engine_delays(r: Resolved, cost: CostModel | None) -> tuple[float, float]:
+    """(ingress, egress) in seconds: the scenario's ``engine.*_ms``, else the cost model's
+    fitted values (a fit-steps profile), else 0."""
+    fitted = cost.fitted_delays_s() if cost is not None else None
+    e = r.scenario.engine
+    ingress = e.ingress_ms * 1e-3 if e.ingress_ms is not None else (fitted or (0.0, 0.0))[0]
+    egress = e.egress_ms * 1e-3 if e.egress_ms is not None else (fitted or (0.0, 0.0))[1]
+    return ingress, egress
+
+
 def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
              progress=None) -> RunResult:
-    """Replay ``specs`` through the resolved scenario. ``executor`` defaults to the cost model."""
+    """Replay ``specs`` through the resolved scenario. ``executor`` defaults to the cost model.
+
+    The engine sees each request ``ingress`` after the client sends it (its arrival in
+    ``specs``); the recorder adds ``egress`` to client-visible times; the result's ``specs``
+    keep the client's send times, so latencies are measured as a client measures them."""
     t0 = time.perf_counter()
     stop = _stop_time(r, specs.arrival_s)
     n_all = len(specs)
     specs = specs.head(int(np.searchsorted(specs.arrival_s, stop, side="left")))
     specs, shortened = serve(specs, r.limits.max_model_len, r.scenario.engine.strict_max_model_len)
     n = len(specs)
-    kv = build_kv(r, specs)
-    sched = build_scheduler(r, specs, kv)
-    recorder = Recorder(len(specs))
+    cost = build_cost(r) if executor is None else None
+    ingress, egress = engine_delays(r, cost)
+    seen = specs if not ingress else dataclasses.replace(
+        specs, arrival_s=_frozen(specs.arrival_s + ingress))
+    kv = build_kv(r, seen)
+    sched = build_scheduler(r, seen, kv)
+    recorder = Recorder(len(specs), egress_s=egress)
     if executor is None:
-        executor = build_cost(r).step_times
+        executor = cost.step_times
+    if cost is not None and type(cost).observe is not CostModel.observe:
+        on_plan = _observed(cost, on_plan)
     drain = _DrainLimit(executor)
-    engine = Engine(specs, sched, drain, recorder, stop_s=stop, num_arrivals=n,
+    engine = Engine(seen, sched, drain, recorder, stop_s=stop, num_arrivals=n,
                     on_plan=on_plan, progress=progress)
     drain.engine = engine
     status = engine.run()
@@ -139,6 +167,9 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
         warnings.warn(f"the backlog left at the last arrival did not drain within "
                       f"{drain.budget:,} engine steps (the drain limit); the run stopped there "
                       "and reports the rest unfinished", RuntimeWarning, stacklevel=2)
+    said = tuple(cost.run_warnings()) if cost is not None else ()
+    for w in said:
+        warnings.warn(w, RunWarning, stacklevel=2)
     return RunResult(
         resolved=r, specs=specs, recorder=recorder, status=_arrived_as_waiting(sched.status),
         num_preemptions=sched.num_preemptions.copy(), cached_tokens=sched.cached_tokens.copy(),
@@ -149,4 +180,20 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
                   "preemption_mode": r.scenario.engine.preemption_mode, **kv.counters()},
         kv_total_blocks=kv.num_blocks, run=status, never_sent=n_all - n,
         wall_s=time.perf_counter() - t0, drain_cut=drain.cut, shortened=shortened,
+        ingress_s=ingress, egress_s=egress, warnings=said,
     )
+
+
+def _observed(cost: CostModel, on_plan):
+    """``on_plan`` that also shows every committed plan to the cost model."""
+    def both(plan, starts, durations, outcome):
+        cost.observe(plan)
+        if on_plan is not None:
+            on_plan(plan, starts, durations, outcome)
+    return both
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a, dtype=np.float64)
+    a.flags.writeable = False
+    return a

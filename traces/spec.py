@@ -196,7 +196,7 @@ class WorkloadSpec(_Model):
         None,
         description="trace file path; relative paths resolve against the scenario file's folder",
     )
-    format: Literal["auto", "azure", "mooncake", "lengths", "native"] = Field(
+    format: Literal["auto", "azure", "mooncake", "lengths", "native", "jsonl"] = Field(
         "auto", description="trace file format; auto detects it from extension and first line"
     )
     spread_s: float = Field(

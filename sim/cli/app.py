@@ -1,12 +1,12 @@
-"""Command tree: run, sweep, capacity, plot, catalog, scenario, trace, policies (each a small
-module)."""
+"""Command tree: run, compare, sweep, capacity, plot, catalog, scenario, trace, policies
+(each a small module)."""
 
 from __future__ import annotations
 
 import typer
 
 from calibrate.cli import app as calibrate_app
-from sim.cli import capacity, catalog, plot, policies, run, scenario, sweep
+from sim.cli import capacity, catalog, compare, plot, policies, run, scenario, sweep
 from traces.cli import app as trace_app
 
 app = typer.Typer(
@@ -22,6 +22,7 @@ app.command(name="sweep")(sweep.sweep)
 app.command(name="capacity")(capacity.capacity)
 app.command(name="plot")(plot.plot)
 app.command(name="catalog")(catalog.catalog)
+app.command(name="compare")(compare.compare)
 app.add_typer(scenario.app, name="scenario")
 app.add_typer(trace_app, name="trace")
 app.add_typer(calibrate_app, name="calibrate")

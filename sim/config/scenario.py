@@ -136,6 +136,16 @@ class EngineConfig(BaseModel):
         "every unfinished request is aborted), abort_request (only the victim is aborted) or "
         "recompute (the victim is recomputed; not what vLLM does).",
     )
+    ingress_ms: float | None = Field(
+        None, ge=0, le=60_000, description="A request becomes visible to the scheduler this "
+        "long after the client sends it (ms). None: the cost profile's fitted value (fit-steps "
+        "from a recorded engine run), else 0. Reported arrival stays the client's send time.",
+    )
+    egress_ms: float | None = Field(
+        None, ge=0, le=60_000, description="A token reaches the client this long after the "
+        "step that made it ends (ms). None: the cost profile's fitted value, else 0. Added to "
+        "the first-token, token and finish times reported.",
+    )
 
 
     @field_validator("block_size")

@@ -63,6 +63,20 @@ class CostModel(ABC):
     def step_times(self, plan: StepPlan) -> np.ndarray:
         """Duration of each step of ``plan`` (seconds), an array of length num_steps."""
 
+    def fitted_delays_s(self) -> tuple[float, float] | None:
+        """(ingress, egress) seconds fitted with this model (engine.ingress_ms/egress_ms
+        default to them), or None when the model carries none."""
+        return None
+
+    def observe(self, plan: StepPlan) -> None:
+        """Called with every plan the engine committed (a priced decode run may be cut
+        short before it commits). Default: nothing."""
+        return None
+
+    def run_warnings(self) -> list[str]:
+        """Things to say once at the end of a run (e.g. steps outside the fitted ranges)."""
+        return []
+
     def swap_time(self, plan: StepPlan) -> float:
         """Seconds to move swapped KV over the host link before the step."""
         moved = plan.swap_in_bytes + plan.swap_out_bytes

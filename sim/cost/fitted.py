@@ -27,8 +27,7 @@ model's shapes once, at construction, so pricing a step is a few 1-D/2-D interpo
 A model whose weight or KV dtype has no table in the file is refused (one line naming
 both); fp8 is never priced with bf16 tables.
 
-A ``steps`` file prices ``base + prefill_token * P + decode_seq * D + context_token * C``.
-Never imports torch or triton.
+A ``steps`` file (fit-steps) is priced by sim/cost/stepfit.py. Never imports torch or triton.
 """
 
 from __future__ import annotations
@@ -47,6 +46,7 @@ from calibrate.model_file import (
 from calibrate.shapes import ELEM_BYTES, model_gemms
 from sim.cost.base import COST_MODELS, CostModel, StepShape
 from sim.cost.elementwise import ElementwiseWork
+from sim.cost.stepfit import StepFitPricer
 from traces.errors import InputError
 
 AUTO = "auto"
@@ -126,6 +126,8 @@ class FittedCost(CostModel):
             self._setup_ops()
         elif self.file.steps is None:
             raise InputError(f"cost fitted: {spec}: kind steps without a steps section")
+        else:
+            self._stepfit = StepFitPricer(self.file.steps, str(spec), ms)
 
     # -- set-up: restrict every table to this model's shapes ---------------------------
     def _variant(self, what: str, nbytes: int, key: str) -> str:
@@ -264,19 +266,26 @@ class FittedCost(CostModel):
         r = self._roof(flops, nbytes) + self.norm.floor_s
         return r * np.exp2(np.interp(np.log2(kv_len), self.dec_nodes[1], ys))
 
-    def _steps_kind(self, s: StepShape) -> np.ndarray:
-        """base (= the overhead) + per-token / per-sequence / per-context-token terms."""
-        c = self.file.steps
-        ms = (c.prefill_token_ms * float(s.prefill_q.sum()) + c.decode_seq_ms * s.num_decode
-              + c.context_token_ms * s.decode_ctx)
-        return np.asarray(ms, dtype=np.float64) * 1e-3 + self.overhead
+    # -- kind steps: sim/cost/stepfit.py --------------------------------------------------
+    def fitted_delays_s(self):
+        st = self.file.steps if self.file.kind == "steps" else None
+        if st is None or (st.ingress_ms is None and st.egress_ms is None):
+            return None
+        return (st.ingress_ms or 0.0) * 1e-3, (st.egress_ms or 0.0) * 1e-3
+
+    def observe(self, plan):
+        if self.file.kind == "steps":
+            self._stepfit.observe(plan)
+
+    def run_warnings(self):
+        return self._stepfit.warnings() if self.file.kind == "steps" else []
 
     def step_times(self, plan):
-        s = StepShape.of(plan)
         if self.file.kind == "steps":
-            out = self._steps_kind(s)
+            out = self._stepfit.step_times(plan)
             out[0] += self.swap_time(plan)
             return out
+        s = StepShape.of(plan)
         fixed = self._per_token_count(s.total_tokens, s.num_reqs) + self.overhead
         if len(s.prefill_q):
             fixed += self.layers * self._prefill(s.prefill_q, s.prefill_ctx)

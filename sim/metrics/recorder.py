@@ -10,6 +10,9 @@ run of k steps over n requests, each step's duration after the first is one
 gap for each of the n requests, stored once with weight n (exact, and k*n
 times smaller), together with the n requests, so the samples can be restricted to
 some requests afterwards (the finished ones, as `vllm bench serve` reports ITL).
+Token times per request are kept in bounded form (sim/metrics/token_times.py).
+``egress_s`` (engine.egress_ms) is added to the client-visible times: first token and
+finish; gaps and step times stay on the engine's clock.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from sim.engine.plan import StepOutcome, StepPlan
+from sim.metrics.token_times import TokenTimes
 
 STEP_COLUMNS = ("start_s", "duration_s", "prefill_tokens", "decode_seqs", "batch_size",
                 "kv_blocks_used", "kv_tokens", "num_running", "num_waiting", "num_preempted",
@@ -26,7 +30,9 @@ _PER_STEP = ("start_s", "duration_s", "kv_blocks_used", "kv_tokens", "num_waitin
 
 
 class Recorder:
-    def __init__(self, num_requests: int):
+    def __init__(self, num_requests: int, egress_s: float = 0.0):
+        self.egress_s = egress_s  # step end -> the client has the token (s)
+        self.tokens = TokenTimes(num_requests)
         nan = np.full(num_requests, np.nan)
         self.first_scheduled_s = nan.copy()
         self.first_token_s = nan.copy()
@@ -67,10 +73,11 @@ class Recorder:
             self._itl.append((rest, em, True))
             self.max_itl_s[em] = np.maximum(self.max_itl_s[em], rest.max())
         self.last_token_s[em] = ends[-1]
+        self.tokens.add(ends + self.egress_s, em)
         if len(outcome.first_tokens):
-            self.first_token_s[outcome.first_tokens] = ends[0]
+            self.first_token_s[outcome.first_tokens] = ends[0] + self.egress_s
         if len(outcome.finished):
-            self.finish_s[outcome.finished] = ends[-1]
+            self.finish_s[outcome.finished] = ends[-1] + self.egress_s
 
     def _step_rows(self, plan, starts, durations, outcome, waiting) -> None:
         p, s = self._plan_cols, self._step_cols

@@ -72,7 +72,9 @@ def summarize(res: RunResult) -> dict:
         "lanes": lane_blocks(res),
         "sim": {"end_s": float(res.run.end_s), "stopped_at_limit": bool(res.run.stopped_at_limit),
                 "stuck_requests": res.run.stuck,
-                "stopped": res.counters.get("engine_stopped", "")},
+                "stopped": res.counters.get("engine_stopped", ""),
+                "ingress_ms": res.ingress_s * 1e3, "egress_ms": res.egress_s * 1e3,
+                "warnings": list(res.warnings)},
     }
 
 

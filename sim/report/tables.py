@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from sim.metrics.latency import request_latencies
+from sim.metrics.token_times import ITL_PERCENTILES, gap_percentiles, split
 from sim.runner import RunResult
 from sim.sched.base import Status
 
@@ -35,7 +36,21 @@ def requests_table(res: RunResult) -> pd.DataFrame:
         "max_itl_s": np.where(res.generated > 1, rec.max_itl_s, np.nan),
         "queue_s": rec.first_scheduled_s - s.arrival_s,
         "status": [STATUS_NAMES[int(x)] for x in res.status],
+        **token_columns(res),
     })
+
+
+def token_columns(res: RunResult) -> dict:
+    """Per-request ITL percentiles and every token's time (client clock, s), when the run
+    kept its token times (sim/metrics/token_times.py); missing values otherwise."""
+    n = len(res.specs)
+    csr = res.recorder.tokens.csr()
+    if csr is None:
+        cols = {f"itl_p{p}_s": np.full(n, np.nan) for p in ITL_PERCENTILES}
+        return {**cols, "token_times_s": [None] * n}
+    pct = gap_percentiles(*csr)
+    cols = {f"itl_p{p}_s": pct[:, j] for j, p in enumerate(ITL_PERCENTILES)}
+    return {**cols, "token_times_s": split(*csr)}
 
 
 def steps_table(res: RunResult) -> pd.DataFrame:

@@ -118,6 +118,14 @@ def first_line(path: Path, limit: int = 65536) -> str:
     """The first non-blank line of the file (BOM and line ending removed), '' if none."""
     with open(path, "rb") as f:
         head = f.read(limit)
+    if head[:2] == b"\x1f\x8b":  # gzip (the jsonl format reads it): look inside
+        import gzip
+
+        with gzip.open(path, "rb") as f:
+            try:
+                head = f.read(limit)
+            except (OSError, EOFError):
+                return ""
     if head.startswith(PARQUET_MAGIC):
         return ""
     check_text(path, head)

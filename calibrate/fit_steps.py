@@ -1,0 +1,104 @@
+"""`servesim calibrate fit-steps LOG...`: step logs and recorded runs in, a steps model out.
+
+Each LOG is a recorded engine run directory or a step log (calibrate/steplog.py). A run's
+contexts come from its own log when it has them, else from a replay of its scenario.yaml
+(calibrate/step_replay.py); a plain log lacking them is replayed with ``--scenario``. The
+ingress and egress delays are fitted from the recorded runs among the LOGs (none: left
+unset, so a scenario's engine.ingress_ms / egress_ms default to 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from calibrate import steps
+from calibrate.engine_delays import fit_delays
+from calibrate.model_file import ModelFile
+from calibrate.steplog import StepsError, read_log
+from sim.report.recorded import is_recorded_run, read_run
+from traces.errors import InputError
+
+
+@dataclass
+class FitReport:
+    model: ModelFile
+    replays: list[tuple[str, int, int]] = field(default_factory=list)  # (log, paired, steps)
+
+
+def _needs_contexts(df: pd.DataFrame) -> bool:
+    return df["context_tokens"].isna().all()
+
+
+def _replayed(df: pd.DataFrame, scenario: Path, ingress_s: float, report: FitReport):
+    from calibrate.step_replay import derive_contexts
+    from sim.config.load import load_scenario
+
+    rep = derive_contexts(df, load_scenario(scenario), ingress_s)
+    report.replays.append((str(df["log"].iloc[0]), rep.paired, rep.steps))
+    return rep.frame
+
+
+def load_logs(paths: list[Path], scenario: Path | None = None):
+    """(one frame of every step, recorded runs, replay report rows)."""
+    runs, frames, report = [], [], FitReport(model=None)  # type: ignore[arg-type]
+    if scenario is not None and len(paths) > 1:
+        raise InputError("--scenario replays one log; give one LOG with it")
+    for p in paths:
+        df = read_log(p)
+        run = read_run(p) if Path(p).is_dir() and is_recorded_run(p) else None
+        if run is not None:
+            runs.append(run)
+        if _needs_contexts(df):
+            scen = scenario or (Path(p) / "scenario.yaml" if run is not None else None)
+            if scen is not None:
+                ingress = fit_delays([run])[0] if run is not None else 0.0
+                df = _replayed(df, scen, ingress, report)
+        frames.append(df)
+    return pd.concat(frames, ignore_index=True), runs, report
+
+
+def fit_logs(paths: list[Path], *, scenario: Path | None = None, seed: int = 0,
+             heldout: float = 0.2, gpu: str = "", model: str = "", tp: int = 1) -> FitReport:
+    if not paths:
+        raise StepsError("fit-steps: give at least one step log or recorded run")
+    df, runs, report = load_logs(paths, scenario)
+    delays = fit_delays(runs) if runs else None
+    try:
+        fit, notes = steps.fit(df, seed=seed, heldout=heldout, delays=delays)
+    except ValueError as e:
+        raise StepsError(f"fit-steps: {e}") from None
+    report.model = steps.model_file(fit, notes, rows=len(df), seed=seed, heldout=heldout,
+                                    gpu=gpu, model=model, tp=tp)
+    return report
+
+
+def describe(rep: FitReport) -> list[str]:
+    """The fit in words: formula, errors next to the time-weighted bias, delays, ranges."""
+    f = rep.model.steps
+    e = f.execution
+    lines = [f"execution_ms = {e.base_ms:.4g} + {e.request_ms:.4g} * requests + "
+             f"{e.prefill_token_ms:.4g} * prefill_tokens + {e.prefill_pair_ms:.4g} * "
+             f"prefill_pairs + {e.decode_seq_ms:.4g} * max(0, decode_seqs - {e.decode_knee}) "
+             f"+ {e.context_token_ms:.4g} * context_tokens"]
+    if f.host is not None:
+        lines.append(f"host_ms = {f.host.base_ms:.4g} + {f.host.request_ms:.4g} * requests")
+    lines.append(f"prices: the step {f.target}; fitted by {f.weighting}")
+    for name, err in (("train", f.train), ("held-out", f.heldout)):
+        if err is not None and err.rows:
+            lines.append(f"{name} steps: {err.rows}, median APE {err.median_ape:.2f}%, p90 "
+                         f"{err.p90_ape:.2f}%, time-weighted bias {err.time_bias_pct:+.2f}%")
+    if f.ingress_ms is not None:
+        lines.append(f"engine delays: ingress {f.ingress_ms:.3f} ms, egress "
+                     f"{f.egress_ms:.3f} ms (engine.ingress_ms / egress_ms default to them)")
+    r = f.ranges
+    if r is not None:
+        lines.append(f"ranges: batch <= {r.requests}, decode batch <= {r.decode_seqs}, "
+                     f"prefill tokens <= {r.prefill_tokens}, context <= {r.context_tokens}, "
+                     f"prompt <= {r.prompt_tokens}")
+    for log, paired, n in rep.replays:
+        lines.append(f"{log}: contexts from a replay, {paired} of {n} steps paired")
+    lines += [f"note: {n}" for n in rep.model.provenance.notes]
+    return lines

@@ -1,0 +1,77 @@
+"""Leave-one-run-out validation of fit-steps against recorded engine runs.
+
+For each recorded run: fit the step model on every other run, replay the held-out run's
+trace through servesim (its scenario.yaml: the engine knobs it was recorded with, the fit
+as the cost model, the fit's ingress/egress) and compare the client-side metrics with the
+engine's: TTFT mean and p90, E2EL mean, ITL p50 and p90 (`vllm bench serve` definitions).
+Beside them, the share of steps the scheduler reproduces exactly when given the engine's
+own arrival times and step durations (what is left is step-time error, not scheduling).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from calibrate.fit_steps import fit_logs
+from calibrate.model_file import save_model_file
+from calibrate.step_replay import same_steps
+from calibrate.steplog import read_log
+from sim.config.load import load_scenario
+from sim.pipeline import run as run_scenario
+from sim.report.compare import rel_err_pct
+from sim.report.result_view import ResultView, load_result, metrics
+from sim.report.tables import requests_table, steps_table
+
+CHECKS = ("TTFT mean ms", "TTFT p90 ms", "E2EL mean ms", "ITL median ms", "ITL p90 ms")
+
+
+def replay(run_dir: Path, model_path: Path) -> ResultView:
+    """The recorded run's trace simulated with the step model at ``model_path``."""
+    loaded = load_scenario(run_dir / "scenario.yaml",
+                           (f"cost.profile={Path(model_path).resolve()}",))
+    out = run_scenario(loaded, None, plots=False)
+    res = out.result
+    return ResultView(Path(f"{run_dir.name}-replay"), "simulated", requests_table(res),
+                      steps_table(res), out.summary)
+
+
+def check_row(engine: ResultView, sim: ResultView) -> dict:
+    me, ms = metrics(engine), metrics(sim)
+    row = {"run": engine.name}
+    for k in CHECKS:
+        row[k.replace(" ms", "")] = float(rel_err_pct(me[k], ms[k]))
+    row["steps"] = float(rel_err_pct(me["steps"], ms["steps"]))
+    return row
+
+
+def rotation(run_dirs: list[Path], held: Path, *, seed: int = 0) -> dict:
+    """Fit on every run but ``held``, replay ``held``: its errors (%) per metric, and the
+    share of its steps the scheduler makes exactly as the engine did (step_replay.same_steps)."""
+    train = [p for p in run_dirs if Path(p).resolve() != Path(held).resolve()]
+    rep = fit_logs(train, seed=seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = save_model_file(rep.model, Path(tmp) / "fit.yaml")
+        sim = replay(Path(held), path)
+        scenario = load_scenario(Path(held) / "scenario.yaml", (f"cost.profile={path}",))
+        same, total = same_steps(Path(held), read_log(held), scenario)
+    return check_row(load_result(held), sim) | {"same steps %": 100.0 * same / max(total, 1)}
+
+
+def leave_one_out(run_dirs: list[Path], *, seed: int = 0) -> pd.DataFrame:
+    return pd.DataFrame([rotation(run_dirs, held, seed=seed) for held in run_dirs])
+
+
+def render(df: pd.DataFrame):
+    """The leave-one-out table (rich)."""
+    from rich.table import Table
+
+    t = Table(title="held-out run replayed with a fit of the others: error vs the engine (%)")
+    for c in df.columns:
+        t.add_column(c, justify="left" if c == "run" else "right")
+    for row in df.itertuples(index=False):
+        t.add_row(row[0], *[f"{x:+.2f}" if c != "same steps %" else f"{x:.1f}"
+                             for c, x in zip(df.columns[1:], row[1:])])
+    return t

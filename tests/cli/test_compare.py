@@ -1,0 +1,71 @@
+"""`servesim compare A B`: a recorded engine run against its replay (requests matched by id),
+two simulated configurations, and bad folders."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sim.cli import main
+from sim.report.compare import compare
+from sim.report.result_view import load_result
+
+RUN = Path(__file__).resolve().parents[2] / "benchmarks" / "engine" / "runs" / "light-long"
+LINEAR = "{name: linear, base_ms: 10, prefill_token_ms: 0.5, decode_seq_ms: 1}"
+
+pytestmark = pytest.mark.xdist_group("engine-runs")
+
+
+def sim_run(tmp_path: Path, name: str, trace_rows, *sets: str) -> Path:
+    trace = tmp_path / f"{name}.jsonl"
+    trace.write_text("".join(json.dumps({"arrival_s": a, "prompt_len": p, "max_tokens": m})
+                             + "\n" for a, p, m in trace_rows))
+    out = tmp_path / name
+    args = ["run", "--trace", str(trace), "--set", f"cost={LINEAR}", "-o", str(out), "-q",
+            "--no-plots", *[x for s in sets for x in ("--set", s)]]
+    assert main(args) == 0
+    return out
+
+
+def test_engine_run_against_its_replay(tmp_path, capsys):
+    replay = tmp_path / "replay"
+    assert main(["run", str(RUN / "scenario.yaml"), "-o", str(replay), "-q", "--no-plots"]) == 0
+    capsys.readouterr()
+    png, js = tmp_path / "c.png", tmp_path / "c.json"
+    assert main(["compare", str(RUN), str(replay), "--plot", str(png), "--json", str(js)]) == 0
+    out = capsys.readouterr().out
+    n = len(load_result(RUN).requests)
+    assert f"{n} requests matched" in out and "TTFT mean ms" in out and "ITL p50" in out
+    doc = json.loads(js.read_text())
+    assert doc["matched"] == n and {r["metric"] for r in doc["per_request"]} >= {
+        "TTFT", "TPOT", "E2EL", "ITL p50 (per request)"}
+    steps = next(r for r in doc["summary"] if r["metric"] == "steps")
+    assert steps["a"] == len(load_result(RUN).steps) and steps["b"] > 0
+    assert png.stat().st_size > 10_000
+
+
+def test_two_configurations_of_one_trace_match_by_id(tmp_path):
+    rows = [(0.1 * i, 50 + 10 * i, 20) for i in range(20)]
+    a = sim_run(tmp_path, "a", rows, "engine.max_num_seqs=4")
+    b = sim_run(tmp_path, "b", rows, "engine.max_num_seqs=16")
+    c = compare(load_result(a), load_result(b))
+    assert c.matched == 20 and c.per_request is not None
+    ttft = c.summary.set_index("metric").loc["TTFT mean ms"]
+    assert ttft["b"] < ttft["a"] and ttft["error_pct"] < 0  # more seqs: less queueing
+
+
+def test_different_traces_compare_by_summary_only(tmp_path, capsys):
+    a = sim_run(tmp_path, "a", [(0.1 * i, 50, 20) for i in range(10)])
+    b = sim_run(tmp_path, "b", [(0.1 * i, 80, 20) for i in range(4)])
+    c = compare(load_result(a), load_result(b))
+    assert c.per_request is None and c.pairs is None  # ids 0-3 shared, not the requests
+    assert main(["compare", str(a), str(b), "--no-plot"]) == 0
+    assert "request ids differ" in capsys.readouterr().out
+
+
+def test_a_folder_that_is_no_result_is_one_line(tmp_path, capsys):
+    assert main(["compare", str(tmp_path), str(tmp_path), "--no-plot"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "not a result folder" in err and "\n" not in err

@@ -1,0 +1,89 @@
+"""engine.ingress_ms / egress_ms: hand-computed client times; per-token times and ITLs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sim.config.load import LoadedScenario, validate
+from sim.metrics.summary import summarize
+from sim.pipeline import prepare
+from sim.report.tables import requests_table
+from sim.runner import simulate
+
+LINEAR = {"name": "linear", "base_ms": 10, "prefill_token_ms": 1, "decode_seq_ms": 0}
+
+
+def trace(tmp_path: Path, rows) -> Path:
+    p = tmp_path / "t.jsonl"
+    p.write_text("".join(json.dumps({"arrival_s": a, "prompt_len": n, "max_tokens": m}) + "\n"
+                         for a, n, m in rows))
+    return p
+
+
+def run(tmp_path, rows, cost=LINEAR, **engine):
+    data = {"name": "d", "model": "llama-3-8b", "gpu": "h100-sxm", "cost": cost,
+            "engine": engine, "workload": {"trace": str(trace(tmp_path, rows))}}
+    r, specs, _ = prepare(LoadedScenario(validate(data, "test"), "test", tmp_path))
+    res = simulate(r, specs)
+    return res, requests_table(res), summarize(res)
+
+
+def test_ingress_and_egress_by_hand(tmp_path):
+    # client sends r0 (P=8, O=3) at 0 and r1 (P=4, O=2) at 16 ms; ingress 3 ms, egress 1 ms.
+    # engine sees r0 at 3 ms: s1 [3, 21) prefill 8 -> r0 token 1 (client 22 ms)
+    # r1 visible at 19 ms, inside s1: s2 [21, 35) r0 decode + r1 prefill 4 -> client 36 ms
+    # s3 [35, 45): both decode and finish -> client 46 ms
+    res, req, s = run(tmp_path, [(0.0, 8, 3), (0.016, 4, 2)], ingress_ms=3.0, egress_ms=1.0)
+    np.testing.assert_allclose(req["arrival_s"], [0.0, 0.016])  # the client's send time
+    np.testing.assert_allclose(req["first_scheduled_s"], [0.003, 0.021], atol=1e-12)
+    np.testing.assert_allclose(req["ttft_s"], [0.022, 0.020], atol=1e-12)
+    np.testing.assert_allclose(req["e2el_s"], [0.046, 0.030], atol=1e-12)
+    np.testing.assert_allclose(req["queue_s"], [0.003, 0.005], atol=1e-12)
+    np.testing.assert_allclose(req["token_times_s"][0], [0.022, 0.036, 0.046], atol=1e-12)
+    np.testing.assert_allclose(req["token_times_s"][1], [0.036, 0.046], atol=1e-12)
+    assert req["itl_p50_s"][0] == pytest.approx(0.012) and req["itl_p90_s"][1] == \
+        pytest.approx(0.010)
+    assert s["sim"]["ingress_ms"] == pytest.approx(3.0) and s["sim"]["egress_ms"] == 1.0
+    assert s["latency_ms"]["itl"]["count"] == 3
+
+
+def test_delays_default_to_zero(tmp_path):
+    # no delays: r1 arrives at 16 ms, inside s1 [0, 18): s2 [18, 32), s3 [32, 42)
+    _, req, s = run(tmp_path, [(0.0, 8, 3), (0.016, 4, 2)])
+    np.testing.assert_allclose(req["ttft_s"], [0.018, 0.016], atol=1e-12)
+    assert s["sim"]["ingress_ms"] == 0.0 and s["sim"]["egress_ms"] == 0.0
+
+
+def test_folded_decode_runs_keep_every_token_time(tmp_path):
+    # one long decode run: 200 tokens of 10 ms each after a 18 ms prefill
+    _, req, _ = run(tmp_path, [(0.0, 8, 200)], egress_ms=0.5)
+    t = req["token_times_s"][0]
+    assert len(t) == 200
+    np.testing.assert_allclose(t, 0.0185 + 0.010 * np.arange(200), atol=1e-9)
+    assert req["itl_p99_s"][0] == pytest.approx(0.010)
+
+
+def test_token_times_are_dropped_past_the_limit(tmp_path, monkeypatch):
+    import sim.metrics.recorder as recorder
+
+    class Small(recorder.TokenTimes):
+        def __init__(self, n):
+            super().__init__(n, limit=5)
+
+    monkeypatch.setattr(recorder, "TokenTimes", Small)
+    _, req, s = run(tmp_path, [(0.0, 8, 3), (0.016, 4, 3)])
+    assert req["token_times_s"].isna().all() and req["itl_p50_s"].isna().all()
+    assert req["max_itl_s"].notna().all() and s["latency_ms"]["itl"]["count"] == 4
+
+
+def test_requests_parquet_round_trips_token_times(tmp_path):
+    res, req, _ = run(tmp_path, [(0.0, 8, 3), (0.016, 4, 2)])
+    req.to_parquet(tmp_path / "r.parquet", index=False)
+    import pandas as pd
+
+    back = pd.read_parquet(tmp_path / "r.parquet")
+    np.testing.assert_allclose(back["token_times_s"][0], req["token_times_s"][0])
