@@ -38,7 +38,7 @@ def run(
     trace: Annotated[Path | None, typer.Option(
         "--trace", help="Replay this trace file instead of the scenario's workload.")] = None,
     fmt: Annotated[str | None, typer.Option(
-        "--format", help="Trace format for --trace: auto, azure, mooncake, lengths, native.")
+        "--format", help="Trace format for --trace: auto, azure, mooncake, vidur, lengths, native.")
     ] = None,
     out: Annotated[Path | None, typer.Option(
         "--out", "-o", help="Results folder (default: results/<scenario name>).")] = None,
