@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from calibrate.cli import app as calibrate_app
+from sim import version
 from sim.cli import policies, run, scenario, sweep
 from traces.cli import app as trace_app
 
@@ -15,6 +18,23 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"servesim {version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    show_version: Annotated[bool, typer.Option(
+        "--version", callback=_version, is_eager=True,
+        help="Print the servesim version and exit.")] = False,
+) -> None:
+    """Trace-driven discrete-event simulator of LLM serving (vLLM-exact scheduling)."""
+
+
 app.command(name="run")(run.run)
 app.command(name="policies")(policies.policies)
 app.command(name="sweep")(sweep.sweep)

@@ -12,6 +12,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from sim import pipeline
 from sim.config.load import load_scenario
 from sim.report.console import print_summary
+from sim.timing import PhaseTimer, format_wall
 
 SetOpt = Annotated[list[str] | None, typer.Option(
     "--set", "-s", help="Override a scenario field, e.g. --set engine.max_num_seqs=64.")]
@@ -46,13 +47,17 @@ def run(
         "--step-log", help="Also write steps.jsonl, one JSON object per engine step.")] = False,
     plots: Annotated[bool, typer.Option(help="Write the PNG plots.")] = True,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary table.")] = False,
+    verbose: Annotated[bool, typer.Option(
+        "--verbose", "-v", help="Also print the wall time of each phase.")] = False,
 ) -> None:
     """Simulate SCENARIO and write summary.json, requests/steps parquet, config.json, plots."""
     sets = tuple(set_ or ()) + ((f"workload.format={fmt}",) if fmt else ())
-    loaded = load_scenario(scenario, sets, str(trace) if trace else None)
+    timer = PhaseTimer()
+    with timer.phase("load"):
+        loaded = load_scenario(scenario, sets, str(trace) if trace else None)
+        prepared = pipeline.prepare(loaded)  # fail fast, before the progress bar
     out = out or Path("results") / loaded.scenario.name
     console = Console(stderr=True)
-    prepared = pipeline.prepare(loaded)  # fail fast, before the progress bar
     specs = prepared[1]
     horizon = float(specs.arrival_s[-1]) if len(specs) else 0.0
     with Progress(TextColumn("{task.description}"), BarColumn(),
@@ -60,7 +65,10 @@ def run(
                   TimeElapsedColumn(), console=console, transient=True,
                   disable=quiet) as progress:
         res = pipeline.run(loaded, out, step_log=step_log, plots=plots,
-                           progress=_SimProgress(progress, horizon), prepared=prepared)
+                           progress=_SimProgress(progress, horizon), prepared=prepared,
+                           timer=timer)
     if not quiet:
         print_summary(res.summary, res.config["derived"])
+    if verbose:
+        typer.echo(format_wall(res.summary["sim"]["wall_s"]))
     typer.echo(f"results: {res.out_dir}")
