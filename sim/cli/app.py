@@ -8,7 +8,7 @@ import typer
 
 from calibrate.cli import app as calibrate_app
 from sim import version
-from sim.cli import policies, run, scenario, sweep
+from sim.cli import export, policies, run, scenario, sweep
 from traces.cli import app as trace_app
 
 app = typer.Typer(
@@ -39,5 +39,6 @@ app.command(name="run")(run.run)
 app.command(name="policies")(policies.policies)
 app.command(name="sweep")(sweep.sweep)
 app.add_typer(scenario.app, name="scenario")
+trace_app.command(name="export")(export.export)
 app.add_typer(trace_app, name="trace")
 app.add_typer(calibrate_app, name="calibrate")

@@ -13,6 +13,7 @@ from sim import pipeline
 from sim.config.load import load_scenario
 from sim.report.console import print_summary
 from sim.timing import PhaseTimer, format_wall
+from traces.loaders import ALLOWED
 
 SetOpt = Annotated[list[str] | None, typer.Option(
     "--set", "-s", help="Override a scenario field, e.g. --set engine.max_num_seqs=64.")]
@@ -39,7 +40,7 @@ def run(
     trace: Annotated[Path | None, typer.Option(
         "--trace", help="Replay this trace file instead of the scenario's workload.")] = None,
     fmt: Annotated[str | None, typer.Option(
-        "--format", help="Trace format for --trace: auto, azure, mooncake, vidur, lengths, native.")
+        "--format", help=f"Trace format for --trace: {ALLOWED}.")
     ] = None,
     out: Annotated[Path | None, typer.Option(
         "--out", "-o", help="Results folder (default: results/<scenario name>).")] = None,
