@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 
@@ -10,7 +11,8 @@ import numpy as np
 from sim.config.memory import GIB
 from sim.config.resolve import Resolved
 from sim.cost.base import COST_MODELS, CostModel
-from sim.engine.engine import Engine, RunStatus
+from sim.engine.arrivals import ArrivalSource, Gated, OpenLoop
+from sim.engine.engine import Engine, RunStatus, admissible
 from sim.engine.requests import RequestSpecs
 from sim.kv.base import KV_POLICIES, KVManager
 from sim.kv.prefix_cache import PrefixCachingKV
@@ -37,6 +39,7 @@ class RunResult:
     run: RunStatus
     dropped_after_horizon: int  # requests of the trace arriving after the horizon
     wall_s: float
+    client_queue_s: np.ndarray | None = None  # gated arrivals: sent - ready, per request (s)
 
 
 def build_kv(r: Resolved, specs: RequestSpecs) -> KVManager:
@@ -71,6 +74,10 @@ def build_cost(r: Resolved) -> CostModel:
 def _stop_time(r: Resolved, arrival: np.ndarray) -> float:
     if r.scenario.horizon_s is not None:
         return r.scenario.horizon_s
+    if r.scenario.workload.arrival.concurrency is not None:
+        # gated: at most `concurrency` requests in the system, each send waits for a finish,
+        # so the run ends when the work does (no backlog can grow without bound)
+        return float("inf")
     if not len(arrival):
         return 0.0
     span = float(arrival[-1] - arrival[0])
@@ -90,11 +97,12 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
     recorder = Recorder(len(specs))
     if executor is None:
         executor = build_cost(r).step_times
+    source = arrival_source(r, specs, sched)
     engine = Engine(specs, sched, executor, recorder, stop_s=stop, num_arrivals=n,
-                    on_plan=on_plan, progress=progress)
+                    on_plan=on_plan, progress=progress, source=source)
     status = engine.run()
     kv.check_integrity()
-    return RunResult(
+    res = RunResult(
         resolved=r, specs=specs, recorder=recorder, status=sched.status.copy(),
         num_preemptions=sched.num_preemptions.copy(), cached_tokens=sched.cached_tokens.copy(),
         generated=sched.generated.copy(), recomputed_tokens=sched.recomputed_tokens,
@@ -104,3 +112,29 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
         kv_total_blocks=kv.num_blocks, run=status, dropped_after_horizon=n_all - n,
         wall_s=time.perf_counter() - t0,
     )
+    return res if isinstance(source, OpenLoop) else _as_sent(res, source.arrival_times())
+
+
+def arrival_source(r: Resolved, specs: RequestSpecs, sched: Scheduler) -> ArrivalSource:
+    """Open loop at the trace's times, or gated by ``workload.arrival.concurrency``."""
+    a = r.scenario.workload.arrival
+    ok = admissible(specs, sched)
+    if a.concurrency is None:
+        return OpenLoop(specs.arrival_s, ok)
+    return Gated(specs.arrival_s, ok, a.concurrency, a.think_s)
+
+
+def _as_sent(res: RunResult, sent: np.ndarray) -> RunResult:
+    """A gated run seen from the server: requests arrive when sent (vllm bench serve's
+    latencies start there); requests never sent (the run hit its horizon) are dropped.
+    Requests are sent in index order, so the sent ones are a prefix."""
+    m = int(np.count_nonzero(~np.isnan(sent)))
+    ready, specs = res.specs.arrival_s[:m], res.specs.head(m)
+    specs = dataclasses.replace(specs, arrival_s=np.ascontiguousarray(sent[:m]))
+    specs.arrival_s.flags.writeable = False
+    cut = slice(0, m)
+    return dataclasses.replace(
+        res, specs=specs, recorder=res.recorder.head(m), status=res.status[cut],
+        num_preemptions=res.num_preemptions[cut], cached_tokens=res.cached_tokens[cut],
+        generated=res.generated[cut], dropped_after_horizon=res.dropped_after_horizon
+        + len(res.specs) - m, client_queue_s=sent[:m] - ready)

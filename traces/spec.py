@@ -23,64 +23,14 @@ from pathlib import Path
 from typing import Literal, TypeVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from traces import arrivals
 from traces import lengths as L
+from traces.arrival_spec import ArrivalSpec, _Model
 from traces.errors import TraceError
 from traces.schema import Trace
 
 M = TypeVar("M", bound=BaseModel)
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-
-class ArrivalSpec(_Model):
-    """When requests arrive."""
-
-    process: Literal["replay", "poisson", "gamma", "constant"] = Field(
-        "replay",
-        description="replay = the trace's own timestamps; poisson, gamma (renewal process with "
-        "inter-arrival CV `cv`) or constant (evenly spaced) generate times at `rate`",
-    )
-    rate: float | None = Field(
-        None, gt=0, description="mean arrival rate in requests per second (generated only)"
-    )
-    cv: float | None = Field(
-        None,
-        gt=0,
-        description="std/mean of the inter-arrival gaps, dimensionless (gamma only; "
-        "1 = Poisson, > 1 bursty)",
-    )
-
-    @model_validator(mode="after")
-    def _consistent(self) -> ArrivalSpec:
-        if self.process == "replay" and (self.rate is not None or self.cv is not None):
-            raise ValueError(
-                "process 'replay' takes no rate or cv (speed a replay up with "
-                "the workload's rate_scale)"
-            )
-        if self.process != "replay" and self.rate is None:
-            raise ValueError(f"process {self.process!r} needs rate (requests per second)")
-        if self.process == "gamma" and self.cv is None:
-            raise ValueError("process 'gamma' needs cv (std/mean of the inter-arrival gaps)")
-        if self.process != "gamma" and self.cv is not None:
-            raise ValueError("cv applies only to process 'gamma'")
-        return self
-
-    def sample(
-        self, *, rng: np.random.Generator, n: int | None = None, duration_s: float | None = None
-    ) -> np.ndarray:
-        """Arrival times in seconds from t = 0 (exactly one of n / duration_s)."""
-        if self.process == "poisson":
-            return arrivals.poisson(self.rate, n, duration_s, rng=rng)
-        if self.process == "gamma":
-            return arrivals.gamma(self.rate, self.cv, n, duration_s, rng=rng)
-        if self.process == "constant":
-            return arrivals.constant(self.rate, n, duration_s, rng=rng)
-        raise TraceError("arrival process 'replay' replays a trace; it cannot generate times")
 
 
 _LENGTH_FIELDS = {
@@ -232,6 +182,9 @@ class WorkloadSpec(_Model):
                     f"a workload with mix may only also set max_requests; move "
                     f"{', '.join(extra)} into the sub-workloads"
                 )
+            if any(m.arrival.concurrency is not None for m in self.mix):
+                raise ValueError("arrival.concurrency (and closed loops) apply to a whole "
+                                 "workload; a mix's sub-workloads cannot set it")
             return self
         replay, dist = self.arrival.process == "replay", self.lengths.dist
         if self.num_requests is not None and self.duration_s is not None:
@@ -263,6 +216,9 @@ class WorkloadSpec(_Model):
             )
         if not replay and not counted and dist != "trace":
             raise ValueError("generated arrivals need num_requests or duration_s")
+        if self.arrival.process == "closed" and self.duration_s is not None:
+            raise ValueError("a closed loop takes num_requests (or one per trace row), not "
+                             "duration_s")
         if self.spread_s and self.format not in ("auto", "mooncake"):
             raise ValueError("spread_s applies only to the mooncake format")
         if self.window_s is not None and not 0 <= self.window_s[0] < self.window_s[1]:

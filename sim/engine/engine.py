@@ -1,7 +1,7 @@
-"""The event loop: arrivals wake one replica that plans, prices and commits steps.
+"""The event loop: one replica that plans, prices and commits steps as requests arrive.
 
-    arrivals ──wake──> replica: deliver arrivals <= clock -> schedule() -> executor
-                                -> timeout -> update() -> recorder
+    replica: deliver arrivals <= clock -> schedule() -> executor -> timeout -> update()
+             -> recorder, and the finishes back to the arrival source (sim.engine.arrivals)
 
 Time. SimPy orders the processes, but the simulated time every result is stamped
 with is the replica's own ``clock``, kept exact: a step ends at its start plus its
@@ -11,8 +11,11 @@ wake-up time. SimPy's relative timeouts cannot always land on such a time (``now
 + delay`` may skip it by an ulp), so the clock, not ``env.now``, decides.
 
 Same-time rule: a step that starts at time t sees every request arriving at or
-before t. The replica delivers arrivals by comparing the trace's arrival times
-with its clock, so the rule holds whatever order SimPy processes events in.
+before t. The replica delivers arrivals by comparing the source's arrival times
+with its clock, so the rule holds whatever order SimPy processes events in. An
+idle replica sleeps until the next arrival or the scheduler's wake-up, whichever
+is first (nothing else can happen while it is idle: arrivals only change on
+finishes).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import numpy as np
 import simpy
 from simpy.events import Event
 
+from sim.engine.arrivals import ArrivalSource, OpenLoop
 from sim.engine.plan import StepPlan, StepResult
 from sim.engine.requests import RequestSpecs
 from sim.metrics.recorder import Recorder
@@ -51,38 +55,26 @@ class RunStatus:
 
 
 class Engine:
-    """One replica. ``executor(plan) -> durations`` prices (or runs) each plan."""
+    """One replica. ``executor(plan) -> durations`` prices (or runs) each plan; ``source``
+    says when requests arrive (default: requests [0, num_arrivals) at their trace times)."""
 
     def __init__(self, specs: RequestSpecs, scheduler: Scheduler,
                  executor: Callable[[StepPlan], np.ndarray], recorder: Recorder, *,
-                 stop_s: float, num_arrivals: int, on_plan=None, progress=None):
+                 stop_s: float, num_arrivals: int, on_plan=None, progress=None,
+                 source: ArrivalSource | None = None):
         self.specs, self.scheduler, self.executor = specs, scheduler, executor
         self.recorder, self.on_plan, self.progress = recorder, on_plan, progress
         self.stop_s = stop_s  # no step starts at or after this time (s)
-        self.n = num_arrivals  # requests [0, n) arrive; later ones are outside the run
         self.env = simpy.Environment()
         self.clock = 0.0  # the replica's exact simulated time (s)
-        self.delivered = 0  # requests [0, delivered) have been handed to the scheduler
-        self._idle: Event | None = None
-        self._arrival = specs.arrival_s[:num_arrivals]
-        ok = specs.prompt_tokens[:num_arrivals] + specs.output_tokens[:num_arrivals]
-        ok = ok <= scheduler.limits.max_model_len
-        self._admissible = np.concatenate(([0], np.cumsum(ok)))
+        self.source = source or OpenLoop(specs.arrival_s[:num_arrivals],
+                                         admissible(specs, scheduler)[:num_arrivals])
 
     def run(self) -> RunStatus:
-        self.env.process(self._arrivals())
         replica = self.env.process(self._replica())
         return self.env.run(until=replica)
 
     # ---- processes --------------------------------------------------------------------
-    def _arrivals(self):
-        """Wake the replica at each arrival while it is idle (value: the exact time)."""
-        env, arrival = self.env, self._arrival
-        for i in range(self.n):
-            if arrival[i] > env.now:
-                yield env.timeout(arrival[i] - env.now)
-            if self._idle is not None and not self._idle.triggered:
-                self._idle.succeed(float(arrival[i]))
 
     def _replica(self):
         sched = self.scheduler
@@ -99,29 +91,19 @@ class Engine:
 
     def _deliver(self) -> None:
         """Hand over every request arriving at or before the clock (the same-time rule)."""
-        end = int(np.searchsorted(self._arrival, self.clock, side="right"))
-        for i in range(self.delivered, end):
+        for i in self.source.due(self.clock):
             self.scheduler.add_request(i)
-        self.delivered = max(self.delivered, end)
 
     def _wait_idle(self):
         """Sleep until the next arrival or the scheduler's wake-up; False if neither comes."""
-        nxt = float(self._arrival[self.delivered]) if self.delivered < self.n else None
-        wake = self.scheduler.next_wakeup(self.clock)
-        if nxt is None and wake is None:
+        times = [t for t in (self.source.next_time(), self.scheduler.next_wakeup(self.clock))
+                 if t is not None]
+        if not times:
             return False
-        if nxt is not None and nxt <= self.env.now:  # SimPy time already passed it (an ulp)
-            self.clock = max(self.clock, nxt)
-            return True
-        events = []
-        if nxt is not None:
-            self._idle = self.env.event()
-            events.append(self._idle)
-        if wake is not None:
-            events.append(_late(self.env, wake - self.env.now, float(wake)))
-        fired = yield self.env.any_of(events)
-        self._idle = None
-        self.clock = max(self.clock, min(fired.values()))
+        t = min(times)
+        if t > self.env.now:  # SimPy's time may already be an ulp past it
+            yield _late(self.env, t - self.env.now)
+        self.clock = max(self.clock, t)
         return True
 
     def _execute(self, plan: StepPlan):
@@ -133,6 +115,8 @@ class Engine:
         outcome = self.scheduler.update(plan, StepResult(durations))
         starts = times[:-1]
         waiting = self._waiting(outcome.num_waiting, starts)
+        if len(outcome.finished):
+            self.source.finished(outcome.finished, self.clock)
         self.recorder.on_plan(plan, starts, durations, outcome, waiting)
         if self.on_plan is not None:
             self.on_plan(plan, starts, durations, outcome)
@@ -143,9 +127,9 @@ class Engine:
         """Shorten a decode run to the steps that start before the next event that matters."""
         if plan.num_steps == 1:
             return plan, durations, times
-        limit = self.stop_s
-        if plan.interruptible and self.delivered < self.n:
-            limit = min(limit, self._arrival[self.delivered])
+        limit, nxt = self.stop_s, self.source.next_time()
+        if plan.interruptible and nxt is not None:
+            limit = min(limit, nxt)
         k = max(1, int(np.searchsorted(times[:-1], limit, side="left")))
         if k == plan.num_steps:
             return plan, durations, times
@@ -155,6 +139,10 @@ class Engine:
         """Waiting requests at each step start: those queued at planning plus later arrivals."""
         if len(starts) == 1:
             return np.array([base], dtype=np.int64)
-        lo = np.searchsorted(self._arrival, starts[0], side="right")
-        hi = np.searchsorted(self._arrival, starts, side="right")
-        return base + (self._admissible[hi] - self._admissible[lo])
+        return base + self.source.arrivals_by(starts)
+
+
+def admissible(specs: RequestSpecs, scheduler: Scheduler) -> np.ndarray:
+    """Requests the scheduler accepts (prompt + output <= max_model_len; the rest are
+    rejected at arrival and never wait)."""
+    return specs.prompt_tokens + specs.output_tokens <= scheduler.limits.max_model_len

@@ -17,7 +17,7 @@ from sim.metrics.latency import latency_block, request_latencies, run_duration
 from sim.metrics.memory import concurrency_fields, prefix_cache_block, swap_fields
 from sim.metrics.slo import goodput_mask, slo_verdict
 from sim.metrics.stability import stability
-from sim.metrics.stats import weighted_percentiles
+from sim.metrics.stats import describe_ms, weighted_percentiles
 from sim.runner import RunResult
 from sim.sched.base import Status
 
@@ -61,8 +61,16 @@ def summarize(res: RunResult) -> dict:
         "stability": stability(res),
         "lanes": lane_blocks(res),
         "sim": {"end_s": float(res.run.end_s), "stopped_at_limit": bool(res.run.stopped_at_limit),
-                "stuck_requests": res.run.stuck},
+                "stuck_requests": res.run.stuck, **client_queue(res)},
     }
+
+
+def client_queue(res: RunResult) -> dict:
+    """Gated arrivals only: how long requests waited client-side to be sent (ms), vllm bench
+    serve's client_queue_time."""
+    if res.client_queue_s is None:
+        return {}
+    return {"client_queue_ms": describe_ms(res.client_queue_s)}
 
 
 def _time_mean(x: np.ndarray, dur: np.ndarray) -> float:

@@ -12,7 +12,8 @@ from types import SimpleNamespace
 import numpy as np
 
 from sim.cost.linear import LinearCost, LinearParams
-from sim.engine.engine import Engine
+from sim.engine.arrivals import Gated
+from sim.engine.engine import Engine, admissible
 from sim.engine.requests import RequestSpecs
 from sim.kv.base import KV_POLICIES, KVManager
 from sim.kv.prefix_cache import PrefixCachingKV
@@ -49,10 +50,12 @@ def build(arrival, prompt, output, *, usable_blocks=1000, block_size=16, max_num
           cost=GOLDEN_COST, scheduler="vllm", params=None, kv="paged", kv_params=None,
           prefix_caching=False, prefix_hashes=None, hash_block_size=None, swap_blocks=None,
           block_bytes=BLOCK_BYTES, host_bandwidth=HOST_BANDWIDTH, admission="optimistic",
-          admission_params=None, priority=None, lane=None, stop_s=1e9):
+          admission_params=None, priority=None, lane=None, stop_s=1e9, concurrency=None,
+          think_s=0.0):
     """A simulator over plain arrays: any scheduler, KV policy (``kv``, or the caching pool
     with ``prefix_caching``), host swap space (``swap_blocks``, None = recompute only) and
-    admission rule; priced by the linear model ``cost``."""
+    admission rule; priced by the linear model ``cost``. ``concurrency`` gates the arrivals
+    (sim.engine.arrivals.Gated: the arrival times are when requests are ready)."""
     specs = RequestSpecs.from_arrays(arrival, prompt, output, priority=priority, lane=lane,
                                      prefix_hashes=prefix_hashes,
                                      hash_block_size=hash_block_size)
@@ -81,8 +84,11 @@ def build(arrival, prompt, output, *, usable_blocks=1000, block_size=16, max_num
         for r in plan.preempted.tolist():
             sim.events.append((r, "preempt", float(starts[0])))
 
+    source = None
+    if concurrency is not None:
+        source = Gated(specs.arrival_s, admissible(specs, sched), concurrency, think_s)
     sim.engine = Engine(specs, sched, coster.step_times, sim.recorder, stop_s=stop_s,
-                        num_arrivals=len(specs), on_plan=on_plan)
+                        num_arrivals=len(specs), on_plan=on_plan, source=source)
     return sim
 
 
