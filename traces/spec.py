@@ -2,7 +2,7 @@
 
     workload:
       trace: data/conv.csv        # optional; relative paths resolve against the scenario folder
-      format: auto                # auto | azure | vllm-bench | mooncake | vidur | lengths | native
+      format: auto                # auto | azure | vllm-bench | vllm-result | mooncake | vidur | ...
       window_s: [0, 600]          # optional: replay only [start, end) s of the trace, re-zeroed
       rate_scale: 2.0             # replay speed-up: 2 halves every gap
       arrival: {process: gamma, rate: 5.0, cv: 2.0}      # default: replay the trace's times
@@ -128,7 +128,7 @@ class WorkloadSpec(_Model):
         description="trace file path; relative paths resolve against the scenario file's folder",
     )
     format: Literal[
-        "auto", "azure", "vllm-bench", "mooncake", "vidur", "lengths", "native"
+        "auto", "azure", "vllm-bench", "vllm-result", "mooncake", "vidur", "lengths", "native"
     ] = Field(
         "auto", description="trace file format; auto detects it from extension and first line"
     )

@@ -8,7 +8,7 @@ import typer
 
 from calibrate.cli import app as calibrate_app
 from sim import version
-from sim.cli import export, policies, run, scenario, sweep
+from sim.cli import export, policies, replay_bench, run, scenario, sweep
 from traces.cli import app as trace_app
 
 app = typer.Typer(
@@ -38,6 +38,7 @@ def main(
 app.command(name="run")(run.run)
 app.command(name="policies")(policies.policies)
 app.command(name="sweep")(sweep.sweep)
+app.command(name="replay-bench")(replay_bench.replay_bench)
 app.add_typer(scenario.app, name="scenario")
 trace_app.command(name="export")(export.export)
 app.add_typer(trace_app, name="trace")

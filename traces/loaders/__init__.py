@@ -1,6 +1,6 @@
 """Trace loaders: one module per file format, a registry, format detection and `load_trace`.
 
-    FORMATS["azure" | "vllm-bench" | "mooncake" | "vidur" | "lengths" | "native"] -> Format
+    FORMATS["azure" | "vllm-bench" | "vllm-result" | "mooncake" | "vidur" | "lengths" | "native"]
     load_trace(path, format="auto", *, arrivals=None, seed=0, **options) -> Trace
 
 Every loader validates through traces.schema.make_trace, so every bad file raises a one-line
@@ -16,7 +16,7 @@ from types import ModuleType
 from typing import Any
 
 from traces.errors import TraceError
-from traces.loaders import azure, lengths, mooncake, native, vidur, vllm_bench
+from traces.loaders import azure, lengths, mooncake, native, vidur, vllm_bench, vllm_result
 from traces.loaders.common import check_file, first_line
 from traces.loaders.native import write_trace
 from traces.rng import Streams
@@ -49,7 +49,8 @@ def _format(module: ModuleType) -> Format:
 # input_length; arrival_s in seconds vs timestamp in ms), vidur before lengths (a Vidur trace
 # is a length-only CSV plus the arrived_at column)
 FORMATS: dict[str, Format] = {
-    m.NAME: _format(m) for m in (azure, vllm_bench, mooncake, vidur, lengths, native)
+    m.NAME: _format(m)
+    for m in (azure, vllm_bench, vllm_result, mooncake, vidur, lengths, native)
 }
 ALLOWED = ", ".join(["auto", *FORMATS])
 
