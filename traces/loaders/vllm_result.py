@@ -1,7 +1,7 @@
 """A `vllm bench serve --save-result --save-detailed` result JSON as a request trace.
 
-vLLM 0.32 (vllm/benchmarks/serve.py) writes one JSON object: the traffic settings
-(`request_rate`: req/s or "inf", `burstiness`: the gamma shape, 1 = Poisson,
+vLLM 0.32 (vllm/benchmarks/serve.py) writes one JSON object (read gzipped too): the traffic
+settings (`request_rate`: req/s or "inf", `burstiness`: the gamma shape, 1 = Poisson,
 `max_concurrency`: the client-side semaphore or null), summary metrics (`duration` s,
 `completed`, `failed`, `mean_ttft_ms`, ...) and, with --save-detailed, one entry per request
 in dataset order: `input_lens` (prompt tokens the server counted), `output_lens` (tokens
@@ -19,6 +19,7 @@ with a TraceWarning.
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import warnings
@@ -44,10 +45,13 @@ def sniff(suffix: str, line: str) -> bool:
 
 def read_result(path: Path) -> dict:
     """The result object, its per-request lists checked (one entry per request)."""
-    try:
-        text = path.read_text(encoding="utf-8")
+    try:  # gzipped results (.gz) are read as they are
+        with (gzip.open if path.suffix == ".gz" else open)(path, "rt", encoding="utf-8") as f:
+            text = f.read()
     except UnicodeDecodeError as e:
         raise TraceError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except (gzip.BadGzipFile, EOFError) as e:
+        raise TraceError(f"{path}: not a readable gzip file ({one_line(e)})") from None
     objects = [ln for ln in text.splitlines() if ln.strip()]
     if len(objects) != 1:
         raise TraceError(f"{path}: holds {len(objects)} results (vllm bench serve "

@@ -1,0 +1,164 @@
+"""Record `vllm bench serve` against a real CPU vLLM server: the ground truth that
+`servesim replay-bench` is checked against (`make record-bench`).
+
+    python benchmarks/vllm_bench/record.py --vllm-python .venv-vllm/bin/python \
+        --out tests/data/vllm_bench
+
+Runs with servesim's own venv (it exports the workload); vLLM runs in its own venv. Steps:
+export benchmarks/vllm_bench/workload.yaml as a timed_trace dataset; write the tiny Llama
+(config + word-level tokenizer, dummy weights); start vLLM's OpenAI server with the knobs of
+server.yaml and per-step logging (`--enable-logging-iteration-details`); run `vllm bench
+serve` twice over the dataset: Poisson arrivals at the workload's rate (vLLM draws them),
+then a closed loop of 4 clients (`--max-concurrency 4`, every request released at once);
+stop the server. Writes, gzipped:
+
+    poisson.json.gz, closed.json.gz   the --save-result --save-detailed results
+    server_steps.log.gz               the server's Iteration(N) lines (fit-steps reads them)
+    record.json                       versions, knobs, commands, machine load before/after
+
+Refuses to start while another vLLM process runs (a recording needs the machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+PORT = 8765
+SERVER_KNOBS = [  # the engine of server.yaml
+    "--load-format", "dummy", "--dtype", "bfloat16", "--block-size", "32", "--enforce-eager",
+    "--max-model-len", "2048", "--max-num-seqs", "16", "--max-num-batched-tokens", "512",
+    "--kv-cache-memory-bytes", str(1024 * 32 * 8192),  # 1024 blocks of 32 tokens x 8 KiB
+    "--no-enable-prefix-caching", "--enable-logging-iteration-details", "--seed", "0",
+]
+RUNS = {  # result name -> the traffic options of vllm bench serve
+    "poisson": ["--no-self-timed", "--request-rate", "2", "--burstiness", "1"],
+    "closed": ["--no-self-timed", "--max-concurrency", "4"],
+}
+KEEP = ("Iteration(", "KV cache size")  # server log lines worth committing
+
+
+def _ancestors() -> set[str]:
+    """This process and its parents (make's command line names the vLLM venv too)."""
+    pids, pid = set(), os.getpid()
+    while pid > 1:
+        pids.add(str(pid))
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        pid = int(stat.rsplit(")", 1)[1].split()[1])
+    return pids
+
+
+def other_vllm() -> list[str]:
+    out = subprocess.run(["pgrep", "-af", "vllm"], capture_output=True, text=True).stdout
+    mine = _ancestors()
+    return [ln for ln in out.splitlines() if ln.split()[0] not in mine
+            and ("vllm" in ln.split()[1] or "vllm.entrypoints" in ln)]  # a vLLM venv's python
+
+
+def export(dataset: Path) -> tuple[str, int]:
+    from sim.config.load import load_scenario
+    from traces.loaders.vllm_bench import write_dataset
+    from traces.spec import build_workload
+
+    loaded = load_scenario(HERE / "workload.yaml")
+    trace = build_workload(loaded.scenario.workload, seed=loaded.scenario.seed,
+                           base_dir=loaded.base_dir)
+    write_dataset(trace, dataset)
+    return str(HERE.relative_to(HERE.parents[1]) / "workload.yaml"), len(trace)
+
+
+def wait_ready(proc: subprocess.Popen, timeout_s: float = 600) -> float:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout_s:
+        if proc.poll() is not None:
+            raise SystemExit(f"the vLLM server exited with status {proc.returncode}")
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{PORT}/v1/models", timeout=2)
+            return time.monotonic() - t0
+        except OSError:
+            time.sleep(2)
+    raise SystemExit(f"the vLLM server was not ready after {timeout_s:.0f} s")
+
+
+def bench(py: str, model: Path, dataset: Path, n: int, name: str, work: Path) -> list[str]:
+    cmd = [py, str(HERE / "bench_serve.py"), "--backend", "vllm", "--model", str(model),
+           "--port", str(PORT), "--dataset-name", "timed_trace", "--dataset-path", str(dataset),
+           "--num-prompts", str(n), "--timed-trace-label-timestamp", "arrival_s",
+           "--timed-trace-chunk-hash-size", "512", "--percentile-metrics", "ttft,tpot,itl,e2el",
+           "--save-result", "--save-detailed", "--result-dir", str(work),
+           "--result-filename", f"{name}.json", "--seed", "0", "--disable-tqdm", *RUNS[name]]
+    with open(work / f"{name}.bench.log", "w") as log:
+        subprocess.run(cmd, check=True, stdout=log, stderr=subprocess.STDOUT, cwd=work)
+    return cmd
+
+
+def gzip_to(src: Path, dst: Path, keep=None) -> None:
+    with open(src, "rb") as f:
+        lines = f.read().splitlines(keepends=True)
+    if keep is not None:
+        lines = [ln for ln in lines if any(k.encode() in ln for k in keep)]
+    with gzip.GzipFile(dst, "wb", mtime=0) as g:  # mtime 0: the same bytes, the same file
+        g.write(b"".join(lines))
+
+
+def versions(py: str) -> dict:
+    code = "import vllm, torch; print(vllm.__version__, torch.__version__)"
+    out = subprocess.run([py, "-c", code], capture_output=True, text=True, cwd="/").stdout
+    v, t = (out.split() + ["?", "?"])[:2]
+    return {"vllm": v, "torch": t, "python": platform.python_version(),
+            "machine": platform.machine(), "cpus": os.cpu_count()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--vllm-python", required=True, help="python of vLLM's venv")
+    ap.add_argument("--out", type=Path, required=True, help="folder for the recorded files")
+    args = ap.parse_args()
+    if busy := other_vllm():
+        raise SystemExit("another vLLM process is running; a recording needs the machine:\n"
+                         + "\n".join(busy))
+    work = Path(tempfile.mkdtemp(prefix="vllm-bench-"))
+    dataset, model = work / "workload.jsonl", work / "tiny-llama"
+    spec, n = export(dataset)
+    subprocess.run([args.vllm_python, str(HERE / "tiny_model.py"), str(model)], check=True,
+                   cwd=work, stdout=subprocess.DEVNULL)
+    record = {"workload": spec, "requests": n, "versions": versions(args.vllm_python),
+              "load_before": os.getloadavg(), "server": SERVER_KNOBS, "runs": {}}
+    server_log = open(work / "server.log", "w")
+    server = subprocess.Popen([args.vllm_python, "-m", "vllm.entrypoints.openai.api_server",
+                               "--model", str(model), "--port", str(PORT), *SERVER_KNOBS],
+                              stdout=server_log, stderr=subprocess.STDOUT, cwd=work)
+    try:
+        record["server_start_s"] = round(wait_ready(server), 1)
+        for name in RUNS:
+            t0 = time.monotonic()
+            cmd = bench(args.vllm_python, model, dataset, n, name, work)
+            record["runs"][name] = {"command": " ".join(cmd[1:]).replace(str(work), "WORK"),
+                                    "wall_s": round(time.monotonic() - t0, 1),
+                                    "load_after": os.getloadavg()}
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+        server_log.close()
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name in RUNS:
+        gzip_to(work / f"{name}.json", args.out / f"{name}.json.gz")
+    gzip_to(work / "server.log", args.out / "server_steps.log.gz", keep=KEEP)
+    (args.out / "record.json").write_text(json.dumps(record, indent=2) + "\n")
+    shutil.rmtree(work)
+    print(json.dumps(record, indent=2))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
