@@ -13,7 +13,8 @@ then a closed loop of 4 clients (`--max-concurrency 4`, every request released a
 stop the server. Writes, gzipped:
 
     poisson.json.gz, closed.json.gz   the --save-result --save-detailed results
-    server_steps.log.gz               the server's Iteration(N) lines (fit-steps reads them)
+    server_steps.log.gz               the server's Iteration(N) lines (fit-steps reads them),
+                                      each stamped with the wall clock (s, to the us)
     record.json                       versions, knobs, commands, machine load before/after
 
 Refuses to start while another vLLM process runs (a recording needs the machine).
@@ -47,6 +48,17 @@ RUNS = {  # result name -> the traffic options of vllm bench serve
     "closed": ["--no-self-timed", "--max-concurrency", "4"],
 }
 KEEP = ("Iteration(", "KV cache size")  # server log lines worth committing
+# vLLM's logging with each line stamped `time.time()` to the microsecond (its default format
+# stops at the second): the frontend logs a step's Iteration line when the step's outputs
+# reach it, so consecutive stamps give the step-to-step period (the elapsed time in the line
+# covers model execution only)
+LOGGING = {
+    "version": 1, "disable_existing_loggers": False,
+    "formatters": {"stamped": {"format": "%(created).6f %(process)d %(levelname)s %(message)s"}},
+    "handlers": {"stamped": {"class": "logging.StreamHandler", "formatter": "stamped",
+                             "level": "INFO", "stream": "ext://sys.stdout"}},
+    "loggers": {"vllm": {"handlers": ["stamped"], "level": "INFO", "propagate": False}},
+}
 
 
 def _ancestors() -> set[str]:
@@ -135,10 +147,12 @@ def main() -> None:
                    cwd=work, stdout=subprocess.DEVNULL)
     record = {"workload": spec, "requests": n, "versions": versions(args.vllm_python),
               "load_before": os.getloadavg(), "server": SERVER_KNOBS, "runs": {}}
+    (work / "logging.json").write_text(json.dumps(LOGGING))
+    env = {**os.environ, "VLLM_LOGGING_CONFIG_PATH": str(work / "logging.json")}
     server_log = open(work / "server.log", "w")
     server = subprocess.Popen([args.vllm_python, "-m", "vllm.entrypoints.openai.api_server",
                                "--model", str(model), "--port", str(PORT), *SERVER_KNOBS],
-                              stdout=server_log, stderr=subprocess.STDOUT, cwd=work)
+                              stdout=server_log, stderr=subprocess.STDOUT, cwd=work, env=env)
     try:
         record["server_start_s"] = round(wait_ready(server), 1)
         for name in RUNS:
