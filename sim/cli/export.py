@@ -44,7 +44,8 @@ def export(
     block = vllm_bench.write_dataset(workload, out)
     rate, burstiness = _rate(spec, workload)
     own, generated = vllm_bench.bench_command(out, workload, block, rate=rate,
-                                              burstiness=burstiness, model=model)
+                                              burstiness=burstiness, model=model,
+                                              concurrency=spec.arrival.concurrency)
     s = trace_stats(workload)
     typer.echo(f"wrote {len(workload):,} requests to {out} (prompt mean "
                f"{s['prompt_tokens']['mean']:,.0f} tokens, output mean "

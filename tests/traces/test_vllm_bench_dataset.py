@@ -106,6 +106,17 @@ def test_a_replayed_trace_exports_its_measured_rate(tmp_path, capsys):
     assert "--request-rate 0.75 --burstiness 8" in printed  # gaps 1, 1, 2: CV^2 = 1/8
 
 
+def test_a_closed_loop_exports_its_concurrency(tmp_path, capsys):
+    sc = write(tmp_path, SCENARIO.replace("{process: gamma, rate: 4.0, cv: 2.0}",
+                                          "{process: closed, concurrency: 3}"))
+    assert main(["trace", "export", str(sc), "-o", str(tmp_path / "c.jsonl")]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].endswith(", inf req/s)")
+    assert printed[2].strip().endswith("--save-result --save-detailed --max-concurrency 3")
+    assert printed[4].strip().endswith("--max-concurrency 3 --no-self-timed --request-rate inf")
+    assert load_trace(tmp_path / "c.jsonl").arrival_s.tolist() == [0.0] * 50
+
+
 def test_bad_export_requests_fail_in_one_line(tmp_path, capsys):
     sc = write(tmp_path, SCENARIO)
     code = main(["trace", "export", str(sc), "-o", str(tmp_path / "a.jsonl"), "-f", "csv"])
