@@ -10,11 +10,13 @@ export benchmarks/vllm_bench/workload.yaml as a timed_trace dataset; write the t
 server.yaml and per-step logging (`--enable-logging-iteration-details`); run `vllm bench
 serve` twice over the dataset: Poisson arrivals at the workload's rate (vLLM draws them),
 then a closed loop of 4 clients (`--max-concurrency 4`, every request released at once);
-stop the server. Writes, gzipped:
+stop the server. A warm-up pass over the same requests comes first (not kept). Writes,
+gzipped:
 
     poisson.json.gz, closed.json.gz   the --save-result --save-detailed results
-    server_steps.log.gz               the server's Iteration(N) lines (fit-steps reads them),
-                                      each stamped with the wall clock (s, to the us)
+    server_steps.log.gz               the server's Iteration(N) lines of the timed runs
+                                      (fit-steps reads them), stamped with the wall clock
+                                      (s, to the us)
     record.json                       versions, knobs, commands, machine load before/after
 
 Refuses to start while another vLLM process runs (a recording needs the machine).
@@ -47,6 +49,9 @@ RUNS = {  # result name -> the traffic options of vllm bench serve
     "poisson": ["--no-self-timed", "--request-rate", "2", "--burstiness", "1"],
     "closed": ["--no-self-timed", "--max-concurrency", "4"],
 }
+# Before the timed runs, the same requests once at 8 req/s, results and step log discarded:
+# a fresh CPU server's first steps of each new shape run up to tens of times slower.
+WARMUP = ["--no-self-timed", "--request-rate", "8", "--burstiness", "1"]
 KEEP = ("Iteration(", "KV cache size")  # server log lines worth committing
 # vLLM's logging with each line stamped `time.time()` to the microsecond (its default format
 # stops at the second): the frontend logs a step's Iteration line when the step's outputs
@@ -103,23 +108,27 @@ def wait_ready(proc: subprocess.Popen, timeout_s: float = 600) -> float:
     raise SystemExit(f"the vLLM server was not ready after {timeout_s:.0f} s")
 
 
-def bench(py: str, model: Path, dataset: Path, n: int, name: str, work: Path) -> list[str]:
+def bench(py: str, model: Path, dataset: Path, n: int, name: str, work: Path,
+          traffic: list[str]) -> list[str]:
     cmd = [py, str(HERE / "bench_serve.py"), "--backend", "vllm", "--model", str(model),
            "--port", str(PORT), "--dataset-name", "timed_trace", "--dataset-path", str(dataset),
            "--num-prompts", str(n), "--timed-trace-label-timestamp", "arrival_s",
            "--timed-trace-chunk-hash-size", "512", "--percentile-metrics", "ttft,tpot,itl,e2el",
            "--save-result", "--save-detailed", "--result-dir", str(work),
-           "--result-filename", f"{name}.json", "--seed", "0", "--disable-tqdm", *RUNS[name]]
+           "--result-filename", f"{name}.json", "--seed", "0", "--disable-tqdm", *traffic]
     with open(work / f"{name}.bench.log", "w") as log:
         subprocess.run(cmd, check=True, stdout=log, stderr=subprocess.STDOUT, cwd=work)
     return cmd
 
 
-def gzip_to(src: Path, dst: Path, keep=None) -> None:
-    with open(src, "rb") as f:
-        lines = f.read().splitlines(keepends=True)
+def gzip_to(src: Path, dst: Path, keep=None, skip: int = 0) -> None:
+    """Gzip `src` to `dst`; with `keep`, only lines holding one of its strings, and of the
+    first `skip` bytes only the KV cache size line."""
+    data = src.read_bytes()
+    lines = data[skip:].splitlines(keepends=True)
     if keep is not None:
-        lines = [ln for ln in lines if any(k.encode() in ln for k in keep)]
+        head = [ln for ln in data[:skip].splitlines(keepends=True) if b"KV cache size" in ln]
+        lines = head + [ln for ln in lines if any(k.encode() in ln for k in keep)]
     with gzip.GzipFile(dst, "wb", mtime=0) as g:  # mtime 0: the same bytes, the same file
         g.write(b"".join(lines))
 
@@ -148,16 +157,21 @@ def main() -> None:
     record = {"workload": spec, "requests": n, "versions": versions(args.vllm_python),
               "load_before": os.getloadavg(), "server": SERVER_KNOBS, "runs": {}}
     (work / "logging.json").write_text(json.dumps(LOGGING))
-    env = {**os.environ, "VLLM_LOGGING_CONFIG_PATH": str(work / "logging.json")}
+    env = {**os.environ, "VLLM_LOGGING_CONFIG_PATH": str(work / "logging.json"),
+           "PYTHONUNBUFFERED": "1"}
     server_log = open(work / "server.log", "w")
     server = subprocess.Popen([args.vllm_python, "-m", "vllm.entrypoints.openai.api_server",
                                "--model", str(model), "--port", str(PORT), *SERVER_KNOBS],
                               stdout=server_log, stderr=subprocess.STDOUT, cwd=work, env=env)
     try:
         record["server_start_s"] = round(wait_ready(server), 1)
-        for name in RUNS:
+        bench(args.vllm_python, model, dataset, n, "warmup", work, WARMUP)
+        time.sleep(2)  # the last warm-up lines reach the (unbuffered) log
+        record["load_after_warmup"] = os.getloadavg()
+        timed_from = (work / "server.log").stat().st_size
+        for name, traffic in RUNS.items():
             t0 = time.monotonic()
-            cmd = bench(args.vllm_python, model, dataset, n, name, work)
+            cmd = bench(args.vllm_python, model, dataset, n, name, work, traffic)
             record["runs"][name] = {"command": " ".join(cmd[1:]).replace(str(work), "WORK"),
                                     "wall_s": round(time.monotonic() - t0, 1),
                                     "load_after": os.getloadavg()}
@@ -168,7 +182,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     for name in RUNS:
         gzip_to(work / f"{name}.json", args.out / f"{name}.json.gz")
-    gzip_to(work / "server.log", args.out / "server_steps.log.gz", keep=KEEP)
+    gzip_to(work / "server.log", args.out / "server_steps.log.gz", keep=KEEP, skip=timed_from)
     (args.out / "record.json").write_text(json.dumps(record, indent=2) + "\n")
     shutil.rmtree(work)
     print(json.dumps(record, indent=2))
