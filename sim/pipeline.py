@@ -61,8 +61,9 @@ def run(loaded: LoadedScenario, out: Path | None = None, *, step_log: bool = Fal
         timer: PhaseTimer | None = None) -> RunOutput:
     """Simulate and (if ``out``) write results; ``prepared`` reuses a ``prepare`` result.
 
-    ``timer`` carries phases timed by the caller (the CLI times loading the scenario);
-    the run adds its own and records them all in ``summary["sim"]["wall_s"]``.
+    The results folder is checked, locked and staged before simulating, so a bad or busy
+    ``out`` fails fast. ``timer`` carries phases timed by the caller (the CLI times loading
+    the scenario); the run adds its own and records them all in ``summary["sim"]["wall_s"]``.
     """
     timer = timer or PhaseTimer()
     if prepared is None:

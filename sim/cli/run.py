@@ -12,6 +12,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from sim import pipeline
 from sim.config.load import load_scenario
 from sim.report.console import print_summary
+from sim.report.outpath import check_out, default_out
 from sim.timing import PhaseTimer, format_wall
 from traces.loaders import ALLOWED
 
@@ -43,7 +44,9 @@ def run(
         "--format", help=f"Trace format for --trace: {ALLOWED}.")
     ] = None,
     out: Annotated[Path | None, typer.Option(
-        "--out", "-o", help="Results folder (default: results/<scenario name>).")] = None,
+        "--out", "-o", help="Results folder (default: results/<scenario name>, plus the "
+        "--set overrides and --trace file when given). Only a folder servesim wrote is ever "
+        "replaced.")] = None,
     step_log: Annotated[bool, typer.Option(
         "--step-log", help="Also write steps.jsonl, one JSON object per engine step.")] = False,
     plots: Annotated[bool, typer.Option(help="Write the PNG plots.")] = True,
@@ -56,8 +59,10 @@ def run(
     timer = PhaseTimer()
     with timer.phase("load"):
         loaded = load_scenario(scenario, sets, str(trace) if trace else None)
+        if out is None:
+            out = default_out(loaded.scenario.name, sets, str(trace) if trace else None)
+        check_out(out)  # a bad --out fails before any trace is read
         prepared = pipeline.prepare(loaded)  # fail fast, before the progress bar
-    out = out or Path("results") / loaded.scenario.name
     console = Console(stderr=True)
     specs = prepared[1]
     horizon = float(specs.arrival_s[-1]) if len(specs) else 0.0
@@ -72,4 +77,12 @@ def run(
         print_summary(res.summary, res.config["derived"])
     if verbose:
         typer.echo(format_wall(res.summary["sim"]["wall_s"]))
-    typer.echo(f"results: {res.out_dir}")
+    typer.echo(f"results: {_shown(res.out_dir)}")
+
+
+def _shown(path: Path) -> str:
+    """The path relative to the current folder when it lies inside it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
