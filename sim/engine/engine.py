@@ -75,7 +75,6 @@ class Engine:
         return self.env.run(until=replica)
 
     # ---- processes --------------------------------------------------------------------
-
     def _replica(self):
         sched = self.scheduler
         yield _late(self.env, 0.0)
