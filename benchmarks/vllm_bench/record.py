@@ -174,7 +174,8 @@ def main() -> None:
             cmd = bench(args.vllm_python, model, dataset, n, name, work, traffic)
             record["runs"][name] = {"command": " ".join(cmd[1:]).replace(str(work), "WORK"),
                                     "wall_s": round(time.monotonic() - t0, 1),
-                                    "load_after": os.getloadavg()}
+                                    "load_after": os.getloadavg(),
+                                    "other_vllm_after": other_vllm()}
     finally:
         server.terminate()
         server.wait(timeout=60)
