@@ -13,7 +13,8 @@ then a closed loop of 4 clients (`--max-concurrency 4`, every request released a
 stop the server. A warm-up pass over the same requests comes first (not kept). Writes,
 gzipped:
 
-    poisson.json.gz, closed.json.gz   the --save-result --save-detailed results
+    poisson.json.gz, closed.json.gz   the --save-result --save-detailed results (without
+                                      the dummy model's generated_texts)
     server_steps.log.gz               the server's Iteration(N) lines of the timed runs
                                       (fit-steps reads them), stamped with the wall clock
                                       (s, to the us)
@@ -76,9 +77,26 @@ def _ancestors() -> set[str]:
     return pids
 
 
+def _descendants() -> set[str]:
+    """Processes this one started, and theirs (the server, its engine, the benchmark)."""
+    parent = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                parent[d.name] = (d / "stat").read_text().rsplit(")", 1)[1].split()[1]
+            except OSError:
+                continue
+    mine, grew = {str(os.getpid())}, True
+    while grew:
+        new = {p for p, pp in parent.items() if pp in mine} - mine
+        mine |= new
+        grew = bool(new)
+    return mine
+
+
 def other_vllm() -> list[str]:
     out = subprocess.run(["pgrep", "-af", "vllm"], capture_output=True, text=True).stdout
-    mine = _ancestors()
+    mine = _ancestors() | _descendants()
     return [ln for ln in out.splitlines() if ln.split()[0] not in mine
             and ("vllm" in ln.split()[1] or "vllm.entrypoints" in ln)]  # a vLLM venv's python
 
@@ -181,7 +199,10 @@ def main() -> None:
         server.wait(timeout=60)
         server_log.close()
     args.out.mkdir(parents=True, exist_ok=True)
-    for name in RUNS:
+    for name in RUNS:  # as vLLM wrote them, less the dummy model's generated texts
+        result = json.loads((work / f"{name}.json").read_text())
+        result.pop("generated_texts", None)
+        (work / f"{name}.json").write_text(json.dumps(result))
         gzip_to(work / f"{name}.json", args.out / f"{name}.json.gz")
     gzip_to(work / "server.log", args.out / "server_steps.log.gz", keep=KEEP, skip=timed_from)
     (args.out / "record.json").write_text(json.dumps(record, indent=2) + "\n")
