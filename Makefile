@@ -58,6 +58,9 @@ record-bench: $(VENV)/.core vllm-venv
 	rm $(BENCH_DATA)/.server_steps.log
 	for r in poisson closed; do $(BIN)/servesim replay-bench $(BENCH_DATA)/$$r.json.gz \
 		--scenario benchmarks/vllm_bench/server.yaml \
+		--set cost.profile=$(BENCH_DATA)/steps.yaml --json > $(BENCH_DATA)/replay_$$r.json \
+		&& $(BIN)/servesim replay-bench $(BENCH_DATA)/$$r.json.gz \
+		--scenario benchmarks/vllm_bench/server.yaml \
 		--set cost.profile=$(BENCH_DATA)/steps.yaml; done
 
 clean:
