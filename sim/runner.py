@@ -12,6 +12,7 @@ from sim.config.memory import GIB
 from sim.config.resolve import Resolved
 from sim.cost.base import COST_MODELS, CostModel
 from sim.engine.arrivals import ArrivalSource, Gated, OpenLoop
+from sim.engine.clock import ns, to_ns
 from sim.engine.engine import Engine, RunStatus, admissible
 from sim.engine.requests import RequestSpecs
 from sim.kv.base import KV_POLICIES, KVManager
@@ -20,6 +21,7 @@ from sim.kv.swap import HostPool
 from sim.metrics.recorder import Recorder
 from sim.sched.admission import ADMISSION_RULES
 from sim.sched.base import SCHEDULERS, Scheduler
+from sim.sched.lengths import serve
 
 SAFETY_MIN_S = 3600.0  # an unbounded run stops this long (or 4 spans) after the last arrival
 
@@ -39,6 +41,7 @@ class RunResult:
     run: RunStatus
     dropped_after_horizon: int  # requests of the trace arriving after the horizon
     wall_s: float
+    shortened: int = 0  # requests served with max_tokens shortened to fit max_model_len
     client_queue_s: np.ndarray | None = None  # gated arrivals: sent - ready, per request (s)
 
 
@@ -55,7 +58,8 @@ def build_kv(r: Resolved, specs: RequestSpecs) -> KVManager:
              params=r.scenario.kv.params, specs=specs)
     if engine.preemption_mode == "swap":
         block = r.memory.block_bytes  # one KV block on one GPU (bytes)
-        kv.host = HostPool(int(engine.swap_space * GIB) // block, block)
+        kv.host = HostPool(int(engine.swap_space * GIB) // block, block,
+                           on_full=engine.swap_space_full)
     return kv
 
 
@@ -91,6 +95,7 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
     stop = _stop_time(r, specs.arrival_s)
     n_all = len(specs)
     specs = specs.head(int(np.searchsorted(specs.arrival_s, stop, side="left")))
+    specs, shortened = serve(specs, r.limits.max_model_len, r.scenario.engine.strict_max_model_len)
     n = len(specs)
     kv = build_kv(r, specs)
     sched = build_scheduler(r, specs, kv)
@@ -108,9 +113,10 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
         generated=sched.generated.copy(), recomputed_tokens=sched.recomputed_tokens,
         counters={"alloc_failures": sched.alloc_failures,
                   "memory_blocked": int(sched.memory_blocked.sum()),
+                  "engine_stopped": sched.stopped,
                   "preemption_mode": r.scenario.engine.preemption_mode, **kv.counters()},
         kv_total_blocks=kv.num_blocks, run=status, dropped_after_horizon=n_all - n,
-        wall_s=time.perf_counter() - t0,
+        wall_s=time.perf_counter() - t0, shortened=shortened,
     )
     return res if isinstance(source, OpenLoop) else _as_sent(res, source.arrival_times())
 
@@ -120,8 +126,8 @@ def arrival_source(r: Resolved, specs: RequestSpecs, sched: Scheduler) -> Arriva
     a = r.scenario.workload.arrival
     ok = admissible(specs, sched)
     if a.concurrency is None:
-        return OpenLoop(specs.arrival_s, ok)
-    return Gated(specs.arrival_s, ok, a.concurrency, a.think_s)
+        return OpenLoop(to_ns(specs.arrival_s), ok)
+    return Gated(to_ns(specs.arrival_s), ok, a.concurrency, ns(a.think_s))
 
 
 def _as_sent(res: RunResult, sent: np.ndarray) -> RunResult:

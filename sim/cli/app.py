@@ -1,4 +1,5 @@
-"""Command tree: run, scenario, trace, policies (each a small module)."""
+"""Command tree: run, sweep, capacity, plot, catalog, scenario, trace, policies (each a small
+module)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import typer
 
 from calibrate.cli import app as calibrate_app
 from sim import version
-from sim.cli import export, policies, replay_bench, run, scenario, sweep
+from sim.cli import capacity, catalog, export, plot, policies, replay_bench, run, scenario, sweep
 from traces.cli import app as trace_app
 
 app = typer.Typer(
@@ -39,6 +40,9 @@ app.command(name="run")(run.run)
 app.command(name="policies")(policies.policies)
 app.command(name="sweep")(sweep.sweep)
 app.command(name="replay-bench")(replay_bench.replay_bench)
+app.command(name="capacity")(capacity.capacity)
+app.command(name="plot")(plot.plot)
+app.command(name="catalog")(catalog.catalog)
 app.add_typer(scenario.app, name="scenario")
 trace_app.command(name="export")(export.export)
 app.add_typer(trace_app, name="trace")

@@ -1,65 +1,108 @@
-"""`servesim sweep`: one knob, several values, one table (and a CSV)."""
+"""`servesim sweep SCENARIO --grid KEY=V1,V2 ... --rate A:B:STEP`: a grid of simulations.
+
+Writes DIR/points.parquet (one row per point: parameters + every summary metric), a file
+per point as it finishes (so ``--resume`` continues a killed sweep), the plots of
+`servesim plot`, and prints one row per configuration and load.
+"""
 
 from __future__ import annotations
 
+import os
+import warnings
 from pathlib import Path
 from typing import Annotated
 
 import typer
-import yaml
-from rich.console import Console
-from rich.table import Table
 
 from sim.cli.run import SetOpt
-from sim.config.load import load_scenario
-from sim.sweep import sweep as run_sweep
+from sim.config.load import LoadedScenario, load_scenario
+from sim.plan.executors import EXECUTORS, make_executor
+from sim.plan.grid import make_plan
+from sim.plan.peaks import stand_in_warning
+from sim.plan.plotdir import budgets_of, plot_dir
+from sim.plan.store import load_points
+from sim.plan.sweep import run_sweep
+from sim.report.plan_tables import show, sweep_table
 from traces.errors import InputError
 
+ScenarioArg = Annotated[Path | None, typer.Argument(
+    help="Scenario YAML (default: the embedded scenarios/default.yaml).")]
+GridOpt = Annotated[list[str] | None, typer.Option(
+    "--grid", "-g", help="KEY=V1,V2,... of a scenario field; several --grid make a cross "
+    "product, e.g. --grid engine.max_num_seqs=64,256.")]
+SeedsOpt = Annotated[int, typer.Option(
+    "--seeds", help="Seeds per point: the scenario seed, seed + 1, ... (count).")]
+ExecutorOpt = Annotated[str, typer.Option(
+    "--executor", help=f"Where points run: {', '.join(EXECUTORS.names())}.")]
+JobsOpt = Annotated[int | None, typer.Option(
+    "--jobs", "-j", help="Points run at once (default: the CPU count).")]
+RayOpt = Annotated[str | None, typer.Option(
+    "--ray-address", help="Ray cluster to run on (e.g. ray://head:10001); default: a local "
+    "Ray started for this command.")]
+ResumeOpt = Annotated[bool, typer.Option(
+    "--resume", help="Continue the sweep in --out: run only the points without a result.")]
+TraceOpt = Annotated[Path | None, typer.Option(
+    "--trace", help="Replay this trace file instead of the scenario's workload.")]
+PlotsOpt = Annotated[bool, typer.Option(help="Write the plots (PNG and SVG) into DIR/plots.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No table, no progress bar.")]
 
-def _values(raw: str) -> list:
-    vals = [yaml.safe_load(v) for v in raw.split(",") if v.strip()]
-    if not vals:
-        raise InputError(f"--values {raw!r}: give a comma-separated list, e.g. 32,64,128")
-    return vals
+
+def load(scenario: Path | None, sets: tuple[str, ...], trace: Path | None) -> LoadedScenario:
+    loaded = load_scenario(scenario, sets, str(trace) if trace else None)
+    msg = stand_in_warning(loaded)
+    if msg:
+        warnings.warn(msg, stacklevel=1)
+    return loaded
 
 
-# (column, header) shown on the console; the CSV has every column
-SHOWN = (("ttft_p50_ms", "TTFT p50"), ("ttft_p95_ms", "TTFT p95"), ("tpot_p50_ms", "TPOT p50"),
-         ("tpot_p95_ms", "TPOT p95"), ("request_per_s", "req/s"), ("output_token_per_s", "tok/s"),
-         ("goodput_request_per_s", "goodput"), ("kv_used_peak", "KV peak %"),
-         ("preemptions", "preempt"), ("verdict", "verdict"))
+def executor(name: str, jobs: int | None, address: str | None):
+    return make_executor(name, jobs if jobs is not None else os.cpu_count() or 1, address)
 
 
-def _cell(v) -> str:
-    if isinstance(v, float):
-        return f"{v:,.1f}" if abs(v) >= 10 else f"{v:.3g}"
-    return str(v)
-
-
-def _table(df, key: str) -> Table:
-    t = Table(title=f"sweep over {key} (latencies in ms)", title_justify="left")
-    t.add_column(key.rsplit(".", 1)[-1], justify="right")
-    for _, header in SHOWN:
-        t.add_column(header, justify="right")
-    for _, rec in df.iterrows():
-        cells = [rec[col] * 100 if col.startswith("kv_") else rec[col] for col, _ in SHOWN]
-        t.add_row(_cell(rec[key]), *(_cell(v) for v in cells))
-    return t
+def interrupted(out: Path) -> typer.Exit:
+    typer.echo(f"interrupted: finished points are in {out}; continue with --resume", err=True)
+    return typer.Exit(130)
 
 
 def sweep(
-    key: Annotated[str, typer.Argument(help="Scenario field to vary, e.g. engine.max_num_seqs.")],
-    values: Annotated[str, typer.Argument(help="Comma-separated values, e.g. 32,64,128.")],
-    scenario: Annotated[Path | None, typer.Option(
-        "--scenario", "-c", help="Scenario YAML (default: the embedded default).")] = None,
+    scenario: ScenarioArg = None,
+    grid: GridOpt = None,
+    rate: Annotated[str | None, typer.Option(
+        "--rate", help="Arrival rates (req/s): START:STOP:STEP or V1,V2,... "
+        "(generated arrivals).")] = None,
+    rate_scale: Annotated[str | None, typer.Option(
+        "--rate-scale", help="Replay speed-ups: START:STOP:STEP or V1,V2,... "
+        "(a replayed trace).")] = None,
+    seeds: SeedsOpt = 1,
+    executor_name: ExecutorOpt = "local",
+    jobs: JobsOpt = None,
+    ray_address: RayOpt = None,
+    out: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="Sweep folder (default: results/<scenario name>-sweep).")] = None,
+    resume: ResumeOpt = False,
     set_: SetOpt = None,
-    trace: Annotated[Path | None, typer.Option("--trace", help="Replay this trace.")] = None,
-    csv: Annotated[Path | None, typer.Option("--csv", help="Also write the table here.")] = None,
+    trace: TraceOpt = None,
+    plots: PlotsOpt = True,
+    quiet: QuietOpt = False,
+    legacy: Annotated[Path | None, typer.Option("--scenario", "-c", hidden=True)] = None,
 ) -> None:
-    """Simulate the scenario once per value of KEY and print one row per value."""
-    loaded = load_scenario(scenario, tuple(set_ or ()), str(trace) if trace else None)
-    df = run_sweep(loaded, key, _values(values))
-    Console().print(_table(df, key))
-    if csv is not None:
-        df.to_csv(csv, index=False)
-        typer.echo(f"table: {csv}")
+    """Simulate SCENARIO at every combination of --grid values, loads and seeds."""
+    if legacy is not None:
+        raise InputError("sweep: -c/--scenario was removed; the scenario is the first argument "
+                         "as in `run`: servesim sweep my.yaml --grid engine.max_num_seqs=64,256")
+    sets = tuple(set_ or ()) + ((f"trace={trace.name}",) if trace else ())
+    loaded = load(scenario, tuple(set_ or ()), trace)
+    plan = make_plan(loaded.scenario, grid, rate, rate_scale, seeds)
+    out = out or Path("results") / f"{loaded.scenario.name}-sweep"
+    try:
+        with executor(executor_name, jobs, ray_address) as ex:
+            res = run_sweep(loaded, plan, out, ex, resume=resume, quiet=quiet, sets=sets)
+    except KeyboardInterrupt:
+        raise interrupted(out) from None
+    manifest, df = load_points(out)
+    if not quiet:
+        show(sweep_table(df, budgets_of(manifest), plan.load_key, len(plan.seeds)))
+    if plots:
+        typer.echo(f"plots: {out / 'plots'} ({len(plot_dir(out))} PNG + SVG)")
+    typer.echo(f"points: {out / 'points.parquet'} ({res.ran:,} simulated, {res.reused:,} "
+               f"reused, {res.wall_s:.1f} s)")

@@ -77,9 +77,16 @@ def _limits(sc: Scenario, model: ModelSpec, gpu: GpuSpec) -> SchedulerLimits:
             f"engine.max_num_batched_tokens ({tokens}) is smaller than max_model_len "
             f"({max_len}) with chunked prefill off: long prompts could never be scheduled; "
             "raise max_num_batched_tokens, lower max_model_len or enable chunked prefill")
-    return SchedulerLimits(max_num_seqs=seqs, max_num_batched_tokens=tokens,
-                           max_model_len=max_len, enable_chunked_prefill=e.enable_chunked_prefill,
-                           long_prefill_token_threshold=e.long_prefill_token_threshold)
+    if e.long_prefill_token_threshold > max_len:  # vllm/config/scheduler.py:352
+        raise ConfigError(
+            f"engine.long_prefill_token_threshold ({e.long_prefill_token_threshold}) cannot be "
+            f"greater than max_model_len ({max_len})")
+    return SchedulerLimits(
+        max_num_seqs=seqs, max_num_batched_tokens=tokens, max_model_len=max_len,
+        enable_chunked_prefill=e.enable_chunked_prefill,
+        long_prefill_token_threshold=e.long_prefill_token_threshold,
+        scheduler_reserve_full_isl=e.scheduler_reserve_full_isl,
+        long_prefill_token_threshold_adaptive=e.long_prefill_token_threshold_adaptive)
 
 
 def _check_parallel(model: ModelSpec, tp: int) -> None:
@@ -116,6 +123,7 @@ def resolve(sc: Scenario) -> Resolved:
     model, gpu, tp = sc.model_spec, sc.gpu_spec, sc.tensor_parallel_size
     _check_parallel(model, tp)
     limits = _limits(sc, model, gpu)
+    sc, limits = sc.scheduler.cls.resolve_defaults(sc, limits)  # e.g. vLLM v0's for prefill-first
     mem = plan_memory(model, gpu, tp, block_size=sc.engine.block_size,
                       utilization=sc.engine.gpu_memory_utilization,
                       max_tokens=limits.max_num_batched_tokens, max_seqs=limits.max_num_seqs,

@@ -10,6 +10,7 @@
     cost         {name: fitted|roofline|..., ...params}; unset: fitted if shipped for the GPU
     workload     trace file or synthetic spec (traces.spec.WorkloadSpec)
     slo          latency budgets for goodput and the verdict
+    gpu_hour_price  price per GPU-hour (capacity's cost per million output tokens)
 
 Every field states its unit. The tree is frozen: derived values (KV capacity,
 resolved defaults) live in ``sim.config.resolve``.
@@ -58,11 +59,28 @@ class EngineConfig(BaseModel):
         True, description="Split prompts across steps to fit the token budget (vLLM v1: on)."
     )
     long_prefill_token_threshold: int = Field(
-        0, ge=0, description="Cap on one request's tokens per step; 0 = no cap (tokens)."
+        0, ge=0, description="Cap on one request's tokens per step while more than one "
+        "request is running or waiting (a lone request may use the whole budget); 0 = no cap "
+        "(tokens).",
+    )
+    long_prefill_token_threshold_adaptive: bool = Field(
+        False, description="Floor long_prefill_token_threshold at max_num_batched_tokens // "
+        "(running + waiting requests), a fair share of the budget (vLLM 0.32; off by default).",
+    )
+    scheduler_reserve_full_isl: bool = Field(
+        True, description="Admit a waiting or preempted request only when KV blocks for all "
+        "its tokens (prompt + output so far) are free, although only its first chunk is "
+        "allocated (vLLM 0.32's default). Off: only the first chunk's blocks must be free.",
     )
     max_model_len: PositiveInt | None = Field(
         None, description="Longest prompt + output served (tokens); default: the model's "
-        "context length. Longer requests are rejected.",
+        "context length. A prompt >= max_model_len is rejected; a longer prompt + output has "
+        "its output shortened to fit, as vLLM's OpenAI server does (see strict_max_model_len).",
+    )
+    strict_max_model_len: bool = Field(
+        False, description="Reject every request whose prompt + output exceeds max_model_len "
+        "(servesim's earlier rule). Off: as vLLM's OpenAI server, shorten max_tokens to "
+        "max_model_len - prompt (counted in summary requests.shortened).",
     )
     num_gpu_blocks_override: PositiveInt | None = Field(
         None, description="Use this many KV blocks instead of deriving them from memory "
@@ -77,11 +95,17 @@ class EngineConfig(BaseModel):
     preemption_mode: Literal["recompute", "swap"] = Field(
         "recompute", description="What preemption does with the victim's KV: recompute (vLLM "
         "v1: drop it, recompute later) or swap (vLLM v0: copy it to host memory and back, "
-        "charged to the step at the GPU's host_bandwidth; recompute when swap_space is full).",
+        "charged to the step at the GPU's host_bandwidth; see swap_space_full).",
     )
     swap_space: float = Field(
         4.0, ge=0, description="Host memory for swapped-out KV, per GPU (GiB; vLLM's default "
         "4). Used by preemption_mode swap.",
+    )
+    swap_space_full: Literal["stop_engine", "abort_request", "recompute"] = Field(
+        "stop_engine", description="A swap victim that does not fit swap_space: stop_engine "
+        "(vLLM v0 raises 'Aborted due to the lack of CPU swap space' and the engine stops; "
+        "every unfinished request is aborted), abort_request (only the victim is aborted) or "
+        "recompute (the victim is recomputed; not what vLLM does).",
     )
 
 
@@ -149,6 +173,9 @@ class Scenario(BaseModel):
     workload: WorkloadSpec = Field(description="Where requests come from.")
     slo: SloConfig = Field(default_factory=SloConfig,
                            description="Latency budgets for goodput and the SLO verdict.")
+    gpu_hour_price: float | None = Field(
+        None, gt=0, description="Price of one GPU for one hour (currency units per GPU-hour, "
+        "e.g. USD); `servesim capacity` reports cost per million output tokens with it.")
 
     @field_validator("model")
     @classmethod

@@ -3,19 +3,18 @@
     replica: deliver arrivals <= clock -> schedule() -> executor -> timeout -> update()
              -> recorder, and the finishes back to the arrival source (sim.engine.arrivals)
 
-Time. SimPy orders the processes, but the simulated time every result is stamped
-with is the replica's own ``clock``, kept exact: a step ends at its start plus its
-duration (sequential float additions, the same whether steps are planned one by
-one or folded into a decode run), an idle replica wakes at the exact arrival or
-wake-up time. SimPy's relative timeouts cannot always land on such a time (``now
-+ delay`` may skip it by an ulp), so the clock, not ``env.now``, decides.
+Time is integer nanoseconds (``sim.engine.clock``): SimPy's clock counts them,
+trace arrivals and step durations are rounded to the nanosecond once, and a step
+ends at exactly its start plus its duration, whether steps are planned one by
+one or folded into a decode run. Seconds handed to schedulers, the recorder and
+callbacks are derived from the integer clock.
 
 Same-time rule: a step that starts at time t sees every request arriving at or
-before t. The replica delivers arrivals by comparing the source's arrival times
-with its clock, so the rule holds whatever order SimPy processes events in. An
-idle replica sleeps until the next arrival or the scheduler's wake-up, whichever
-is first (nothing else can happen while it is idle: arrivals only change on
-finishes).
+before t. The replica delivers arrivals by comparing their integer times with
+its clock, so the rule holds exactly, also for times given in decimal (a group
+arriving at 0.1772 s joins the step that starts at 0.1772 s). An idle replica
+sleeps until the next arrival or the scheduler's wake-up, whichever is first
+(nothing else can happen while it is idle: arrivals only change on finishes).
 """
 
 from __future__ import annotations
@@ -28,20 +27,22 @@ import simpy
 from simpy.events import Event
 
 from sim.engine.arrivals import ArrivalSource, OpenLoop
+from sim.engine.clock import MAX_NS, ns, to_ns, to_s
 from sim.engine.plan import StepPlan, StepResult
 from sim.engine.requests import RequestSpecs
 from sim.metrics.recorder import Recorder
-from sim.sched.base import Scheduler
+from sim.sched.base import EngineStopped, Scheduler
 
 LATE = 2  # SimPy priority below NORMAL (1): processed after arrivals at the same time
 
 
-def _late(env: simpy.Environment, delay: float, value=None) -> Event:
-    """An event firing after ``delay`` with LATE priority (as Timeout does, one level later)."""
+def _late(env: simpy.Environment, delay: int, value=None) -> Event:
+    """An event firing after ``delay`` ns with LATE priority (as Timeout does, one level
+    later)."""
     event = env.event()
     event._ok = True
     event._value = value
-    env.schedule(event, LATE, max(0.0, delay))
+    env.schedule(event, LATE, max(0, int(delay)))
     return event
 
 
@@ -64,10 +65,10 @@ class Engine:
                  source: ArrivalSource | None = None):
         self.specs, self.scheduler, self.executor = specs, scheduler, executor
         self.recorder, self.on_plan, self.progress = recorder, on_plan, progress
-        self.stop_s = stop_s  # no step starts at or after this time (s)
-        self.env = simpy.Environment()
-        self.clock = 0.0  # the replica's exact simulated time (s)
-        self.source = source or OpenLoop(specs.arrival_s[:num_arrivals],
+        self.stop = min(ns(stop_s), MAX_NS)  # no step starts at or after this time (ns)
+        self.env = simpy.Environment()  # its clock counts integer nanoseconds
+        self.clock = 0  # the replica's simulated time (ns)
+        self.source = source or OpenLoop(to_ns(specs.arrival_s[:num_arrivals]),
                                          admissible(specs, scheduler)[:num_arrivals])
 
     def run(self) -> RunStatus:
@@ -77,16 +78,19 @@ class Engine:
     # ---- processes --------------------------------------------------------------------
     def _replica(self):
         sched = self.scheduler
-        yield _late(self.env, 0.0)
-        while self.clock < self.stop_s:
+        yield _late(self.env, 0)
+        while self.clock < self.stop:
             self._deliver()
-            plan = sched.schedule(self.clock)
+            try:
+                plan = sched.schedule(self.clock / 1e9)
+            except EngineStopped:  # the modelled server failed (vLLM v0: swap space full)
+                break
             if plan is None:
                 if not (yield from self._wait_idle()):
                     break
                 continue
             yield from self._execute(plan)
-        return RunStatus(self.clock, self.clock >= self.stop_s, len(sched.waiting))
+        return RunStatus(self.clock / 1e9, self.clock >= self.stop, len(sched.waiting))
 
     def _deliver(self) -> None:
         """Hand over every request arriving at or before the clock (the same-time rule)."""
@@ -95,38 +99,40 @@ class Engine:
 
     def _wait_idle(self):
         """Sleep until the next arrival or the scheduler's wake-up; False if neither comes."""
-        times = [t for t in (self.source.next_time(), self.scheduler.next_wakeup(self.clock))
+        wake = self.scheduler.next_wakeup(self.clock / 1e9)
+        times = [t for t in (self.source.next_time(), None if wake is None else ns(wake))
                  if t is not None]
         if not times:
             return False
         t = min(times)
-        if t > self.env.now:  # SimPy's time may already be an ulp past it
+        if t > self.env.now:
             yield _late(self.env, t - self.env.now)
         self.clock = max(self.clock, t)
         return True
 
     def _execute(self, plan: StepPlan):
-        durations = np.asarray(self.executor(plan), dtype=np.float64)
-        times = np.cumsum(np.concatenate(([self.clock], durations)))  # sequential adds
+        durations = to_ns(self.executor(plan))  # rounded to the nanosecond, once
+        times = self.clock + np.concatenate(([0], np.cumsum(durations)))  # (ns)
         plan, durations, times = self._cut(plan, durations, times)
-        yield _late(self.env, float(times[-1]) - self.env.now)
-        self.clock = float(times[-1])
-        outcome = self.scheduler.update(plan, StepResult(durations))
-        starts = times[:-1]
-        waiting = self._waiting(outcome.num_waiting, starts)
+        yield _late(self.env, int(times[-1]) - self.env.now)
+        self.clock = int(times[-1])
+        durations_s = to_s(durations)
+        outcome = self.scheduler.update(plan, StepResult(durations_s))
+        waiting = self._waiting(outcome.num_waiting, times[:-1])
         if len(outcome.finished):
             self.source.finished(outcome.finished, self.clock)
-        self.recorder.on_plan(plan, starts, durations, outcome, waiting)
+        starts_s = to_s(times[:-1])
+        self.recorder.on_plan(plan, starts_s, durations_s, outcome, waiting)
         if self.on_plan is not None:
-            self.on_plan(plan, starts, durations, outcome)
+            self.on_plan(plan, starts_s, durations_s, outcome)
         if self.progress is not None:
-            self.progress(self.clock)
+            self.progress(self.clock / 1e9)
 
     def _cut(self, plan, durations, times):
         """Shorten a decode run to the steps that start before the next event that matters."""
         if plan.num_steps == 1:
             return plan, durations, times
-        limit, nxt = self.stop_s, self.source.next_time()
+        limit, nxt = self.stop, self.source.next_time()
         if plan.interruptible and nxt is not None:
             limit = min(limit, nxt)
         k = max(1, int(np.searchsorted(times[:-1], limit, side="left")))
@@ -135,13 +141,14 @@ class Engine:
         return plan.first(k), durations[:k], times[: k + 1]
 
     def _waiting(self, base: int, starts: np.ndarray) -> np.ndarray:
-        """Waiting requests at each step start: those queued at planning plus later arrivals."""
+        """Waiting requests at each step start (ns): those queued at planning plus later
+        arrivals."""
         if len(starts) == 1:
             return np.array([base], dtype=np.int64)
         return base + self.source.arrivals_by(starts)
 
 
 def admissible(specs: RequestSpecs, scheduler: Scheduler) -> np.ndarray:
-    """Requests the scheduler accepts (prompt + output <= max_model_len; the rest are
-    rejected at arrival and never wait)."""
-    return specs.prompt_tokens + specs.output_tokens <= scheduler.limits.max_model_len
+    """Requests the scheduler accepts (the server's length rules; the rest are rejected at
+    arrival and never wait)."""
+    return ~scheduler.limits.rejects(specs.prompt_tokens, specs.output_tokens)

@@ -99,6 +99,15 @@ class KVManager(ABC):
         policy's ``admission_reserve`` must stay free as well.
         """
 
+    def fits(self, req: int, total_tokens: int, admitting: bool = False) -> bool:
+        """Whether ``allocate(req, total_tokens, admitting)`` would succeed now (changes
+        nothing): the admission gate of vLLM's ``scheduler_reserve_full_isl``."""
+        need = int(self.blocks_for(np.array([req]), np.array([total_tokens]))[0])
+        need -= int(self.held[req])
+        if need <= 0:
+            return True
+        return need + (self.admission_reserve if admitting else 0) <= self.num_free
+
     @abstractmethod
     def free(self, req: int) -> None:
         """Return every block ``req`` holds to the pool."""
@@ -129,6 +138,16 @@ class KVManager(ABC):
         at least one token short of them (vLLM recomputes the last one for its logits).
         """
         return 0
+
+    def block_refs(self, blocks: np.ndarray) -> np.ndarray:
+        """How many request tables hold each of ``blocks`` (block ids from tables or
+        cache hits); without prefix caching a held block is in exactly one table."""
+        return np.ones(len(blocks), dtype=np.int64)
+
+    def pending_hits(self, req: int) -> list[int]:
+        """Cached blocks the last ``lookup_prefix`` found for ``req``: what an admitting
+        ``allocate`` would add to its table besides new blocks (none without caching)."""
+        return []
 
     def note_computed(self, req_ids: np.ndarray, upto: np.ndarray) -> None:  # noqa: B027
         """Tokens ``[0, upto)`` of each request will hold KV after this step (caching pools

@@ -2,9 +2,13 @@
 
 * Every usable block has a reference count: the number of request tables that
   hold it. Requests sharing a cached prefix hold the same physical blocks.
-* Blocks with count 0 sit in the *free queue*, least recently freed at the head.
-  A freed request's blocks are appended tail-first, so its private tail is
-  evicted before the prefix it shares with others.
+* Blocks with count 0 sit in the *free queue*; allocation pops its head. As
+  vLLM's ``BlockPool.free_blocks`` (``vllm/v1/core/block_pool.py:774-803``), a
+  freed request's blocks are split: those holding reusable content (hashed in
+  vLLM: every full block computed or scheduled) are appended at the tail, the
+  request's tail block first, so the least recently freed content is evicted
+  first and a request's tail before the prefix it shares; the others (a partly
+  filled last block) are put at the head, to be reused first.
 * A block may carry a hash key (its content is reusable). ``cached`` maps a key
   to a block; later blocks with the same key (two requests computed it
   concurrently) wait in ``dups`` and take over when the first is evicted.
@@ -85,14 +89,22 @@ class CachingBlockPool:
         self.refs_total += len(blocks)
         self.version += 1
 
-    def release(self, req: int) -> None:
-        """Drop ``req``'s references; blocks nobody holds join the queue, tail block first."""
+    def release(self, req: int, hashed: int) -> None:
+        """Drop ``req``'s references; blocks nobody holds join the free queue, tail block
+        first: at its tail if they hold reusable content (a key, or among the table's first
+        ``hashed`` blocks), else at its head."""
         table = self.tables.pop(req, None)
         if not table:
             return
         idx = np.array(table[::-1], dtype=np.int64)  # a table holds a block at most once
         self.ref[idx] -= 1
-        self.free_q.update(dict.fromkeys(idx[self.ref[idx] == 0].tolist()))
+        idle = self.ref[idx] == 0
+        reusable = (np.arange(len(table))[::-1] < hashed) | (self.key[idx] != 0)
+        self.free_q.update(dict.fromkeys(idx[idle & reusable].tolist()))
+        q = self.free_q
+        for b in reversed(idx[idle & ~reusable].tolist()):  # the tail block ends up first
+            q[b] = None
+            q.move_to_end(b, last=False)
         self.refs_total -= len(table)
         self.version += 1
 

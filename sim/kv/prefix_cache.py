@@ -14,7 +14,9 @@ pool is :class:`~sim.kv.caching_pool.CachingBlockPool` and block keys come from
   (``note_computed``, called by the scheduler as vLLM's ``cache_blocks``). Blocks
   private to a request are published only when it is recompute-preempted: no
   other request can hit them, and a finished request never looks them up again,
-  so the result is the same as publishing them at once.
+  so the result is the same as publishing them at once. When a request's blocks
+  are freed, its full blocks (hashed in vLLM, published or not here) join the
+  tail of the free queue and a partly filled one its head (see the pool).
 
 Hit accounting follows vLLM's ``PrefixCacheStats``, in tokens: ``queries`` (the
 known tokens of each request at its lookup) and ``hits``; lookups of preempted
@@ -43,6 +45,7 @@ class PrefixCachingKV(PagedKV):
         n = len(self.held)
         self.published = np.zeros(n, dtype=np.int64)  # leading shareable blocks published
         self.looked_up = np.zeros(n, dtype=bool)  # admitted before (a later lookup = preempted)
+        self.upto = np.zeros(n, dtype=np.int64)  # tokens [0, upto) scheduled so far (tokens)
         self._stash = None  # (req, pool version, hit blocks, num_tokens) of the last lookup
         self.stats = dict.fromkeys(("queries", "hits", "preempted_queries", "preempted_hits"), 0)
 
@@ -66,27 +69,55 @@ class PrefixCachingKV(PagedKV):
         self._stash = (req, self.pool.version, hits, n)
         return len(hits) * self.block_size
 
+    def block_refs(self, blocks):
+        return self.pool.ref[np.asarray(blocks, dtype=np.int64)]
+
+    def pending_hits(self, req):
+        stash = self._stash
+        current = stash is not None and stash[0] == req and stash[1] == self.pool.version
+        return list(stash[2]) if current and not self.held[req] else []
+
+    def _lookup(self, req: int):
+        """The lookup just made for ``req``: (hit blocks, tokens looked up), or None."""
+        stash = self._stash
+        if stash is None or stash[0] != req or self.held[req]:
+            return None
+        assert stash[1] == self.pool.version, "the pool changed between lookup and allocate"
+        return stash[2], stash[3]
+
+    def _short(self, req: int, total_tokens: int, hits: list[int], admitting: bool) -> bool:
+        """Too few free blocks for ``total_tokens`` slots after ``hits`` (vLLM's
+        ``get_num_blocks_to_allocate``: new blocks plus hit blocks that are evictable, i.e.
+        sit in the free queue, ``single_type_kv_cache_manager.py:175``)."""
+        need = -(-int(total_tokens) // self.block_size)
+        new = max(need - int(self.held[req]) - len(hits), 0)
+        evictable = int((self.pool.ref[hits] == 0).sum()) if hits else 0
+        reserve = self.admission_reserve if admitting else 0
+        return new + evictable + reserve > self.pool.num_free
+
+    def fits(self, req, total_tokens, admitting=False):
+        looked = self._lookup(req)
+        return not self._short(req, total_tokens, looked[0] if looked else [], admitting)
+
     def allocate(self, req, total_tokens, admitting=False):
-        stash, self._stash = self._stash, None
         # the lookup just made for this request (admission; static batching reserves with
         # admitting=False): its hits become the head of the table
-        looked = stash is not None and stash[0] == req and not self.held[req]
-        if looked:
-            assert stash[1] == self.pool.version, "the pool changed between lookup and allocate"
-        hits = stash[2] if looked else []
-        need = -(-int(total_tokens) // self.block_size)
-        new = need - int(self.held[req]) - len(hits)
-        evictable = int((self.pool.ref[hits] == 0).sum()) if hits else 0
-        if new + evictable + (self.admission_reserve if admitting else 0) > self.pool.num_free:
+        looked = self._lookup(req)
+        self._stash = None
+        hits = looked[0] if looked else []
+        if self._short(req, total_tokens, hits, admitting):
             return False
         if looked:
-            self._count_lookup(req, stash[3], len(hits))
+            self._count_lookup(req, looked[1], len(hits))
         if hits:
             self.pool.touch(req, hits)
             self.published[req] = min(len(hits), int(self.keys.n_shared[req]))
+        need = -(-int(total_tokens) // self.block_size)
+        new = need - int(self.held[req]) - len(hits)
         if new > 0:
             self.pool.take(req, new)
         self.held[req] = max(need, int(self.held[req]))
+        self.upto[req] = max(int(self.upto[req]), int(total_tokens))
         self._publish(req, int(total_tokens))
         return True
 
@@ -98,6 +129,7 @@ class PrefixCachingKV(PagedKV):
 
     # ---- publishing computed blocks ------------------------------------------------
     def note_computed(self, req_ids, upto):
+        self.upto[req_ids] = np.maximum(self.upto[req_ids], upto)
         full = np.minimum(np.asarray(upto) // self.block_size, self.keys.n_shared[req_ids])
         for i in np.flatnonzero(full > self.published[req_ids]).tolist():
             self._publish(int(req_ids[i]), int(upto[i]))
@@ -113,27 +145,32 @@ class PrefixCachingKV(PagedKV):
 
     # ---- freeing ---------------------------------------------------------------------
     def preempt(self, req, computed_tokens):
+        """Publish ``req``'s full blocks under their keys, then free them. vLLM hashes a block
+        as soon as a step is scheduled to fill it (``cache_blocks`` in ``allocate_slots``,
+        ``vllm/v1/core/kv_cache_manager.py:607-616``), so a victim already scheduled in this
+        step keeps the keys of the blocks that step would have filled."""
         table = self.pool.tables.get(req, [])
-        self._publish(req, computed_tokens)
-        done = computed_tokens // self.block_size
-        # published for a step that never ran (a victim already scheduled in this step)
-        for b in table[done: int(self.published[req])]:
-            if self.pool.key[b]:
-                self.pool.drop(b)
+        upto = max(int(computed_tokens), int(self.upto[req]))
+        self._publish(req, upto)
+        done = upto // self.block_size
         start = int(self.keys.n_shared[req])
         own = [(b, key) for b, key in zip(table[start:done], self.keys.private(req, start, done))
                if not self.pool.key[b]]  # blocks it hit at an earlier admission keep their key
         self.pool.register([b for b, _ in own], [key for _, key in own])
-        self._release(req)
+        self._release(req, done)
 
     def free(self, req):
-        self._release(req)
+        # a finished request's full blocks hold reusable content (vLLM hashed them), though
+        # only the request itself could match its private ones, so they stay unregistered
+        filled = int(self.prompt_tokens[req] + self.output_tokens[req] - 1) // self.block_size
+        self._release(req, filled)
         self.keys.forget(req)
 
-    def _release(self, req: int) -> None:
-        self.pool.release(req)
+    def _release(self, req: int, hashed: int) -> None:
+        self.pool.release(req, hashed)
         self.held[req] = 0
         self.published[req] = 0
+        self.upto[req] = 0
 
     # ---- observation -----------------------------------------------------------------
     @property

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sim.metrics.stats import describe_ms
+from sim.sched.base import Status
 
 if TYPE_CHECKING:
     from sim.runner import RunResult
@@ -24,16 +25,27 @@ def request_latencies(res: RunResult) -> dict[str, np.ndarray]:
 
 
 def latency_block(res: RunResult, mask: np.ndarray, *, itl: bool = True) -> dict:
-    """TTFT/TPOT/E2EL distributions (ms) over the requests in ``mask``, plus pooled ITL."""
+    """TTFT/TPOT/E2EL distributions (ms) over the requests in ``mask`` (the finished ones,
+    as `vllm bench serve`), plus the ITL gaps of those requests pooled."""
     lat = request_latencies(res)
     block = {k: describe_ms(v[mask]) for k, v in lat.items()}
     if itl:
-        block["itl"] = describe_ms(*res.recorder.itl_samples())
+        block["itl"] = describe_ms(*res.recorder.itl_samples(mask))
     return block
 
 
 def run_duration(res: RunResult, done: np.ndarray) -> float:
-    """First arrival to last finish (or the end of the run when nothing finished), seconds."""
+    """First arrival to last finish, seconds; to the end of the run when some request did
+    not finish (cut by the horizon or the safety limit, or aborted by a stopped engine)."""
     first = float(res.specs.arrival_s[0]) if len(res.specs) else 0.0
-    end = float(np.nanmax(res.recorder.finish_s)) if done.any() else res.run.end_s
+    end = float(res.run.end_s)
+    if done.any():
+        last = float(np.nanmax(res.recorder.finish_s[done]))
+        end = max(end, last) if unresolved(res).any() else last
     return max(end - first, 1e-12)
+
+
+def unresolved(res: RunResult) -> np.ndarray:
+    """Requests that arrived in the run and neither finished nor were rejected: never
+    started, waiting, running or aborted (bool per request)."""
+    return ~np.isin(res.status, (Status.FINISHED, Status.REJECTED))

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from sim.metrics.occupancy import busy_mean
+
 SWAP_KEYS = ("swap_out_events", "swap_in_events", "swap_out_bytes", "swap_in_bytes",
-             "swap_fallbacks")
+             "swap_space_exhausted", "swap_fallbacks")
 
 
 def swap_fields(counters: dict) -> dict:
-    """Preemption mode and swap traffic (events, bytes; fallbacks = victims recomputed
-    because the host swap space was full)."""
+    """Preemption mode and swap traffic (events, bytes); swap_space_exhausted = victims that
+    did not fit the host swap space, swap_fallbacks = those of them recomputed instead
+    (``engine.swap_space_full: recompute``)."""
     out = {"mode": counters.get("preemption_mode", "recompute")}
     out.update({k: int(counters.get(k, 0)) for k in SWAP_KEYS})
     return out
@@ -31,10 +34,11 @@ def prefix_cache_block(counters: dict) -> dict:
             "saved_prefill_tokens": c["hits"] + c["preempted_hits"]}
 
 
-def concurrency_fields(steps: dict) -> dict:
-    """Requests running at once (after each step's admissions): peak and time-weighted mean."""
-    run, dur = steps["num_running"], steps["duration_s"]
+def concurrency_fields(steps: dict, window) -> dict:
+    """Requests running at once (after each step's admissions): peak, and the mean over the
+    whole run (time-weighted; none run while the engine is idle)."""
+    run = steps["num_running"]
     if not len(run):
         return {"peak_concurrent_seqs": 0, "mean_concurrent_seqs": 0.0}
     return {"peak_concurrent_seqs": int(np.max(run)),
-            "mean_concurrent_seqs": float((run * dur).sum() / max(float(dur.sum()), 1e-12))}
+            "mean_concurrent_seqs": busy_mean(run, steps, window)}

@@ -8,7 +8,8 @@ with its step count) and expanded on demand, so recording costs O(1) Python
 work per plan. Inter-token latencies are kept as weighted samples: in a decode
 run of k steps over n requests, each step's duration after the first is one
 gap for each of the n requests, stored once with weight n (exact, and k*n
-times smaller).
+times smaller), together with the n requests, so the samples can be restricted to
+some requests afterwards (the finished ones, as `vllm bench serve` reports ITL).
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ class Recorder:
         self.last_token_s = nan.copy()
         self.finish_s = nan.copy()
         self.max_itl_s = np.zeros(num_requests)
-        self._itl: list[tuple[np.ndarray, np.ndarray]] = []
+        # (gaps, requests, shared): shared=False: gap i belongs to requests[i]; shared=True:
+        # every gap is one gap of each request in requests (a decode run)
+        self._itl: list[tuple[np.ndarray, np.ndarray, bool]] = []
         self._plan_cols: dict[str, list[int]] = {c: [] for c in _PER_PLAN}
         self._step_cols: dict[str, list[np.ndarray]] = {c: [] for c in _PER_STEP}
         self._plan_steps: list[int] = []
@@ -58,12 +61,12 @@ class Recorder:
         seen = ~np.isnan(prev)
         gaps = ends[0] - prev[seen]
         if len(gaps):
-            self._itl.append((gaps, np.ones(len(gaps), dtype=np.int64)))
             idx = em[seen]
+            self._itl.append((gaps, idx, False))
             self.max_itl_s[idx] = np.maximum(self.max_itl_s[idx], gaps)
         if plan.num_steps > 1:
             rest = durations[1:]
-            self._itl.append((rest, np.full(len(rest), len(em), dtype=np.int64)))
+            self._itl.append((rest, em, True))
             self.max_itl_s[em] = np.maximum(self.max_itl_s[em], rest.max())
         self.last_token_s[em] = ends[-1]
         if len(outcome.first_tokens):
@@ -114,9 +117,22 @@ class Recorder:
             setattr(out, name, getattr(self, name)[:m])
         return out
 
-    def itl_samples(self) -> tuple[np.ndarray, np.ndarray]:
-        """Inter-token latencies (seconds) and their weights."""
-        if not self._itl:
-            return np.zeros(0), np.zeros(0, dtype=np.int64)
-        vals, weights = zip(*self._itl)
-        return np.concatenate(vals), np.concatenate(weights)
+    def itl_samples(self, mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Inter-token latencies (seconds) and their weights (gaps per value), of every
+        request or of the requests in ``mask`` (bool per request)."""
+        own = [(g, r) for g, r, shared in self._itl if not shared]
+        runs = [(g, r) for g, r, shared in self._itl if shared]
+        vals = [np.zeros(0)] + [g for g, _ in own] + [g for g, _ in runs]
+        reqs = np.concatenate([np.zeros(0, dtype=np.int64)] + [r for _, r in own])
+        w_own = np.ones(len(reqs), dtype=np.int64) if mask is None else mask[reqs].astype(
+            np.int64)
+        w_runs = np.zeros(0, dtype=np.int64)
+        if runs:  # per run: how many of its requests count, once per gap
+            sizes = np.array([len(r) for _, r in runs])
+            counts = sizes
+            if mask is not None:
+                members = np.concatenate([r for _, r in runs])
+                counts = np.bincount(np.repeat(np.arange(len(runs)), sizes),
+                                     weights=mask[members], minlength=len(runs))
+            w_runs = np.repeat(counts.astype(np.int64), [len(g) for g, _ in runs])
+        return np.concatenate(vals), np.concatenate((w_own, w_runs))

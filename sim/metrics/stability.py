@@ -1,50 +1,203 @@
-"""Did the waiting queue grow without bound? The verdict, and the numbers behind it.
+"""Is the run sustainable? The stability verdict, its rule and the numbers behind it.
 
-Backlog B(t) = requests arrived by t minus requests finished or rejected by t.
-Over the second half of the arrival period, a stable system's backlog does not
-trend upward; an over-capacity one grows at (offered - served) requests/s. The
-verdict is "unstable" when, over that half, the backlog grew by more than 5% of
-the requests that arrived in it and ends above 10 requests, or when the run
-was cut short by its safety limit with requests unfinished.
+Measured over the arrival period [first arrival, last arrival] (the span), cut into
+``WINDOWS`` equal windows:
+
+* **utilization**: the fraction of the span the engine spent in steps. Continuous
+  batching is busy nearly all the time at any load that keeps one request running,
+  so a high utilization alone is not saturation; next to a queue it means no slack.
+* **queue**: requests that arrived and have not started yet (never scheduled;
+  rejected requests never queue), time-averaged per window; **running**: requests
+  running, time-averaged per window. By Little's law, queue / running is the time
+  requests wait to start over the time they are being served.
+* **queue growth**: the Theil-Sen slope (median of the pairwise slopes, so one
+  burst does not make a trend) of the windows' queue, as a fraction of the arrival
+  rate: the share of offered requests that pile up (1 - 1/rho at rho x capacity).
+* **drain**: from the last arrival until every arrived request had started (to the
+  end of the run if some never did), as a fraction of the span (about rho - 1 for a
+  steady overload; a burst the engine absorbs drains in a small fraction).
+
+Verdicts (thresholds below):
+
+* ``unstable``: the modelled engine stopped (vLLM v0 out of CPU swap space), or the
+  run reached its safety limit with requests unfinished; or the
+  queue grows (growth >= 10% of the arrival rate), does not drain (drain >= 10% of
+  the span) and reached ``MIN_QUEUE`` requests: the offered load exceeds capacity by
+  about 10% or more and latency grows without bound;
+* ``saturated``: not unstable, the engine was busy >= 95% of the span, and in some
+  window at least ``MIN_QUEUE`` requests waited to start, at least half as many as
+  were running: requests waited to start at least half as long as they took to be
+  served. At capacity: latency depends on the load's peaks and the run's length;
+  there is no headroom (a max_num_seqs-bound engine gets there near 90% of the load
+  it can serve);
+* ``stable``: otherwise.
+
+Other code asks :func:`is_sustainable` (a run summary) or reads
+:func:`assess_stability` (a run result); both stay stable in name and fields.
 """
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
+
 import numpy as np
 
+from sim.metrics.latency import unresolved
 from sim.sched.base import Status
 
-GROWTH_FRACTION = 0.05  # backlog growth / arrivals over the second half
-MIN_BACKLOG = 10  # requests: smaller backlogs are noise
+STABLE, SATURATED, UNSTABLE = "stable", "saturated", "unstable"
+WINDOWS = 10  # equal windows of the arrival period
+UNSTABLE_GROWTH = 0.10  # queue growth / arrival rate
+UNSTABLE_DRAIN = 0.10  # drain time / span
+SATURATED_BUSY = 0.95  # busy fraction of the span
+SATURATED_QUEUE_TO_RUNNING = 0.5  # window mean queue / window mean running
+MIN_QUEUE = 10  # requests: smaller queues are noise
 
 
-def backlog_at(arrival: np.ndarray, done_s: np.ndarray, t: float) -> int:
-    """Requests arrived by ``t`` and not yet done (``done_s`` sorted, NaN-free)."""
-    return int(np.searchsorted(arrival, t, side="right") - np.searchsorted(done_s, t, "right"))
+@dataclass(frozen=True)
+class Stability:
+    """The verdict and its numbers (the summary's ``stability`` block)."""
+
+    verdict: str  # stable | saturated | unstable
+    reason: str  # one line: which rule decided, with the numbers
+    sustainable: bool  # verdict == "stable": keeps up with the load, with headroom
+    utilization: float  # busy fraction of the arrival span
+    queue_growth: float  # Theil-Sen slope of the windows' queue / arrival rate
+    queue_growth_per_s: float  # the same slope (requests/s)
+    drain_s: float  # last arrival -> every arrived request started (s)
+    drain_fraction: float  # drain_s / span
+    peak_queue: float  # largest window mean of requests waiting to start (requests)
+    peak_queue_to_running: float  # that window's queue / running (wait vs service)
+    window_s: float  # length of one window (s)
+    window_queue: tuple[float, ...]  # mean requests waiting to start, per window
+    window_running: tuple[float, ...]  # mean requests running, per window
+
+    def as_dict(self) -> dict:
+        out = asdict(self)
+        out["window_queue"] = list(self.window_queue)
+        out["window_running"] = list(self.window_running)
+        return out
+
+
+def is_sustainable(summary: dict) -> bool:
+    """The one question sweeps and capacity searches ask of a run summary: did the engine
+    keep up with headroom (verdict ``stable``)? ``saturated`` and ``unstable`` did not."""
+    return summary["stability"]["verdict"] == STABLE
 
 
 def stability(res) -> dict:
+    """The summary block: :func:`assess_stability` as a dict."""
+    return assess_stability(res).as_dict()
+
+
+def assess_stability(res) -> Stability:
+    """The verdict for a run result (``sim.runner.RunResult``), by the module's rule."""
     arrival = res.specs.arrival_s
-    if len(arrival) < 2:
-        return {"verdict": "stable", "reason": "fewer than two requests"}
-    fin = res.recorder.finish_s.copy()
-    fin[res.status == Status.REJECTED] = arrival[res.status == Status.REJECTED]
-    done_s = np.sort(fin[~np.isnan(fin)])
+    failure = _failure(res)
+    if len(arrival) < 2 or arrival[-1] <= arrival[0]:
+        verdict = UNSTABLE if failure else STABLE
+        reason = failure or "fewer than two arrival times"
+        return Stability(verdict, reason, verdict == STABLE, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
+                         0.0, 0.0, (), ())
     t0, t1 = float(arrival[0]), float(arrival[-1])
-    mid = t0 + (t1 - t0) / 2
-    b_mid, b_end = backlog_at(arrival, done_s, mid), backlog_at(arrival, done_s, t1)
-    arrived = int(np.searchsorted(arrival, t1, "right") - np.searchsorted(arrival, mid, "right"))
-    growth = (b_end - b_mid) / max(arrived, 1)
-    rate = (b_end - b_mid) / max(t1 - mid, 1e-12)
-    unfinished = int(((res.status == Status.WAITING) | (res.status == Status.RUNNING)).sum())
-    cut = res.run.stopped_at_limit and res.resolved.scenario.horizon_s is None and unfinished
-    unstable = bool(cut) or (growth > GROWTH_FRACTION and b_end > MIN_BACKLOG)
-    if cut:
-        reason = f"safety limit reached with {unfinished} requests unfinished"
-    elif unstable:
-        reason = (f"backlog grew from {b_mid} to {b_end} requests over the second half of the "
-                  f"arrivals ({rate:.2f} req/s): offered load exceeds capacity")
+    span = t1 - t0
+    edges = t0 + span * np.arange(WINDOWS + 1) / WINDOWS
+    width = span / WINDOWS
+    steps = res.recorder.steps()
+    busy = _step_area(steps, np.ones(len(steps["start_s"])), edges)
+    running = _step_area(steps, steps["num_running"], edges) / width
+    queue = _queue_area(res, edges) / width
+    rate = (len(arrival) - 1) / span
+    slope = _theil_sen((edges[:-1] + edges[1:]) / 2, queue)
+    drain = _drain_s(res, t1)
+    ratio = queue / np.maximum(running, 1.0)
+    peak = int(np.argmax(queue))
+    numbers = dict(
+        utilization=float(busy.sum() / span), queue_growth=slope / rate,
+        queue_growth_per_s=slope, drain_s=drain, drain_fraction=drain / span,
+        peak_queue=float(queue[peak]), peak_queue_to_running=float(ratio[peak]),
+        window_s=width, window_queue=tuple(float(x) for x in queue),
+        window_running=tuple(float(x) for x in running))
+    saturated_windows = (queue >= MIN_QUEUE) & (ratio >= SATURATED_QUEUE_TO_RUNNING)
+    verdict, reason = _verdict(numbers, failure, saturated_windows)
+    return Stability(verdict, reason, verdict == STABLE, **numbers)
+
+
+def _failure(res) -> str:
+    """Why the run failed outright ('' = it did not): the engine stopped, or the safety
+    limit of a run without horizon cut requests off."""
+    stopped = res.counters.get("engine_stopped", "")
+    if stopped:
+        return f"the engine stopped: {stopped}"
+    unfinished = int(unresolved(res).sum())
+    if res.run.stopped_at_limit and res.resolved.scenario.horizon_s is None and unfinished:
+        return f"safety limit reached with {unfinished} requests unfinished"
+    return ""
+
+
+def _verdict(n: dict, failure: str, saturated_windows: np.ndarray):
+    if failure:
+        return UNSTABLE, failure
+    if (n["queue_growth"] >= UNSTABLE_GROWTH and n["drain_fraction"] >= UNSTABLE_DRAIN
+            and n["peak_queue"] >= MIN_QUEUE):
+        return UNSTABLE, (
+            f"the queue of requests waiting to start grew by {n['queue_growth']:.0%} of the "
+            f"arrivals ({n['queue_growth_per_s']:.2f} req/s) and took {n['drain_s']:.1f} s "
+            f"({n['drain_fraction']:.0%} of the arrival span) to drain after the last "
+            "arrival: offered load exceeds capacity")
+    if n["utilization"] >= SATURATED_BUSY and saturated_windows.any():
+        k = int(np.argmax(np.where(saturated_windows, n["window_queue"], -1)))
+        return SATURATED, (
+            f"engine busy {n['utilization']:.0%} of the arrival span and in window {k + 1}/"
+            f"{WINDOWS} {n['window_queue'][k]:.0f} requests waited to start beside "
+            f"{n['window_running'][k]:.0f} running: at capacity, no headroom")
+    return STABLE, (
+        f"engine busy {n['utilization']:.0%} of the arrival span; queue peaked at "
+        f"{n['peak_queue']:.0f} requests ({n['peak_queue_to_running']:.1f}x running), grew "
+        f"{n['queue_growth']:.1%} of the arrivals, drained {n['drain_s']:.1f} s after the "
+        "last arrival")
+
+
+def _step_area(steps: dict, values: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Integral over each window of a per-step value (0 while idle): value x seconds."""
+    starts, dur = steps["start_s"], steps["duration_s"]
+    if not len(starts):
+        return np.zeros(len(edges) - 1)
+    cum = np.concatenate(([0.0], np.cumsum(values * dur)))
+    k = np.searchsorted(starts, edges, side="right") - 1  # last step starting by the edge
+    inside = np.where(k >= 0, np.minimum(edges - starts[np.maximum(k, 0)],
+                                         dur[np.maximum(k, 0)]), 0.0)
+    upto = cum[np.maximum(k, 0)] + np.where(k >= 0, values[np.maximum(k, 0)] * inside, 0.0)
+    return np.diff(upto)
+
+
+def _queue_area(res, edges: np.ndarray) -> np.ndarray:
+    """Integral over each window of the requests that arrived and had not started."""
+    keep = res.status != Status.REJECTED
+    arrived = np.sort(res.specs.arrival_s[keep])
+    started = res.recorder.first_scheduled_s[keep]
+    started = np.sort(np.where(np.isnan(started), np.inf, started))
+    return np.diff(_count_area(arrived, edges) - _count_area(started, edges))
+
+
+def _count_area(times: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Integral up to each edge of #{times <= t} (``times`` sorted; inf never counts)."""
+    finite = times[np.isfinite(times)]
+    c = np.searchsorted(finite, edges, side="right")
+    before = np.concatenate(([0.0], np.cumsum(finite)))[c]
+    return c * edges - before
+
+
+def _drain_s(res, last_arrival: float) -> float:
+    keep = res.status != Status.REJECTED
+    started = res.recorder.first_scheduled_s[keep]
+    if np.isnan(started).any():  # some never started: at least until the run ended
+        end = float(res.run.end_s)
     else:
-        reason = f"backlog {b_mid} -> {b_end} requests over the second half of the arrivals"
-    return {"verdict": "unstable" if unstable else "stable", "reason": reason,
-            "backlog_mid": b_mid, "backlog_end": b_end, "backlog_growth_per_s": rate}
+        end = float(started.max()) if len(started) else last_arrival
+    return max(end - last_arrival, 0.0)
+
+
+def _theil_sen(x: np.ndarray, y: np.ndarray) -> float:
+    i, j = np.triu_indices(len(x), k=1)
+    return float(np.median((y[j] - y[i]) / (x[j] - x[i])))

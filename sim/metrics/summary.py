@@ -4,8 +4,12 @@
 * TPOT  = (E2E - TTFT) / (output tokens - 1), requests with more than one output token
 * ITL   = every gap between consecutive output tokens of a request
 * E2EL  = finish time - arrival
-* duration = last finish (or the end of the run) - first arrival; throughputs divide by it
-* goodput = finished requests meeting every SLO budget / duration
+* duration = last finish - first arrival (to the end of the run when some request did
+  not finish); throughputs divide by it
+* goodput = finished requests meeting every SLO budget / duration; the SLO verdict counts
+  requests that did not finish as failures (``sim.metrics.slo``)
+* time-weighted means (waiting, KV used, running) cover the whole run, idle time included
+  (``sim.metrics.occupancy``)
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import numpy as np
 from sim.metrics.lanes import lane_blocks
 from sim.metrics.latency import latency_block, request_latencies, run_duration
 from sim.metrics.memory import concurrency_fields, prefix_cache_block, swap_fields
+from sim.metrics.occupancy import Window, busy_mean, run_window, waiting_area
 from sim.metrics.slo import goodput_mask, slo_verdict
 from sim.metrics.stability import stability
 from sim.metrics.stats import describe_ms, weighted_percentiles
@@ -30,11 +35,15 @@ def summarize(res: RunResult) -> dict:
     out_tok, in_tok = int(res.generated[done].sum()), int(specs.prompt_tokens[done].sum())
     good = goodput_mask(res, lat, done)
     steps = rec.steps()
+    window = run_window(res, steps)
     return {
         "requests": {
             "total": len(specs), "finished": int(done.sum()),
             "rejected": int((st == Status.REJECTED).sum()),
-            "unfinished": int(((st == Status.WAITING) | (st == Status.RUNNING)).sum()),
+            "shortened": res.shortened,  # max_tokens cut to max_model_len - prompt, served
+            "unfinished": int(np.isin(st, (Status.PENDING, Status.WAITING,
+                                           Status.RUNNING)).sum()),
+            "aborted": int((st == Status.ABORTED).sum()),
             "dropped_after_horizon": res.dropped_after_horizon,
         },
         "duration_s": duration,
@@ -44,7 +53,7 @@ def summarize(res: RunResult) -> dict:
             "goodput_request_per_s": good.sum() / duration,
         },
         "latency_ms": latency_block(res, done),
-        "slo": slo_verdict(res, lat, done),
+        "slo": slo_verdict(res, lat, st != Status.REJECTED),
         "preemption": {
             "count": int(res.num_preemptions.sum()),
             "requests_preempted": int((res.num_preemptions > 0).sum()),
@@ -53,15 +62,16 @@ def summarize(res: RunResult) -> dict:
             "requests_blocked_on_memory": res.counters["memory_blocked"],
             **swap_fields(res.counters),
         },
-        "kv_cache": {**kv_block(steps, res.kv_total_blocks, res.resolved.block_size),
-                     **concurrency_fields(steps)},
+        "kv_cache": {**kv_block(steps, res.kv_total_blocks, res.resolved.block_size, window),
+                     **concurrency_fields(steps, window)},
         "prefix_cache": prefix_cache_block(res.counters),
-        "waiting": waiting_block(steps),
+        "waiting": waiting_block(res, steps, window),
         "steps": steps_block(steps),
         "stability": stability(res),
         "lanes": lane_blocks(res),
         "sim": {"end_s": float(res.run.end_s), "stopped_at_limit": bool(res.run.stopped_at_limit),
-                "stuck_requests": res.run.stuck, **client_queue(res)},
+                "stuck_requests": res.run.stuck,
+                "stopped": res.counters.get("engine_stopped", ""), **client_queue(res)},
     }
 
 
@@ -77,12 +87,13 @@ def _time_mean(x: np.ndarray, dur: np.ndarray) -> float:
     return float((x * dur).sum() / max(float(dur.sum()), 1e-12))
 
 
-def kv_block(steps: dict, total: int, block_size: int) -> dict:
-    """KV occupancy over time (time-weighted by step duration) and its waste.
+def kv_block(steps: dict, total: int, block_size: int, window: Window) -> dict:
+    """KV occupancy over time (time-weighted over the whole run; none is used while the
+    engine is idle) and its waste.
 
     Waste = slots held by requests but not holding a token's KV: the partly filled
     last block of each request under paging, the unused reservation of contiguous
-    policies (internal fragmentation).
+    policies (internal fragmentation); averaged over the time blocks are held.
     """
     used, dur, tokens = steps["kv_blocks_used"], steps["duration_s"], steps["kv_tokens"]
     if not len(used):
@@ -92,21 +103,21 @@ def kv_block(steps: dict, total: int, block_size: int) -> dict:
     busy = slots > 0
     return {
         "total_blocks": total,
-        "mean_used_fraction": _time_mean(used / max(total, 1), dur),
+        "mean_used_fraction": busy_mean(used / max(total, 1), steps, window),
         "peak_used_fraction": float(used.max() / max(total, 1)),
         "peak_used_blocks": int(used.max()),
         "mean_wasted_slot_fraction": _time_mean(waste[busy], dur[busy]) if busy.any() else 0.0,
     }
 
 
-def waiting_block(steps: dict) -> dict:
-    """Mean number of requests waiting (time-weighted), split by why admission stopped."""
-    dur, waiting, why = steps["duration_s"], steps["num_waiting"], steps["blocked"]
-    total = max(float(dur.sum()), 1e-12)
-    out = {"mean_waiting": float((waiting * dur).sum() / total)}
+def waiting_block(res, steps: dict, window: Window) -> dict:
+    """Mean number of requests waiting (time-weighted over the whole run, idle time
+    included), split by why admission stopped at the plan before."""
+    why = steps["blocked"]
+    area, before = waiting_area(res, steps, window)
+    out = {"mean_waiting": float((area.sum() + before) / window.length_s)}
     for reason in sorted(set(why.tolist()) - {""}):
-        m = why == reason
-        out[f"mean_waiting_on_{reason}"] = float((waiting[m] * dur[m]).sum() / total)
+        out[f"mean_waiting_on_{reason}"] = float(area[why == reason].sum() / window.length_s)
     return out
 
 

@@ -34,7 +34,9 @@ def overview_table(s: dict, derived: dict) -> Table:
     r, th, kv, pre = s["requests"], s["throughput"], s["kv_cache"], s["preemption"]
     rows = [
         ("requests finished / total", f"{r['finished']:,} / {r['total']:,}"),
-        ("rejected (> max_model_len) / unfinished", f"{r['rejected']:,} / {r['unfinished']:,}"),
+        ("rejected / max_tokens shortened / unfinished / aborted",
+         f"{r['rejected']:,} / {r.get('shortened', 0):,} / {r['unfinished']:,} / "
+         f"{r.get('aborted', 0):,}"),
         ("duration (s)", _fmt(s["duration_s"], 2)),
         ("request throughput (req/s)", _fmt(th["request_per_s"], 3)),
         ("output token throughput (tok/s)", _fmt(th["output_token_per_s"])),
@@ -46,12 +48,20 @@ def overview_table(s: dict, derived: dict) -> Table:
                                     f"{100 * kv.get('peak_used_fraction', 0):.1f}"),
         ("preemptions (recomputed tokens)", f"{pre['count']:,} ({pre['recomputed_tokens']:,})"),
         *memory_rows(s),
-        ("SLO at p{:g}".format(s["slo"]["percentile"]), "met" if s["slo"]["met"] else "MISSED"),
+        ("SLO at p{:g}".format(s["slo"]["percentile"]), slo_line(s["slo"])),
         ("stability", f"{s['stability']['verdict']}: {s['stability']['reason']}"),
     ]
+    if s["sim"].get("stopped"):
+        rows.append(("engine stopped", s["sim"]["stopped"]))
     for k, v in rows:
         t.add_row(k, v)
     return t
+
+
+def slo_line(slo: dict) -> str:
+    verdict = "met" if slo["met"] else "MISSED"
+    failed = slo.get("unfinished_as_failures", 0)
+    return f"{verdict} ({failed:,} unfinished counted as failures)" if failed else verdict
 
 
 def memory_rows(s: dict) -> list[tuple[str, str]]:

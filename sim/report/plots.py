@@ -1,10 +1,13 @@
-"""The two plots every run writes.
+"""The plots of one run.
 
-* ``ttft_cdf.png``: the TTFT distribution (what interactive users feel).
-* ``kv_vs_waiting.png``: KV blocks used / total next to requests waiting, over
-  time: the seed article's practical check. Low occupancy with a growing queue
-  points at fragmentation or over-conservative reservations; pegged occupancy
-  with a growing queue means the KV cache is the bottleneck.
+* ``ttft_cdf`` / ``latency_cdf``: a latency distribution (per lane when there are lanes)
+  with its p50/p90/p95/p99 marked and the SLO budget drawn.
+* ``kv_vs_waiting``: KV blocks used / total next to requests waiting, over time, with
+  preemptions marked: the seed article's practical check. Low occupancy with a growing
+  queue points at fragmentation or over-conservative reservations; pegged occupancy with
+  a growing queue (and preemptions) means the KV cache is the bottleneck.
+
+Titles carry what defines the run (callers pass the overrides); count axes are integers.
 """
 
 from __future__ import annotations
@@ -14,26 +17,74 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure  # no pyplot: no global backend state to disturb
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 MAX_POINTS = 2000  # time bins for long runs: the plot stays readable and small
+PERCENTILES = (50, 90, 95, 99)
+LABEL_AT = {50: (5, -10), 90: (5, -10), 95: (-8, 4), 99: (5, 4)}  # text offsets (points)
+PLAIN = FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}")  # 500, not 5x10^2
 
 
-def ttft_cdf(requests: pd.DataFrame, path: Path, title: str = "") -> None:
-    fig = Figure(figsize=(6, 4))
+def plain_log_axis(axis) -> None:
+    """Numbers as people write them on a log axis (10, 100, 1,000)."""
+    axis.set_major_formatter(PLAIN)
+
+
+def save(fig: Figure, path: Path | None, formats: tuple[str, ...] = ()) -> list[Path]:
+    """Save ``fig`` at ``path`` and beside it in each of ``formats`` (e.g. ``("svg",)``);
+    ``path`` None only lays it out (a notebook displays the returned figure)."""
+    fig.tight_layout()
+    if path is None:
+        return []
+    path = Path(path)
+    out = [path, *(path.with_suffix(f".{f}") for f in formats)]
+    for p in out:
+        fig.savefig(p, dpi=110)
+    return out
+
+
+def _mark_percentiles(ax, v: np.ndarray, color: str) -> None:
+    for p in PERCENTILES:
+        x = float(np.percentile(v, p))
+        ax.plot([x], [p / 100], marker="o", ms=3, color=color)
+        dx, dy = LABEL_AT[p]
+        ax.annotate(f"p{p} {x:,.0f}", (x, p / 100), xytext=(dx, dy), textcoords="offset points",
+                    fontsize=7, color=color, ha="right" if dx < 0 else "left")
+
+
+def latency_cdf(requests: pd.DataFrame, column: str, path: Path | None, *, title: str = "",
+                what: str = "latency", slo_ms: float | None = None,
+                formats: tuple[str, ...] = ()) -> Figure:
+    """CDF of ``requests[column]`` (seconds) in ms, per lane, percentiles and budget marked."""
+    fig = Figure(figsize=(7, 4.2))
     ax = fig.subplots()
+    colors = iter(("tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown"))
+    lanes = requests["lane"].nunique() > 1
     for lane, grp in requests.groupby("lane"):
-        v = np.sort(grp["ttft_s"].dropna().to_numpy() * 1e3)
+        v = np.sort(grp[column].dropna().to_numpy() * 1e3)
         if len(v):
-            ax.plot(v, np.arange(1, len(v) + 1) / len(v), label=str(lane))
-    ax.set_xlabel("TTFT (ms)")
+            c = next(colors, "tab:gray")
+            ax.plot(v, np.arange(1, len(v) + 1) / len(v), color=c,
+                    label=f"lane {lane}" if lanes else f"{what} ({len(v):,} requests)")
+            _mark_percentiles(ax, v, c)
+    if slo_ms:
+        ax.axvline(slo_ms, color="tab:red", ls="--", lw=1, label=f"SLO {slo_ms:g} ms")
+    ax.set_xlabel(f"{what} (ms)")
     ax.set_ylabel("fraction of requests")
     ax.set_xscale("symlog", linthresh=10)
+    plain_log_axis(ax.xaxis)
+    ax.set_ylim(0, 1.02)
     ax.grid(alpha=0.3)
-    if requests["lane"].nunique() > 1:
-        ax.legend()
-    ax.set_title(title or "Time to first token")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    ax.legend(loc="lower right", fontsize=8)
+    ax.set_title(title or what, fontsize=10)
+    save(fig, path, formats)
+    return fig
+
+
+def ttft_cdf(requests: pd.DataFrame, path: Path | None, title: str = "",
+             slo_ms: float | None = None, formats: tuple[str, ...] = ()) -> Figure:
+    return latency_cdf(requests, "ttft_s", path, title=title or "Time to first token",
+                       what="TTFT", slo_ms=slo_ms, formats=formats)
 
 
 def _binned(steps: pd.DataFrame) -> pd.DataFrame:
@@ -43,22 +94,32 @@ def _binned(steps: pd.DataFrame) -> pd.DataFrame:
     g = steps.groupby(bins)
     return pd.DataFrame({"start_s": g["start_s"].first(),
                          "kv_used_fraction": g["kv_used_fraction"].max(),
-                         "num_waiting": g["num_waiting"].max()})
+                         "num_waiting": g["num_waiting"].max(),
+                         "num_preempted": g["num_preempted"].sum()})
 
 
-def kv_vs_waiting(steps: pd.DataFrame, path: Path, title: str = "") -> None:
-    fig = Figure(figsize=(8, 4))
+def kv_vs_waiting(steps: pd.DataFrame, path: Path | None, title: str = "",
+                  formats: tuple[str, ...] = ()) -> Figure:
+    fig = Figure(figsize=(9, 4.2))
     ax = fig.subplots()
+    ax2 = ax.twinx()
     if len(steps):
         b = _binned(steps)
-        ax.plot(b["start_s"], 100 * b["kv_used_fraction"], color="tab:blue", lw=1)
-        ax2 = ax.twinx()
-        ax2.plot(b["start_s"], b["num_waiting"], color="tab:red", lw=1)
+        ax.plot(b["start_s"], 100 * b["kv_used_fraction"], color="tab:blue", lw=1,
+                label="KV blocks used")
+        ax2.plot(b["start_s"], b["num_waiting"], color="tab:red", lw=1, label="waiting")
         ax2.set_ylim(0, max(1.0, 1.05 * float(b["num_waiting"].max())))
-        ax2.set_ylabel("requests waiting", color="tab:red")
+        pre = b[b["num_preempted"] > 0]
+        if len(pre):
+            n = int(steps["num_preempted"].sum())
+            ax.plot(pre["start_s"], np.full(len(pre), 102.0), "|", color="black", ms=8,
+                    label=f"preemptions ({n:,})")
+        ax.legend(loc="upper left", fontsize=8)
+    ax2.set_ylabel("requests waiting", color="tab:red")
+    ax2.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylim(0, 105)
     ax.set_xlabel("simulated time (s)")
     ax.set_ylabel("KV blocks used (%)", color="tab:blue")
-    ax.set_title(title or "KV occupancy vs waiting queue")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    ax.set_title(title or "KV occupancy vs waiting queue", fontsize=10)
+    save(fig, path, formats)
+    return fig

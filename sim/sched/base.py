@@ -22,9 +22,11 @@ from pydantic import BaseModel, ConfigDict
 
 from sim.engine.plan import StepOutcome, StepPlan, StepResult
 from sim.engine.requests import RequestSpecs
+from sim.kv import swap
 from sim.kv.base import KVManager
 from sim.registry import Registry
 from sim.sched.admission import Admission, Optimistic
+from sim.sched.lengths import rejected
 from sim.sched.queues import FCFSQueue
 
 
@@ -33,7 +35,13 @@ class Status(IntEnum):
     WAITING = 1  # queued (new, or preempted and queued again)
     RUNNING = 2
     FINISHED = 3
-    REJECTED = 4  # prompt + output exceeds max_model_len
+    REJECTED = 4  # no room in max_model_len (see sim.sched.lengths)
+    ABORTED = 5  # failed by the engine (vLLM v0: no room in the CPU swap space)
+
+
+class EngineStopped(Exception):  # noqa: N818 (a stop, not an error of the simulator)
+    """The modelled server stopped (vLLM v0's RuntimeError when its swap space is full);
+    the scheduler has failed every request it had not finished."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +53,14 @@ class SchedulerLimits:
     max_model_len: int  # prompt + output at most (tokens)
     enable_chunked_prefill: bool
     long_prefill_token_threshold: int  # per-request chunk cap per step, 0 = none (tokens)
+    # admit a waiting request only when blocks for all its tokens are free (vLLM 0.32)
+    scheduler_reserve_full_isl: bool = True
+    # floor the long-prefill cap at max_num_batched_tokens // (running + waiting)
+    long_prefill_token_threshold_adaptive: bool = False
+
+    def rejects(self, prompt, output) -> np.ndarray:
+        """Requests refused at arrival (``sim.sched.lengths.rejected``)."""
+        return rejected(prompt, output, self.max_model_len)
 
 
 class NoParams(BaseModel):
@@ -86,6 +102,13 @@ class Scheduler(ABC):
         self.alloc_failures = 0  # running-pass block allocations that failed (each preempts)
         self.memory_blocked = np.zeros(n, dtype=bool)  # ever refused admission for lack of KV
         self.run_blocks = np.zeros(0, dtype=np.int64)  # cumulative new blocks, steps 1.. of a run
+        self.stopped = ""  # why the modelled engine stopped ('' = it did not)
+
+    @classmethod
+    def resolve_defaults(cls, scenario, limits: SchedulerLimits):
+        """The policy's own defaults for knobs the scenario leaves unset (vLLM v0's for the
+        v0-era policies): returns (scenario, limits), used for sizing and reports."""
+        return scenario, limits
 
     # ---- queue / arrivals ---------------------------------------------------------
     def make_queue(self):
@@ -94,8 +117,9 @@ class Scheduler(ABC):
         return FCFSQueue()
 
     def add_request(self, req: int) -> bool:
-        """A request arrives. False if it is rejected (prompt + output > max_model_len)."""
-        if self.prompt[req] + self.output[req] > self.limits.max_model_len:
+        """A request arrives. False if it is rejected (``sim.sched.lengths``: no room for
+        one output token, or over max_model_len under the strict rule)."""
+        if self.limits.rejects(self.prompt[req], self.output[req]):
             self.status[req] = Status.REJECTED
             return False
         self.status[req] = Status.WAITING
@@ -143,10 +167,32 @@ class Scheduler(ABC):
             self._swap_bytes[0] += moved
             self.swapped.add(req)
             return
+        host = self.kv.host
+        if host is not None and self.kv.held[req] and host.on_full != swap.RECOMPUTE:
+            self._swap_space_full(req)  # vLLM v0 fails the request, or the engine
+            return
         self.kv.preempt(req, int(self.computed[req]))
         self.recomputed_tokens += int(self.computed[req])
         self.computed[req] = 0
         self.waiting.prepend(req)
+
+    def _swap_space_full(self, req: int) -> None:
+        """A swap victim that does not fit the host pool (``sim.kv.swap``): it fails, or
+        the engine stops (vLLM v0's RuntimeError) and every unfinished request fails."""
+        self.kv.free(req)
+        self.status[req] = Status.ABORTED
+        if self.kv.host.on_full == swap.ABORT_REQUEST:
+            return
+        self.stopped = swap.LACK_OF_SWAP
+        for r in np.flatnonzero(self.kv.held > 0).tolist():
+            self.kv.free(r)
+        for r in list(self.swapped):
+            self.kv.host.drop(r)
+        live = np.isin(self.status, (Status.PENDING, Status.WAITING, Status.RUNNING))
+        self.status[live] = Status.ABORTED
+        self.running = np.zeros(0, dtype=np.int64)
+        self.waiting, self.swapped = self.make_queue(), FCFSQueue()
+        raise EngineStopped(self.stopped)
 
     # ---- commit ---------------------------------------------------------------------
     def update(self, plan: StepPlan, result: StepResult) -> StepOutcome:

@@ -21,7 +21,9 @@ not only a priority bit that still shares one saturated KV pool"):
 * ``interactive_seq_share`` of ``max_num_seqs``: batch requests run at most
   ``max_num_seqs - floor(share * max_num_seqs)`` at once (admission reason ``policy``);
 * ``interactive_kv_share`` of the KV blocks: batch requests together hold at most
-  ``blocks - max(reserve, blocks held by interactive)``. This is enforced at
+  ``blocks - max(reserve, blocks held by interactive requests only)``, counted
+  physically (a prefix-cache block shared by several requests once; one shared by
+  both lanes as the batch lane's). This is enforced at
   admission and when batch requests grow (a batch request that would grow into
   the reservation fails its allocation and preempts the newest batch request),
   so the batch lane behaves like a vLLM with a smaller pool and leaves the
@@ -139,22 +141,54 @@ class LanesScheduler(VllmScheduler):
         return LaneQueue(self.interactive)
 
     # ---- lane accounting ---------------------------------------------------------------------
-    def _batch_room(self) -> int:
-        """Blocks batch requests may still take: what the interactive lane leaves."""
+    def _lane_blocks(self) -> tuple[int, int]:
+        """Physical blocks held by batch requests, and those held by interactive ones only.
+
+        A prefix block shared by several requests counts once (as vLLM's pool holds it
+        once); one shared by both lanes counts as the batch lane's, since it stays in use
+        while a batch request holds it. Every used block is in a running request's table,
+        so the batch lane holds the used blocks that are not interactive-only.
+        """
         r = self.running
-        held, inter = self.kv.held[r], self.interactive[r]
-        cap = self.kv.num_blocks - max(self.kv_reserve, int(held[inter].sum()))
-        return max(0, min(self.kv.num_free, cap - int(held[~inter].sum())))
+        inter = self.interactive[r]
+        if not self.kv.shared_slots:  # no block in two tables: held counts are physical
+            held = self.kv.held[r]
+            return int(held[~inter].sum()), int(held[inter].sum())
+        blocks, counts = self._interactive_blocks()
+        only_inter = int((counts == self.kv.block_refs(blocks)).sum())
+        return self.kv.num_used - only_inter, only_inter
+
+    def _interactive_blocks(self) -> tuple[np.ndarray, np.ndarray]:
+        """Block ids in interactive requests' tables (sorted) and how many hold each."""
+        r = self.running[self.interactive[self.running]]
+        ids = np.fromiter(chain.from_iterable(map(self.kv.block_table, r.tolist())),
+                          dtype=np.int64)
+        return np.unique(ids, return_counts=True)
+
+    def _batch_room(self, lane: tuple | None = None) -> int:
+        """Blocks batch requests may still take: what the interactive lane leaves."""
+        batch, inter = lane or self._lane_blocks()
+        cap = self.kv.num_blocks - max(self.kv_reserve, inter)
+        return max(0, min(self.kv.num_free, cap - batch))
 
     def free_blocks(self) -> int:
         return self._batch_room() if self._serving == BATCH else self.kv.num_free
 
     def allocate(self, req, total, admitting=False):
-        if not self.interactive[req]:
-            extra = int(self.kv.extra_blocks(np.array([req]), np.array([total]))[0])
-            if extra > self._batch_room():
-                return False
+        if not self.interactive[req] and self._batch_growth(req, total) > self._batch_room():
+            return False
         return super().allocate(req, total, admitting)
+
+    def _batch_growth(self, req: int, total: int) -> int:
+        """Physical blocks the batch lane gains if ``req`` grows to ``total`` slots: new
+        blocks, plus prefix-cache hits that no batch request holds yet."""
+        hits = np.asarray(self.kv.pending_hits(req), dtype=np.int64)
+        new = int(self.kv.extra_blocks(np.array([req]), np.array([total]))[0]) - len(hits)
+        if not len(hits):
+            return new
+        held_by_inter = dict(zip(*(a.tolist() for a in self._interactive_blocks())))
+        inter = np.array([held_by_inter.get(h, 0) for h in hits.tolist()], dtype=np.int64)
+        return new + int((self.kv.block_refs(hits) == inter).sum())  # no batch table has it
 
     def admission_block(self, req: int) -> str:
         if self.interactive[req]:

@@ -1,12 +1,18 @@
 """vLLM v1 with ``policy="priority"``: the same step, two different choices.
 
 * the waiting queue is ordered by (priority, arrival time, request index), lower
-  first (vLLM's convention: a smaller number is more urgent); a preempted request
-  re-enters the heap by its key rather than going to the front;
+  first (vLLM's convention: a smaller number is more urgent; ``Request.__lt__``,
+  ``vllm/v1/request.py:357``, breaks ties by request id, here the index); a
+  preempted request re-enters the heap by its key rather than going to the front;
 * when a running request's blocks cannot be allocated, the victim is the running
-  request with the *largest* (priority, arrival time, request index), wherever it
-  sits in the running list. If it was already granted tokens in this step they
-  are refunded to the budget (``_allocate_or_preempt`` does this).
+  request with the *largest* (priority, arrival time), wherever it sits in the
+  running list; among equals the one earliest in the running list (vLLM takes
+  ``max(self.running, key=lambda r: (r.priority, r.arrival_time))``,
+  ``vllm/v1/core/sched/scheduler.py:796-800``, and ``max`` keeps the first of
+  equal keys). If it was already granted tokens in this step they are refunded to
+  the budget (``_allocate_or_preempt`` does this).
+
+Arrival times compare as the engine's integer nanoseconds.
 
 Running requests are still served in admission order, as vLLM v1 does.
 """
@@ -15,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sim.engine.clock import to_ns
 from sim.sched.base import SCHEDULERS
 from sim.sched.batch import BatchBuilder
 from sim.sched.queues import PriorityQueue
@@ -28,11 +35,17 @@ class VllmPriorityScheduler(VllmScheduler):
     description = ("vLLM v1 policy=priority: admit by (priority, arrival); on KV shortage "
                    "preempt the least urgent running request")
 
+    def __init__(self, specs, *args, **kw):
+        self.arrival_ns = to_ns(specs.arrival_s)  # the engine's clock (ns); make_queue uses it
+        super().__init__(specs, *args, **kw)
+
     def make_queue(self):
-        return PriorityQueue(self.specs.priority, self.specs.arrival_s)
+        return PriorityQueue(self.specs.priority, self.arrival_ns)
 
     def pick_victim(self, batch: BatchBuilder) -> int:
         r = self.running
-        # lexsort's last key is the primary one: the final position holds the largest key
-        last = np.lexsort((r, self.specs.arrival_s[r], self.specs.priority[r]))[-1]
-        return int(r[last])
+        prio = self.specs.priority[r]
+        least = prio == prio.max()
+        arrival = self.arrival_ns[r]
+        latest = least & (arrival == arrival[least].max())
+        return int(r[np.argmax(latest)])  # the first such in running order

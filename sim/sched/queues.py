@@ -69,13 +69,14 @@ class PriorityQueue(RequestQueue):
 
     arrivals_can_jump = True
 
-    def __init__(self, priority: np.ndarray, arrival_s: np.ndarray) -> None:
-        self._heap: list[tuple[int, float, int]] = []
+    def __init__(self, priority: np.ndarray, arrival: np.ndarray) -> None:
+        self._heap: list[tuple] = []
         self._priority = priority
-        self._arrival = arrival_s
+        self._arrival = arrival  # arrival times (vllm-priority: the engine's integer ns)
 
     def add(self, req):
-        heapq.heappush(self._heap, (int(self._priority[req]), float(self._arrival[req]), req))
+        key = (int(self._priority[req]), self._arrival[req].item(), req)
+        heapq.heappush(self._heap, key)
 
     prepend = add
 

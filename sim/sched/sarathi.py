@@ -1,42 +1,38 @@
-"""Sarathi-Serve's stall-free batching (Agrawal et al., OSDI 2024).
+"""Sarathi-Serve's stall-free batching (Agrawal et al., OSDI 2024), as its code schedules.
 
-Every step fills a token budget of ``chunk_size`` tokens in this order:
+Modelled on ``sarathi/core/scheduler/sarathi_scheduler.py`` and the block manager it
+forked from vLLM v0 (``sim.sched.v0``). Every step, in this order:
 
-1. every running request in its decode phase (one token each), so decodes never
-   stall behind a prefill;
-2. running requests whose prompt is part-way through (chunked prefill continued),
-   in admission order;
-3. new requests from the FCFS queue, each prefilling as much as the budget leaves.
+1. every running request in its decode phase, oldest arrival first, one token each:
+   before each, ``can_append_slot`` wants one free block, else the newest running
+   request not served yet is preempted (recompute), the request itself when it is the
+   newest. Decodes are never left out for lack of token budget (stall-free);
+2. running requests part-way through their prompt, oldest first, each computing
+   ``min(rest of its prompt, budget left)`` tokens. Their blocks were all allocated
+   at admission, so they never allocate and never preempt;
+3. waiting requests, FCFS, admitted only when blocks for the whole prompt (plus the
+   tokens generated before a recompute) are free beyond the watermark (``kv.watermark``,
+   Sarathi-Serve's default 0.01 unless the scenario sets it); all are allocated then,
+   and the request computes what the budget leaves. Admission goes on in a step that
+   preempted (unlike vLLM v1).
 
-vLLM v1 serves running requests in admission order instead, so an older partial
-prefill (e.g. capped by ``long_prefill_token_threshold``) is served before a
-younger decode and, under KV pressure, vLLM preempts the newest request, which
-may be that decode; Sarathi keeps the decode and preempts the prefill. Otherwise
-the two plan the same steps for the same budget: what makes Sarathi stall-free
-in practice is its small ``chunk_size``, which bounds every step's prefill work.
-Everything else (chunking, KV growth on demand, recompute preemption, no
-admission in a step that preempted) is vLLM's.
-
-Budget: the per-step budget is ``min(chunk_size, max_num_batched_tokens)``; the
-engine's ``max_num_batched_tokens`` stays the hard cap that sized activation
-memory, ``chunk_size`` is Sarathi's (usually much smaller) latency knob.
-Chunking is always on, whatever ``enable_chunked_prefill`` says.
-
-Preemption victim: the last request in service order (the newest partial
-prefill, else the newest decode), i.e. the tail of the not-yet-served part of
-the batch, as Sarathi-Serve's scheduler pops its running list from the back.
+Budget: ``min(chunk_size, max_num_batched_tokens)`` tokens per step, decodes included;
+prefill chunks get what the decodes leave. Chunking is always on whatever
+``enable_chunked_prefill`` says, and Sarathi-Serve has no per-request cap
+(``long_prefill_token_threshold`` is ignored). Sarathi-Serve has no prefix caching and
+no swap preemption; asking for either is an input error.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from sim.sched.base import SCHEDULERS
 from sim.sched.batch import BatchBuilder
-from sim.sched.vllm import VllmScheduler
+from sim.sched.v0 import V0Scheduler, with_default_watermark
+from traces.errors import InputError
 
 
 class SarathiParams(BaseModel):
@@ -50,28 +46,43 @@ class SarathiParams(BaseModel):
 
 
 @SCHEDULERS.register("sarathi")
-class SarathiScheduler(VllmScheduler):
-    """Decodes first, then partial prefills, then new prefills, under ``chunk_size``."""
+class SarathiScheduler(V0Scheduler):
+    """Decodes first, then partial prefills, then whole-prompt admissions, under chunk_size."""
 
-    description = ("Sarathi-Serve stall-free batching: decodes first, then chunked prefills, "
-                   "under a chunk_size token budget")
+    description = ("Sarathi-Serve stall-free batching: decodes first, then chunked prefills "
+                   "under a chunk_size budget; whole prompts allocated at admission")
     Params = SarathiParams
 
     def __init__(self, specs, limits, kv, params=None, admission=None):
+        if kv.tracks_computed or kv.host is not None:
+            raise InputError(
+                "scheduler sarathi: Sarathi-Serve has no prefix caching and no swap "
+                "preemption; set engine.enable_prefix_caching false and "
+                "engine.preemption_mode recompute")
         params = params if params is not None else self.Params()
         budget = min(params.chunk_size, limits.max_num_batched_tokens)
-        limits = replace(limits, max_num_batched_tokens=budget, enable_chunked_prefill=True)
+        limits = replace(limits, max_num_batched_tokens=budget, enable_chunked_prefill=True,
+                         long_prefill_token_threshold=0)
         super().__init__(specs, limits, kv, params, admission)
 
-    def running_order(self) -> np.ndarray:
-        r = self.running
-        # decode phase: exactly the last known token is missing from the cache
-        decoding = self.known_tokens[r] - self.computed[r] == 1
-        if decoding.all():
-            return r
-        return np.concatenate((r[decoding], r[~decoding]))
+    @classmethod
+    def resolve_defaults(cls, scenario, limits):
+        return with_default_watermark(scenario), limits
 
-    def pick_victim(self, batch: BatchBuilder) -> int:
-        # the tail of service order is never already in the batch (unless it is the
-        # requester itself), so no granted tokens need refunding
-        return int(self.running_order()[-1])
+    def _step(self, batch: BatchBuilder, preempted: list) -> int:
+        budget = self._decode_pass(self.limits.max_num_batched_tokens, batch, preempted)
+        budget = self._prefill_pass(budget, batch)
+        _, admitted = self._admit_pass(self.waiting, budget, batch, whole=False)
+        return admitted
+
+    def _prefill_pass(self, budget: int, batch: BatchBuilder) -> int:
+        """Running prompts part-way through, oldest first: their blocks are allocated."""
+        r = self.running
+        for req in r[self.prefilling[r]].tolist():
+            if budget <= 0:
+                break
+            comp = int(self.computed[req])
+            chunk = min(int(self.known_tokens[req]) - comp, budget)
+            batch.add_one(req, chunk, comp)
+            budget -= chunk
+        return budget

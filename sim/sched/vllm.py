@@ -3,14 +3,25 @@
 One token budget (``max_num_batched_tokens``) per step:
 
 1. Running requests, in running order, each ask for ``known - computed`` tokens,
-   capped by ``long_prefill_token_threshold`` (if > 0), the remaining budget and
+   capped by the long-prefill cap (below), the remaining budget and
    ``max_model_len - 1 - computed``. If its KV blocks can't be allocated, the
    tail of the running list is preempted (recompute) until it fits or the
    request itself was the victim, which ends the running pass.
 2. Only if nothing was preempted: waiting requests, in queue order, while the
    budget lasts and ``len(running) < max_num_seqs``. A prompt that exceeds the
    remaining budget with chunked prefill off, or whose blocks can't be
-   allocated, stops admission (admission never preempts).
+   allocated, stops admission (admission never preempts). With
+   ``scheduler_reserve_full_isl`` (vLLM 0.32's default) blocks for *all* of a
+   waiting request's tokens must be free, although only the chunk scheduled now
+   is allocated.
+
+The long-prefill cap (vLLM 0.32, ``vllm/v1/core/sched/scheduler.py:640-655``) is
+``long_prefill_token_threshold`` while more than one request is running or
+waiting, none for a lone request (nobody to starve), and with
+``long_prefill_token_threshold_adaptive`` at least ``max_num_batched_tokens //
+(running + waiting)``. Running + waiting is the same all through one schedule()
+(admission and preemption move requests between the two), so it is computed
+where it is used.
 
 The running pass is computed for all requests at once with numpy (grants from a
 cumulative sum of demands, blocks from a cumulative sum of shortfalls); it drops
@@ -74,7 +85,12 @@ class VllmScheduler(Scheduler):
 
     def blocked_persists(self, reason: str) -> bool:
         """Whether an admission stop for ``reason`` holds for a whole decode run."""
-        if reason in (SEQS, BUDGET):
+        if reason == SEQS:
+            return True
+        lim = self.limits
+        if lim.long_prefill_token_threshold > 0 and lim.long_prefill_token_threshold_adaptive:
+            return False  # an arrival lowers the cap (budget // requests): a smaller chunk fits
+        if reason == BUDGET:
             return True
         if self.waiting.arrivals_can_jump:
             return False
@@ -110,11 +126,22 @@ class VllmScheduler(Scheduler):
         return StepPlan.build(ids, tok, ctx, preempted, num_steps=steps,
                               interruptible=interruptible, **self._take_swap_bytes())
 
+    def long_prefill_cap(self) -> int:
+        """Most tokens one request may compute this step (0 = no cap); see module docstring."""
+        lim = self.limits
+        eligible = len(self.running) + len(self.waiting) + len(self.swapped)
+        if lim.long_prefill_token_threshold <= 0 or eligible <= 1:
+            return 0
+        if lim.long_prefill_token_threshold_adaptive:  # scheduler.py:650-655
+            return max(lim.long_prefill_token_threshold,
+                       lim.max_num_batched_tokens // eligible)
+        return lim.long_prefill_token_threshold
+
     def _demand(self, ids: np.ndarray, comp: np.ndarray) -> np.ndarray:
         need = self.known_tokens[ids] - comp
-        thr = self.limits.long_prefill_token_threshold
-        if thr > 0:
-            np.minimum(need, thr, out=need)
+        cap = self.long_prefill_cap()
+        if cap > 0:
+            np.minimum(need, cap, out=need)
         # never binds for admitted requests (prompt + output <= max_model_len), kept for parity
         return np.minimum(need, self.limits.max_model_len - 1 - comp, out=need)
 
@@ -192,7 +219,7 @@ class VllmScheduler(Scheduler):
                 self._blocked = BUDGET
                 break
             need = min(need, budget)
-            if not self.allocate(req, comp + need, admitting=True):
+            if not self._whole_fits(req) or not self.allocate(req, comp + need, admitting=True):
                 self._blocked = MEMORY
                 self.memory_blocked[req] = True
                 break
@@ -203,6 +230,16 @@ class VllmScheduler(Scheduler):
             budget -= need
             admitted += 1
         return admitted
+
+    def _whole_fits(self, req: int) -> bool:
+        """vLLM 0.32's ``scheduler_reserve_full_isl`` admission gate: blocks for every known
+        token of ``req`` (capped at max_model_len), less its prefix-cache hit, must be free
+        (``vllm/v1/core/kv_cache_manager.py:522-539``, called with
+        ``full_sequence_must_fit`` from ``scheduler.py:1270``)."""
+        if not self.limits.scheduler_reserve_full_isl:
+            return True
+        total = min(int(self.known_tokens[req]), self.limits.max_model_len)
+        return self.kv.fits(req, total, admitting=True)
 
     def _precheck(self, req: int, budget: int) -> str:
         if budget <= 0:

@@ -24,8 +24,8 @@ def test_run_writes_every_output(tmp_path, capsys):
     assert names == {"summary.json", "config.json", "requests.parquet", "steps.parquet",
                      "ttft_cdf.png", "kv_vs_waiting.png", "steps.jsonl", ".servesim-result"}
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["requests"] == {"total": 20, "finished": 20, "rejected": 0, "unfinished": 0,
-                                   "dropped_after_horizon": 0}
+    assert summary["requests"] == {"total": 20, "finished": 20, "rejected": 0, "shortened": 0,
+                                   "unfinished": 0, "aborted": 0, "dropped_after_horizon": 0}
     req = pd.read_parquet(out / "requests.parquet")
     assert len(req) == 20 and (req["status"] == "finished").all()
     assert (req["generated_tokens"] == 10).all()

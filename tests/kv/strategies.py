@@ -8,11 +8,13 @@ from hypothesis import strategies as st
 from sim.sched.admission_reserve import ReserveParams
 from tests.sim.test_invariants import runs
 
-# (kv policy, prefix caching, scheduler) combinations; orca runs on reservations only
+# (kv policy, prefix caching, scheduler) combinations; orca runs on reservations only;
+# prefill-first is vLLM v0, whose swap preemption these runs exercise
 MEMORY = [("paged", False, "vllm"), ("paged", True, "vllm"), ("paged", False, "vllm-priority"),
           ("paged", True, "vllm-priority"), ("contiguous-max", False, "vllm"),
           ("contiguous-exact", False, "vllm"), ("contiguous-max", False, "orca"),
-          ("contiguous-exact", False, "orca")]
+          ("contiguous-exact", False, "orca"), ("paged", False, "prefill-first"),
+          ("paged", True, "prefill-first"), ("contiguous-max", False, "prefill-first")]
 
 
 @st.composite
@@ -56,6 +58,7 @@ def memory_runs(draw, pressure=False):
     knobs = dict(knobs, kv=kv, prefix_caching=caching, scheduler=scheduler,
                  prefix_hashes=chains, hash_block_size=hbs,
                  swap_blocks=draw(st.sampled_from([None, 0, 3, 40])),
+                 swap_full=draw(st.sampled_from(["stop_engine", "abort_request", "recompute"])),
                  admission="optimistic" if rule == "optimistic" else "reserve",
                  admission_params=params,
                  priority=draw(st.lists(st.integers(0, 2), min_size=n, max_size=n)))

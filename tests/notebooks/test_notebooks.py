@@ -12,7 +12,16 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.i
 
 
 def test_there_are_notebooks():
-    assert [p.name for p in NOTEBOOKS] == ["ttft_vs_qps.ipynb"]
+    assert [p.name for p in NOTEBOOKS] == [
+        "chunked_vs_prefill_first.ipynb", "lanes.ipynb", "paged_vs_contiguous.ipynb",
+        "trace_vs_twin_capacity.ipynb", "ttft_vs_qps.ipynb"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_is_committed_without_outputs(path):
+    nb = nbformat.read(path, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert code and all(not c.outputs and c.execution_count is None for c in code)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])

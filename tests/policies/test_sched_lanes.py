@@ -99,3 +99,28 @@ def test_lane_summary_has_goodput_and_verdict_per_lane():
     assert total == pytest.approx(s["throughput"]["goodput_request_per_s"])
     assert lanes_[INTER]["slo"]["met"] is True and "ttft_ms" in lanes_[BATCH]["slo"]
     assert np.isclose(lanes_[INTER]["throughput"]["output_token_per_s"] * s["duration_s"], 40)
+
+
+def _physical(sim, reqs) -> int:
+    """Distinct KV blocks in the tables of ``reqs`` (a shared prefix block counts once)."""
+    tables = [sim.kv.block_table(int(r)) for r in reqs]
+    return len(set().union(*tables)) if tables else 0
+
+
+def test_batch_lane_room_counts_shared_prefix_blocks_once():
+    # the batch lane may hold 100 of 200 blocks. r0 holds an 80-block shared prefix plus 5
+    # blocks of its own (85); r1 arrives after r0's prefill and hits the prefix, so it needs
+    # 5 new blocks: 90 blocks are physically in use, r1 must not wait for r0 to finish
+    prefix = list(range(80))
+    chains = [np.array(prefix + [1000 + i for i in range(5)]),
+              np.array(prefix + [2000 + i for i in range(5)])]
+    sim = build([0.0, 1.5], [1360, 1360], [40, 40], usable_blocks=200, block_size=16,
+                max_model_len=1600, lane=[BATCH, BATCH], prefix_caching=True,
+                prefix_hashes=chains, hash_block_size=16, **lanes(interactive_kv_share=0.5))
+    peak = []
+    sim.engine.on_plan = lambda *_: peak.append(_physical(sim, sim.scheduler.running))
+    sim.engine.run()
+    rec = sim.recorder
+    assert sim.scheduler.cached_tokens[1] == 80 * 16
+    assert rec.first_scheduled_s[1] < rec.finish_s[0]
+    assert max(peak) <= 100 and sim.scheduler.num_preemptions.sum() == 0

@@ -43,3 +43,49 @@ def test_budget_below_max_model_len_is_raised_to_fit_a_whole_prompt():
               scheduler="prefill-first")
     assert sim.scheduler.limits.max_num_batched_tokens == 48
     assert sim.steps[0][1] == {0: 40}
+
+
+def test_a_decode_preempts_the_newest_as_soon_as_no_free_block_is_left():
+    # 4 blocks of 4 slots; two 6-token prompts hold 2 blocks each and none is free. Their
+    # decodes need no new block (7 tokens fit 8 slots), yet vLLM v0's can_append_slots (one
+    # free block per sequence, block manager v1) preempts the newest before r0's decode
+    sim = run([0.0, 0.0], [6, 6], [3, 3], usable_blocks=4, block_size=4, max_model_len=16,
+              scheduler="prefill-first")
+    assert sim.steps[0][1] == {0: 6, 1: 6}
+    assert sim.steps[1][1:3] == ({0: 1}, [1])
+    assert sim.steps[2][1] == {1: 7}  # recomputed whole: prompt + its one output token
+
+
+def _resolved(**over):
+    from sim.config.load import validate
+    from sim.config.resolve import resolve
+
+    data = {"name": "v0", "model": "llama-3-8b", "gpu": "h100-sxm",
+            "engine": {"max_model_len": 4096}, "scheduler": {"name": "prefill-first"},
+            "workload": {"arrival": {"process": "constant", "rate": 1.0},
+                         "lengths": {"dist": "fixed", "prompt": 8, "output": 3},
+                         "num_requests": 2}}
+    for key, value in over.items():
+        data[key] = {**data.get(key, {}), **value}
+    return resolve(validate(data, "test"))
+
+
+def _kv_reserve(r) -> int:
+    from sim.engine.requests import RequestSpecs
+    from sim.runner import build_kv
+
+    return build_kv(r, RequestSpecs.from_arrays([0.0], [8], [3])).admission_reserve
+
+
+def test_vllm_v0_defaults_unless_the_scenario_sets_them():
+    # v0: max_num_seqs 256, max_num_batched_tokens max(max_model_len, 2048) with chunking off,
+    # watermark 0.01 (v1's API server on an H100: 1024 sequences, 8192 tokens, watermark 0)
+    r = _resolved()
+    assert r.limits.max_num_seqs == 256
+    assert r.limits.max_num_batched_tokens == 4096
+    assert not r.limits.enable_chunked_prefill
+    assert _kv_reserve(r) == int(0.01 * r.memory.usable_blocks) > 0
+    r = _resolved(engine={"max_num_seqs": 64, "max_num_batched_tokens": 6000},
+                  kv={"name": "paged", "watermark": 0.0})
+    assert (r.limits.max_num_seqs, r.limits.max_num_batched_tokens) == (64, 6000)
+    assert _kv_reserve(r) == 0

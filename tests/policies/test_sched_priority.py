@@ -39,3 +39,13 @@ def test_victim_is_least_urgent_not_newest():
     assert preempted and set(preempted) == {0}
     fcfs = run([0.0, 0.0], [8, 8], [6, 6], usable_blocks=4, block_size=4, priority=[2, 0])
     assert {p for s in fcfs.steps for p in s[2]} == {1}
+
+
+def test_victim_among_equals_is_first_in_running_order():
+    # r0 and r1 share priority and arrival time. When r0 (served first) needs a third block,
+    # vLLM takes max(running, key=(priority, arrival)): equal keys, so the first in the
+    # running list, r0 itself (scheduler.py:796-800), not the newer r1.
+    sim = run([0.0, 0.0], [8, 8], [6, 6], usable_blocks=4, block_size=4,
+              scheduler="vllm-priority", priority=[0, 0])
+    preempted = [p for s in sim.steps for p in s[2]]
+    assert preempted[0] == 0

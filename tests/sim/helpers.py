@@ -13,6 +13,7 @@ import numpy as np
 
 from sim.cost.linear import LinearCost, LinearParams
 from sim.engine.arrivals import Gated
+from sim.engine.clock import ns, to_ns
 from sim.engine.engine import Engine, admissible
 from sim.engine.requests import RequestSpecs
 from sim.kv.base import KV_POLICIES, KVManager
@@ -21,6 +22,7 @@ from sim.kv.swap import HostPool
 from sim.metrics.recorder import Recorder
 from sim.sched.admission import ADMISSION_RULES
 from sim.sched.base import SCHEDULERS, SchedulerLimits
+from sim.sched.lengths import serve
 
 GOLDEN_COST = LinearParams(base_ms=10, prefill_token_ms=1, decode_seq_ms=0, context_token_ms=0)
 
@@ -49,25 +51,31 @@ def build(arrival, prompt, output, *, usable_blocks=1000, block_size=16, max_num
           max_num_batched_tokens=2048, max_model_len=4096, chunked=True, threshold=0,
           cost=GOLDEN_COST, scheduler="vllm", params=None, kv="paged", kv_params=None,
           prefix_caching=False, prefix_hashes=None, hash_block_size=None, swap_blocks=None,
-          block_bytes=BLOCK_BYTES, host_bandwidth=HOST_BANDWIDTH, admission="optimistic",
-          admission_params=None, priority=None, lane=None, stop_s=1e9, concurrency=None,
+          block_bytes=BLOCK_BYTES, host_bandwidth=HOST_BANDWIDTH, swap_full="stop_engine",
+          admission="optimistic", admission_params=None, priority=None, lane=None, stop_s=1e9,
+          full_isl=True, adaptive=False, strict_len=False, concurrency=None,
           think_s=0.0):
     """A simulator over plain arrays: any scheduler, KV policy (``kv``, or the caching pool
-    with ``prefix_caching``), host swap space (``swap_blocks``, None = recompute only) and
-    admission rule; priced by the linear model ``cost``. ``concurrency`` gates the arrivals
-    (sim.engine.arrivals.Gated: the arrival times are when requests are ready)."""
+    with ``prefix_caching``), host swap space (``swap_blocks``, None = recompute only;
+    ``swap_full``: what a victim that does not fit does, as ``engine.swap_space_full``) and
+    admission rule; priced by the linear model ``cost``. ``full_isl``, ``adaptive`` and
+    ``strict_len``: engine.scheduler_reserve_full_isl, long_prefill_token_threshold_adaptive
+    and strict_max_model_len. ``concurrency`` gates the arrivals (sim.engine.arrivals.Gated:
+    the arrival times are when requests are ready; ``think_s`` after each finish)."""
     specs = RequestSpecs.from_arrays(arrival, prompt, output, priority=priority, lane=lane,
                                      prefix_hashes=prefix_hashes,
                                      hash_block_size=hash_block_size)
+    specs, _ = serve(specs, max_model_len, strict_len)
     limits = SchedulerLimits(max_num_seqs, max_num_batched_tokens, max_model_len, chunked,
-                             threshold)
+                             threshold, scheduler_reserve_full_isl=full_isl,
+                             long_prefill_token_threshold_adaptive=adaptive)
     cls = PrefixCachingKV if prefix_caching else KV_POLICIES.get(kv)
     kvm = cls(num_blocks=usable_blocks, block_size=block_size, num_requests=len(specs),
               max_model_len=max_model_len, prompt_tokens=specs.prompt_tokens,
               output_tokens=specs.output_tokens,
               params=kv_params or KV_POLICIES.get(kv).Params(), specs=specs)
     if swap_blocks is not None:
-        kvm.host = HostPool(swap_blocks, block_bytes)
+        kvm.host = HostPool(swap_blocks, block_bytes, on_full=swap_full)
     rule_cls = ADMISSION_RULES.get(admission)
     rule = rule_cls(specs, limits, kvm, admission_params or rule_cls.Params())
     sched = SCHEDULERS.get(scheduler)(specs, limits, kvm, params, admission=rule)
@@ -86,7 +94,8 @@ def build(arrival, prompt, output, *, usable_blocks=1000, block_size=16, max_num
 
     source = None
     if concurrency is not None:
-        source = Gated(specs.arrival_s, admissible(specs, sched), concurrency, think_s)
+        source = Gated(to_ns(specs.arrival_s), admissible(specs, sched), concurrency,
+                       ns(think_s))
     sim.engine = Engine(specs, sched, coster.step_times, sim.recorder, stop_s=stop_s,
                         num_arrivals=len(specs), on_plan=on_plan, source=source)
     return sim

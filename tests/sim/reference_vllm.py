@@ -2,8 +2,12 @@
 
 Deliberately naive (Python objects and lists, one request at a time, no decode
 runs) so it can serve as an independent oracle for the vectorized scheduler.
-Time advances by the linear cost model; arrivals at time t are visible to a step
-that starts at t.
+Time is integer nanoseconds and advances by the linear cost model; arrivals at
+time t are visible to a step that starts at t. vLLM 0.32's rules: the server's
+length rules (prompt >= max_model_len rejected, max_tokens shortened to fit), the
+long-prefill cap lifted for a lone request (optionally floored at budget //
+requests), and admission only when blocks for the whole sequence are free
+(``scheduler_reserve_full_isl``).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ def cdiv(a: int, b: int) -> int:
 @dataclass
 class Req:
     rid: int
-    arrival: float
+    arrival: int  # ns
     prompt: int
     max_tokens: int
     priority: int = 0
@@ -33,11 +37,12 @@ class Req:
 
 class RefScheduler:
     def __init__(self, *, num_blocks, block_size, max_num_seqs, max_tokens, max_model_len,
-                 chunked, threshold, priority_policy=False):
+                 chunked, threshold, priority_policy=False, full_isl=True, adaptive=False):
         self.free = num_blocks
         self.bs = block_size
         self.max_seqs, self.max_tokens, self.max_len = max_num_seqs, max_tokens, max_model_len
-        self.chunked, self.thr, self.prio = chunked, threshold, priority_policy
+        self.chunked, self.threshold, self.prio = chunked, threshold, priority_policy
+        self.full_isl, self.adaptive = full_isl, adaptive
         self.running: list[Req] = []
         self.waiting: list[Req] = []
 
@@ -68,6 +73,10 @@ class RefScheduler:
 
     def schedule(self):
         budget = self.max_tokens
+        eligible = len(self.running) + len(self.waiting)
+        self.thr = self.threshold if eligible > 1 else 0
+        if self.thr and self.adaptive:
+            self.thr = max(self.thr, self.max_tokens // eligible)
         sched: dict[int, int] = {}
         scheduled_reqs: list[Req] = []
         preempted: list[int] = []
@@ -85,8 +94,8 @@ class RefScheduler:
                 if self.allocate(req, n):
                     ok = True
                     break
-                if self.prio:
-                    victim = max(self.running, key=lambda r: (r.priority, r.arrival, r.rid))
+                if self.prio:  # max() keeps the first of equal keys, as vLLM's does
+                    victim = max(self.running, key=lambda r: (r.priority, r.arrival))
                     self.running.remove(victim)
                     if victim in scheduled_reqs:
                         scheduled_reqs.remove(victim)
@@ -116,6 +125,9 @@ class RefScheduler:
                 if not self.chunked and n > budget:
                     break
                 n = min(n, budget)
+                whole = cdiv(min(req.num_tokens, self.max_len), self.bs) - req.blocks
+                if self.full_isl and whole > self.free:
+                    break
                 if not self.allocate(req, n):
                     break
                 self.waiting.pop(0)
@@ -140,18 +152,19 @@ class RefScheduler:
 
 
 def simulate(arrival, prompt, output, *, cost_ms, priority=None, **knobs):
-    """Returns steps [(start, {rid: tokens}, preempted, finished)] and rejected ids."""
-    reqs = [Req(i, arrival[i], prompt[i], output[i], 0 if priority is None else priority[i])
-            for i in range(len(arrival))]
+    """Returns steps [(start s, {rid: tokens}, preempted, finished)] and rejected ids."""
+    reqs = [Req(i, round(arrival[i] * 1e9), prompt[i], output[i],
+                0 if priority is None else priority[i]) for i in range(len(arrival))]
     s = RefScheduler(**knobs)
-    now, nxt, steps, rejected, victims = 0.0, 0, [], [], []
+    now, nxt, steps, rejected, victims = 0, 0, [], [], []  # now: ns
     base, per_prefill, per_decode = cost_ms
     while True:
         while nxt < len(reqs) and reqs[nxt].arrival <= now:
             r = reqs[nxt]
-            if r.prompt + r.max_tokens > s.max_len:
+            if r.prompt >= s.max_len:  # the input processor: no room for an output token
                 rejected.append(r.rid)
-            else:
+            else:  # the OpenAI server shortens max_tokens to fit
+                r.max_tokens = min(r.max_tokens, s.max_len - r.prompt)
                 s.add(r)
             nxt += 1
         sched, pre = s.schedule() if (s.running or s.waiting) else ({}, [])
@@ -166,8 +179,8 @@ def simulate(arrival, prompt, output, *, cost_ms, priority=None, **knobs):
             continue
         prefill = sum(n for n in sched.values() if n > 1)
         decode = sum(1 for n in sched.values() if n == 1)
-        dur = (base + per_prefill * prefill + per_decode * decode) * 1e-3
+        dur = round((base + per_prefill * prefill + per_decode * decode) * 1e-3 * 1e9)
         finished = s.update(sched)
-        steps.append((now, sched, pre, finished))
-        now = now + dur
+        steps.append((now / 1e9, sched, pre, finished))
+        now += dur
     return steps, rejected

@@ -24,7 +24,8 @@ def runs(draw):
         block_size=bs, max_num_seqs=draw(st.integers(1, 8)),
         max_num_batched_tokens=draw(st.integers(max_len, 2 * max_len)),
         max_model_len=max_len, chunked=draw(st.booleans()),
-        threshold=draw(st.sampled_from([0, 5])),
+        threshold=draw(st.sampled_from([0, 5])), full_isl=draw(st.booleans()),
+        adaptive=draw(st.booleans()),
         cost=LinearParams(base_ms=2, prefill_token_ms=0.05, decode_seq_ms=0.1,
                           context_token_ms=0.001),
         stop_s=draw(st.sampled_from([1e9, 0.2])),
@@ -57,7 +58,11 @@ def check_run(arrival, prompt, output, knobs):
         assert ((st_ == Status.FINISHED) | (st_ == Status.REJECTED)).all()
         assert sim.kv.num_used == 0
     done = st_ == Status.FINISHED
-    assert (sim.scheduler.generated[done] == np.asarray(output)[done]).all()
+    assert (sim.scheduler.generated[done] == sim.specs.output_tokens[done]).all()
+    # served lengths (vLLM's server): shortened to fit max_model_len, never lengthened
+    assert (sim.specs.output_tokens <= np.asarray(output)).all()
+    total = sim.specs.prompt_tokens + sim.specs.output_tokens
+    assert (total <= knobs["max_model_len"])[np.asarray(prompt) < knobs["max_model_len"]].all()
     ttft = sim.recorder.first_token_s - arrival
     assert (ttft[done] > 0).all()
     assert (sim.recorder.finish_s[done] >= sim.recorder.first_token_s[done]).all()

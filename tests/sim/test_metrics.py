@@ -95,3 +95,39 @@ def test_horizon_reports_unfinished():
     sc = scenario(horizon_s=1.02)  # cuts the second request mid-generation
     res, s = run(sc)
     assert s["requests"]["unfinished"] == 1 and s["sim"]["stopped_at_limit"]
+
+
+def test_unfinished_requests_fail_the_slo_and_goodput_and_stay_out_of_itl():
+    # 40 requests at once, 4 run at a time (50 outputs, ~0.5 s each): the horizon cuts the run
+    # after the first 4 finish. Those 4 meet every budget; the 36 others never finished and
+    # count as failures, so p95 of TTFT/TPOT over all 40 is a failure
+    sc = scenario(horizon_s=0.6, engine={"max_num_seqs": 4},
+                  workload={"arrival": {"process": "constant", "rate": 1000.0},
+                            "lengths": {"dist": "fixed", "prompt": 8, "output": 50},
+                            "num_requests": 40})
+    res, s = run(sc)
+    assert s["requests"]["finished"] == 4 and s["requests"]["unfinished"] == 36
+    slo = s["slo"]
+    assert slo["met"] is False and slo["ttft_ms"]["met"] is False
+    assert slo["judged"] == 40 and slo["unfinished_as_failures"] == 36
+    assert s["throughput"]["goodput_request_per_s"] == pytest.approx(4 / s["duration_s"])
+    # the run's end (the step in flight at the horizon ends at 0.604 s), not the 4th finish
+    assert s["duration_s"] == pytest.approx(res.run.end_s) and res.run.end_s >= 0.6
+    # ITL as vllm bench serve: gaps of the finished requests only (49 each)
+    assert s["latency_ms"]["itl"]["count"] == 4 * 49
+
+
+def test_time_weighted_means_cover_idle_time():
+    # static batching: r0 (t=0) and r1 (t=0.5) wait for the batch to start at t=1.0
+    # (max_wait_s), then run 46 ms (a 26 ms context step, two 10 ms decodes): 1.5
+    # request-seconds of waiting over the 1.046 s run, 2 requests running for 46 ms of it
+    sc = scenario(scheduler={"name": "static", "batch_size": 4, "max_wait_s": 1.0},
+                  workload={"arrival": {"process": "constant", "rate": 2.0},
+                            "lengths": {"dist": "fixed", "prompt": 8, "output": 3},
+                            "num_requests": 2})
+    res, s = run(sc)
+    assert s["duration_s"] == pytest.approx(1.046)
+    assert s["waiting"]["mean_waiting"] == pytest.approx(1.5 / 1.046)
+    assert s["kv_cache"]["mean_concurrent_seqs"] == pytest.approx(2 * 0.046 / 1.046)
+    kv = s["kv_cache"]
+    assert kv["mean_used_fraction"] == pytest.approx(kv["peak_used_fraction"] * 0.046 / 1.046)

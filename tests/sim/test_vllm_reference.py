@@ -31,6 +31,7 @@ def cases(draw):
         num_blocks=blocks, block_size=bs, max_num_seqs=draw(st.integers(1, 6)),
         max_tokens=draw(st.integers(64, 96)), max_model_len=max_len,
         chunked=draw(st.booleans()), threshold=draw(st.sampled_from([0, 0, 4, 9])),
+        full_isl=draw(st.booleans()), adaptive=draw(st.booleans()),
     )
     prio = draw(st.lists(st.integers(0, 2), min_size=n, max_size=n))
     return arrival, prompt, output, knobs, prio
@@ -45,6 +46,7 @@ def ours(arrival, prompt, output, knobs, prio, scheduler="vllm"):
               block_size=knobs["block_size"], max_num_seqs=knobs["max_num_seqs"],
               max_num_batched_tokens=knobs["max_tokens"], max_model_len=knobs["max_model_len"],
               chunked=knobs["chunked"], threshold=knobs["threshold"], priority=prio,
+              full_isl=knobs.get("full_isl", True), adaptive=knobs.get("adaptive", False),
               cost=LinearParams(base_ms=COST[0], prefill_token_ms=COST[1],
                                 decode_seq_ms=COST[2]), scheduler=scheduler)
     return sim

@@ -1,0 +1,302 @@
+"""Record vLLM's real v1 ``Scheduler`` over conformance cases (runs in the vLLM venv only).
+
+    python benchmarks/conformance/record.py CASE.json [...] --out DIR
+
+Never imported by servesim (it imports vLLM). Each CASE.json is written by
+``python -m benchmarks.conformance export`` from a servesim scenario; this
+script drives vLLM's scheduler without a model (a folder holding only a tiny
+Llama ``config.json``, ``load_format="dummy"``, a ``KVCacheConfig`` of the case's
+``num_gpu_blocks``) under a simulated clock kept as integer nanoseconds:
+
+    now = 0
+    loop: add every request arriving at or before now (the server's length rules
+          first), schedule(), price the step with the case's step-time function,
+          now += duration, update_from_output() with one sampled token for every
+          scheduled request whose prefill is complete
+
+and writes DIR/NAME.jsonl.gz: a header line (the case, vLLM's version, requests
+rejected and max_tokens as served) and one line per executed step
+(``t_ns``, ``dur_ns``, ``tokens`` {request index: tokens}, ``preempted``,
+``finished``, ``kv_blocks_used``, ``running``, ``waiting``).
+
+Driver choices (each mirrors what the engine or API server would do):
+
+* Lengths: the OpenAI server's ``get_max_tokens`` (shortens max_tokens to
+  max_model_len - prompt, rejects prompt > max_model_len) and the input
+  processor's ``_validate_prompt_len`` (rejects prompt == max_model_len), both
+  called from vLLM itself.
+* Request ids are the zero-padded request index, so vLLM's tie-break on equal
+  (priority, arrival) (``Request.__lt__`` compares ids as strings) is index order.
+* Token ids: prompts are built from the trace's prefix hash ids (hash block j with
+  id h holds tokens f(h, 0..hbs-1), so equal ids at equal chain positions mean
+  equal tokens, as the Mooncake convention says); tokens past the chain and every
+  sampled token are unique to the request. vLLM's own block hasher then decides
+  what is shared.
+* A schedule() that scheduled nothing (a request preempted itself under
+  policy=priority) executes nothing: the engine steps again at once, so its
+  preemptions are reported with the next executed step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+VOCAB = 32000
+TINY_LLAMA = {  # the model-less config: only the scheduler reads it
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 512,
+    "intermediate_size": 2048, "num_attention_heads": 8, "num_key_value_heads": 8,
+    "num_hidden_layers": 4, "vocab_size": VOCAB, "max_position_embeddings": 1 << 17,
+    "torch_dtype": "bfloat16", "rms_norm_eps": 1e-5, "hidden_act": "silu",
+}
+
+
+def _mix(x: int) -> int:
+    """splitmix64 finalizer: a deterministic token stream from integers."""
+    x &= (1 << 64) - 1
+    x ^= x >> 30
+    x = (x * 0xBF58476D1CE4E5B9) & ((1 << 64) - 1)
+    x ^= x >> 27
+    x = (x * 0x94D049BB133111EB) & ((1 << 64) - 1)
+    return x ^ (x >> 31)
+
+
+def _token(*key: int) -> int:
+    h = 0x9E3779B97F4A7C15
+    for k in key:
+        h = _mix(h ^ (k + 0x632BE59BD9B4E019))
+    return h % VOCAB
+
+
+def prompt_tokens(index: int, prompt: int, chain, hash_block: int | None) -> list[int]:
+    """Token ids of request ``index``: shared by hash id where the chain covers, else own."""
+    out = []
+    for pos in range(prompt):
+        j = pos // hash_block if hash_block else -1
+        if chain is not None and 0 <= j < len(chain):
+            out.append(_token(1, int(chain[j]), pos - j * hash_block))
+        else:
+            out.append(_token(2, index, pos))
+    return out
+
+
+def sampled_token(index: int, position: int) -> int:
+    return _token(3, index, position)
+
+
+# ---- vLLM objects -------------------------------------------------------------------------
+def vllm_config(case: dict, model_dir: str):
+    from vllm.engine.arg_utils import EngineArgs
+
+    e = case["engine"]
+    args = EngineArgs(
+        model=model_dir, load_format="dummy", skip_tokenizer_init=True,
+        block_size=e["block_size"], max_num_seqs=e["max_num_seqs"],
+        max_num_batched_tokens=e["max_num_batched_tokens"], max_model_len=e["max_model_len"],
+        enable_chunked_prefill=e["enable_chunked_prefill"],
+        long_prefill_token_threshold=e["long_prefill_token_threshold"],
+        long_prefill_token_threshold_adaptive=e["long_prefill_token_threshold_adaptive"],
+        scheduler_reserve_full_isl=e["scheduler_reserve_full_isl"],
+        enable_prefix_caching=e["enable_prefix_caching"], scheduling_policy=e["policy"],
+        num_gpu_blocks_override=e["num_gpu_blocks"], async_scheduling=False,
+    )
+    cfg = args.create_engine_config()
+    cfg.cache_config.num_gpu_blocks = e["num_gpu_blocks"]  # the profiling run would set it
+    return cfg
+
+
+def build_scheduler(case: dict, cfg):
+    import torch
+    from vllm.v1.core.sched.scheduler import Scheduler
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    e = case["engine"]
+    bs = e["block_size"]
+    spec = FullAttentionSpec(block_size=bs, num_kv_heads=8, head_size=64, dtype=torch.bfloat16)
+    layers = [f"model.layers.{i}.self_attn.attn" for i in range(TINY_LLAMA["num_hidden_layers"])]
+    kv = KVCacheConfig(num_blocks=e["num_gpu_blocks"], kv_cache_tensors=[],
+                       kv_cache_groups=[KVCacheGroupSpec(layers, spec)])
+    # the engine refuses to start when one max_model_len request cannot fit the pool
+    need = -(-e["max_model_len"] // bs)
+    if need > e["num_gpu_blocks"] - 1:
+        raise SystemExit(f"{case['name']}: max_model_len needs {need} blocks, pool has "
+                         f"{e['num_gpu_blocks'] - 1}")
+    sched = Scheduler(vllm_config=cfg, kv_cache_config=kv,
+                      structured_output_manager=StructuredOutputManager(cfg), block_size=bs,
+                      hash_block_size=bs, log_stats=False)
+    return sched
+
+
+def block_hasher(cfg):
+    if not cfg.cache_config.enable_prefix_caching:
+        return None
+    from vllm.utils.hashing import get_hash_fn_by_name
+    from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
+
+    fn = get_hash_fn_by_name(cfg.cache_config.prefix_caching_hash_algo)
+    init_none_hash(fn)
+    return get_request_block_hasher(cfg.cache_config.block_size, fn)
+
+
+def served_max_tokens(max_model_len: int, prompt: int, max_tokens: int) -> int | None:
+    """What the OpenAI server and input processor make of a request (None: rejected)."""
+    from vllm.entrypoints.serve.utils.api_utils import get_max_tokens
+    from vllm.exceptions import VLLMValidationError
+    from vllm.v1.engine.input_processor import InputProcessor
+
+    model_config = SimpleNamespace(max_model_len=max_model_len, runner_type="generate")
+    checker = SimpleNamespace(skip_prompt_length_check=False, model_config=model_config,
+                              supports_mm_inputs=False, mm_encoder_cache_size=0)
+    try:
+        served = get_max_tokens(max_model_len, max_tokens, prompt, {})
+        InputProcessor._validate_prompt_len(checker, prompt, "decoder")
+    except (ValueError, VLLMValidationError):  # the server answers 400
+        return None
+    return served
+
+
+# ---- the driver -----------------------------------------------------------------------
+class Driver:
+    def __init__(self, case: dict, model_dir: str):
+        from vllm.sampling_params import SamplingParams
+        from vllm.v1.request import Request
+
+        self.case = case
+        self.cfg = vllm_config(case, model_dir)
+        self.sched = build_scheduler(case, self.cfg)
+        self.hasher = block_hasher(self.cfg)
+        self.Request, self.SamplingParams = Request, SamplingParams
+        r = case["requests"]
+        self.arrival = r["arrival_ns"]
+        self.n = len(self.arrival)
+        self.cost = case["step_time_ns"]
+        self.usable = case["engine"]["num_gpu_blocks"] - 1
+        self.rejected: list[int] = []
+        self.max_tokens: list[int] = []
+        self.steps: list[dict] = []
+
+    def rid(self, i: int) -> str:
+        return f"{i:07d}"
+
+    def add(self, i: int) -> None:
+        r = self.case["requests"]
+        prompt, max_len = r["prompt_tokens"][i], self.case["engine"]["max_model_len"]
+        served = served_max_tokens(max_len, prompt, r["max_tokens"][i])
+        self.max_tokens.append(-1 if served is None else served)
+        if served is None:
+            self.rejected.append(i)
+            return
+        chain = r["prefix_hashes"][i] if r["prefix_hashes"] else None
+        tokens = prompt_tokens(i, prompt, chain, r["hash_block_size"])
+        params = self.SamplingParams(max_tokens=served, ignore_eos=True)
+        req = self.Request(self.rid(i), tokens, params, None,
+                           arrival_time=self.arrival[i] / 1e9, priority=r["priority"][i],
+                           block_hasher=self.hasher)
+        self.sched.add_request(req)
+
+    def step_ns(self, out) -> int:
+        c, prefill, decode, ctx = self.cost, 0, 0, 0
+        for rid, n in out.num_scheduled_tokens.items():
+            if n == 1:  # decode-shaped: one query token against its context
+                decode += 1
+                ctx += self.sched.requests[rid].num_computed_tokens - 1
+            else:
+                prefill += n
+        return (c["base"] + c["prefill_token"] * prefill + c["decode_seq"] * decode
+                + c["context_token"] * ctx)
+
+    def model_output(self, out):
+        from vllm.v1.outputs import ModelRunnerOutput
+
+        ids = list(out.num_scheduled_tokens)
+        sampled = []
+        for rid in ids:
+            req = self.sched.requests[rid]
+            # mid-prefill chunks sample nothing (the engine discards their token)
+            sampled.append([] if req.is_prefill_chunk
+                           else [sampled_token(int(rid), req.num_tokens)])
+        return ModelRunnerOutput(req_ids=ids, req_id_to_index={r: k for k, r in enumerate(ids)},
+                                 sampled_token_ids=sampled)
+
+    def run(self) -> None:
+        from vllm.v1.outputs import EMPTY_MODEL_RUNNER_OUTPUT
+
+        now, nxt, carried = 0, 0, []
+        while True:
+            while nxt < self.n and self.arrival[nxt] <= now:
+                self.add(nxt)
+                nxt += 1
+            if not self.sched.has_unfinished_requests():
+                if nxt >= self.n:
+                    return
+                now = self.arrival[nxt]
+                continue
+            out = self.sched.schedule()
+            preempted = sorted(int(r) for r in out.preempted_req_ids)
+            if out.total_num_scheduled_tokens == 0:
+                self.sched.update_from_output(out, EMPTY_MODEL_RUNNER_OUTPUT)
+                if not preempted:
+                    raise SystemExit(f"{self.case['name']}: nothing schedulable at {now} ns")
+                carried += preempted
+                continue
+            dur = self.step_ns(out)
+            used = self.usable - self.sched.kv_cache_manager.block_pool.get_num_free_blocks()
+            n_run, n_wait = self.sched.get_request_counts()
+            tokens = {int(r): n for r, n in out.num_scheduled_tokens.items()}
+            engine_out = self.sched.update_from_output(out, self.model_output(out))
+            finished = sorted(int(o.request_id) for eo in engine_out.values()
+                              for o in eo.outputs if o.finished)
+            self.steps.append({"t_ns": now, "dur_ns": dur, "tokens": tokens,
+                               "preempted": sorted(carried + preempted), "finished": finished,
+                               "kv_blocks_used": used, "running": n_run, "waiting": n_wait})
+            carried = []
+            now += dur
+
+    def header(self, vllm_version: str) -> dict:
+        return {"case": self.case["name"], "vllm_version": vllm_version, "input": self.case,
+                "rejected": self.rejected, "max_tokens_served": self.max_tokens,
+                "num_steps": len(self.steps)}
+
+
+def record(case_path: Path, out_dir: Path, model_dir: str) -> None:
+    import vllm
+
+    case = json.loads(case_path.read_text())
+    t0 = time.perf_counter()
+    driver = Driver(case, model_dir)
+    driver.run()
+    out = out_dir / f"{case['name']}.jsonl.gz"
+    tmp = out.with_suffix(".tmp")
+    # mtime=0: the same recording gives byte-identical files
+    with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as f:
+        lines = [driver.header(vllm.__version__)] + driver.steps
+        f.write("".join(json.dumps(x, separators=(",", ":")) + "\n" for x in lines).encode())
+    os.replace(tmp, out)
+    pre = sum(len(s["preempted"]) for s in driver.steps)
+    print(f"{case['name']}: {len(driver.steps)} steps, {pre} preemptions, "
+          f"{len(driver.rejected)} rejected, {time.perf_counter() - t0:.1f} s", flush=True)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("cases", nargs="+", type=Path, help="case JSON files (export writes them)")
+    ap.add_argument("--out", type=Path, required=True, help="folder for NAME.jsonl.gz")
+    args = ap.parse_args(argv)
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    args.out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as model_dir:
+        Path(model_dir, "config.json").write_text(json.dumps(TINY_LLAMA))
+        for path in args.cases:
+            record(path, args.out, model_dir)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

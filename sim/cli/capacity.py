@@ -1,0 +1,149 @@
+"""`servesim capacity SCENARIO --slo ttft_p95=500ms,tpot_p95=50ms [--grid ...]`.
+
+For each configuration, the highest load at which every budget holds and the engine
+keeps up, worst of ``--seeds``; the frontier table, the best configuration, requests/s
+per GPU and (with a GPU-hour price) cost per million output tokens. Writes the probes
+(DIR/points.parquet), DIR/frontier.csv, DIR/chosen.yaml (the best config as vLLM flags
+with the length mix and SLOs), DIR/chosen/ (that point's full results) and DIR/plots/.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import yaml
+
+from sim.cli.run import SetOpt
+from sim.cli.sweep import (
+    ExecutorOpt,
+    GridOpt,
+    JobsOpt,
+    PlotsOpt,
+    QuietOpt,
+    RayOpt,
+    ResumeOpt,
+    ScenarioArg,
+    SeedsOpt,
+    TraceOpt,
+    executor,
+    interrupted,
+    load,
+)
+from sim.plan.capacity import CapacityResult, Tolerance, run_capacity
+from sim.plan.emit import chosen_doc
+from sim.plan.frontier import best, frontier
+from sim.plan.grid import RATE_KEY, Point, deterministic_workload, parse_grid
+from sim.plan.plotdir import plot_dir, simulate_chosen
+from sim.plan.point import Base
+from sim.plan.slo import as_overrides, describe, parse_slo, scenario_slo
+from sim.report.plan_tables import frontier_table, show
+from traces.errors import InputError
+
+
+def _chosen(res: CapacityResult, front, i: int, base: Base, price: float | None) -> dict:
+    """Simulate the best configuration at its capacity into DIR/chosen; chosen.yaml's doc."""
+    c, row = res.configs[i], front.loc[i]
+    point = Point(c.config, res.load_key, c.lo.load, res.seeds[0])
+    run = simulate_chosen(res.out, base, point)
+    capacity = {
+        "load_key": res.load_key, "max_load": c.lo.load,
+        "next_load_failed": row["next_load_failed"],
+        "tolerance": str(res.tol), "rule": f"worst of seeds {list(res.seeds)}",
+        "rate_mean_req_s": float(row["rate_mean_req_s"]),
+        "rate_peak_minute_req_s": float(row["rate_peak_minute_req_s"]),
+        "binding": row["binding"], "req_s_per_gpu": float(row["req_s_per_gpu"]),
+        "output_tok_s_per_gpu": float(row["output_tok_s_per_gpu"]),
+    }
+    if price:
+        capacity["gpu_hour_price"] = price
+        capacity["cost_per_million_output_tokens"] = float(row["cost_per_million_output_tokens"])
+    slo = {f"{b.name}_ms": b.ms for b in res.budgets}
+    return chosen_doc(run.result.resolved, run.result.specs, run.config["workload_source"],
+                      dict(c.config), slo, capacity)
+
+
+def _best_line(res: CapacityResult, row, price: float | None) -> str:
+    unit = "" if res.load_key == RATE_KEY else f" (rate_scale {row['max_load']:g})"
+    cost = (f", {row['cost_per_million_output_tokens']:.3f} per million output tokens at "
+            f"{price:g} per GPU-hour" if price else "")
+    return (f"best: {row['config']}: {row['rate_mean_req_s']:.2f} req/s{unit}, busiest minute "
+            f"{row['rate_peak_minute_req_s']:.2f} req/s; {row['req_s_per_gpu']:.2f} req/s and "
+            f"{row['output_tok_s_per_gpu']:,.0f} output tok/s per GPU{cost}; limited by "
+            f"{row['binding']} at {row['next_load_failed']:g}")
+
+
+def capacity(
+    scenario: ScenarioArg = None,
+    slo: Annotated[str | None, typer.Option(
+        "--slo", help="Budgets, e.g. ttft_p95=500ms,tpot_p95=50ms (metrics ttft, tpot, itl, "
+        "e2el; stats mean, p50, p90, p95, p99, max). Default: the scenario's slo.")] = None,
+    grid: GridOpt = None,
+    seeds: SeedsOpt = 3,
+    tol: Annotated[str, typer.Option(
+        "--tol", help="Stop bisecting when the bracket is this narrow: a percentage of the "
+        "answer (2%) or a load step (0.5).")] = "2%",
+    executor_name: ExecutorOpt = "local",
+    jobs: JobsOpt = None,
+    ray_address: RayOpt = None,
+    out: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="Folder (default: results/<scenario name>-capacity).")] = None,
+    resume: ResumeOpt = False,
+    emit: Annotated[str | None, typer.Option(
+        "--emit", help="Print the chosen config for a server: vllm.")] = None,
+    price: Annotated[float | None, typer.Option(
+        "--gpu-hour-price", help="Price per GPU-hour (sets gpu_hour_price).")] = None,
+    set_: SetOpt = None,
+    trace: TraceOpt = None,
+    plots: PlotsOpt = True,
+    quiet: QuietOpt = False,
+) -> None:
+    """Find each configuration's highest sustainable load under the SLOs."""
+    if emit not in (None, "vllm"):
+        raise InputError(f"--emit {emit!r}: the only target is vllm")
+    budgets = parse_slo(slo) if slo else None
+    sets = (*(set_ or ()), *(as_overrides(budgets) if budgets else ()),
+            *((f"gpu_hour_price={price}",) if price else ()))
+    loaded = load(scenario, sets, trace)
+    budgets = budgets or scenario_slo(loaded.scenario)
+    tolerance = Tolerance.parse(tol)
+    if seeds < 1:
+        raise InputError(f"--seeds {seeds}: must be at least 1")
+    if seeds > 1 and deterministic_workload(loaded.scenario):
+        warnings.warn("the workload replays its trace unchanged, so seeds change nothing: "
+                      "using one seed", stacklevel=1)
+        seeds = 1
+    out = out or Path("results") / f"{loaded.scenario.name}-capacity"
+    seed_list = tuple(loaded.scenario.seed + i for i in range(seeds))
+    try:
+        with executor(executor_name, jobs, ray_address) as ex:
+            res = run_capacity(loaded, parse_grid(grid), budgets, seed_list, tolerance, out, ex,
+                               resume=resume, quiet=quiet,
+                               sets=sets + ((f"trace={trace.name}",) if trace else ()))
+    except KeyboardInterrupt:
+        raise interrupted(out) from None
+    price = loaded.scenario.gpu_hour_price
+    front = frontier(res, price)
+    front.to_csv(out / "frontier.csv", index=False)
+    if not quiet:
+        typer.echo(f"SLO: {describe(budgets)}; engine must keep up; worst of {seeds} seed(s)")
+        show(frontier_table(front, budgets, res.load_key, str(tolerance)))
+    i = best(front)
+    if i is None:
+        typer.echo(f"no configuration sustains any load tried (down to "
+                   f"{res.configs[0].hi.load:g}); limited by {res.configs[0].binding}")
+    else:
+        doc = _chosen(res, front, i, Base.of(loaded, sets), price)
+        (out / "chosen.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+        typer.echo(_best_line(res, front.loc[i], price))
+        if emit == "vllm":
+            typer.echo(doc["vllm_serve"])
+            for note in doc["notes"]:
+                typer.echo(f"# note: {note}")
+        typer.echo(f"chosen: {out / 'chosen.yaml'}")
+    if plots:
+        typer.echo(f"plots: {out / 'plots'} ({len(plot_dir(out))} PNG + SVG)")
+    typer.echo(f"probes: {out / 'points.parquet'} ({res.ran:,} simulated, {res.wall_s:.1f} s)")
+

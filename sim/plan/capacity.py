@@ -1,0 +1,224 @@
+"""The highest sustainable load of each configuration: bracketing, then bisection.
+
+A load is *sustainable* when, for every seed, the engine keeps up (``sustain``) and every
+latency budget holds; the worst seed decides. Per configuration:
+
+    bracket  start at the scenario's own load; double while sustainable, halve while not
+             (at most MAX_STEPS times each way), until lo (sustainable) < hi (not) are known
+    bisect   probe inside (lo, hi) until hi - lo <= the tolerance
+
+Every probe is a full simulation stored as a point (``store``), so a search resumes and
+its probes plot like any sweep. Probes of all configurations and seeds in one round run
+together on the executor; with more workers than that, each configuration probes k loads
+per round (k-section instead of bisection).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sim.config.load import LoadedScenario
+from sim.plan.executors import Executor
+from sim.plan.grid import Override, Plan, Point, config_label, load_axis
+from sim.plan.point import Base
+from sim.plan.progress import PointProgress
+from sim.plan.slo import Budget
+from sim.plan.store import PointStore
+from sim.plan.sweep import Runner, check_configs, manifest
+from traces.errors import InputError
+
+MAX_STEPS = 10  # doublings (or halvings) from the starting load before giving up
+KV_WAIT_SHARE = 0.5  # queue mostly waiting on KV memory: the KV cache is what binds
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Stop when hi - lo <= value (load units), or value x hi when relative."""
+
+    value: float
+    relative: bool
+
+    @staticmethod
+    def parse(text: str) -> Tolerance:
+        raw = text.strip()
+        rel = raw.endswith("%")
+        try:
+            v = float(raw.rstrip("%"))
+        except ValueError:
+            v = -1.0
+        if not v > 0 or (rel and v >= 100):
+            raise InputError(f"--tol {text!r}: a positive load step (0.5) or a percentage "
+                             "of the answer below 100 (2%)")
+        return Tolerance(v / 100 if rel else v, rel)
+
+    def width(self, hi: float) -> float:
+        return self.value * hi if self.relative else self.value
+
+    def __str__(self) -> str:
+        return f"{self.value * 100:g}%" if self.relative else f"{self.value:g}"
+
+
+def kv_bound(m: dict) -> bool:
+    waiting = m.get("waiting.mean_waiting") or 0.0
+    on_kv = m.get("waiting.mean_waiting_on_kv_memory") or 0.0
+    preempted = (m.get("preemption.count") or 0) > 0
+    return preempted or (waiting > 0 and on_kv >= KV_WAIT_SHARE * waiting)
+
+
+def judge(m: dict, budgets: tuple[Budget, ...]) -> str | None:
+    """None when the point is sustainable, else what failed first: KV, saturation or a budget
+    (the one furthest over its limit)."""
+    if not m["engine_sustains"]:
+        return "KV" if kv_bound(m) else "saturation"
+    over = [(b.value(m) / b.ms, b.label) for b in budgets if not b.holds(m)]
+    return max(over)[1] if over else None
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One load of one configuration, every seed."""
+
+    load: float
+    records: tuple[dict, ...]  # one per seed
+    binding: str | None  # None: sustainable for every seed
+
+    @staticmethod
+    def of(load: float, records: list[dict], budgets: tuple[Budget, ...]) -> Probe:
+        verdicts = [judge(r["metrics"], budgets) for r in records]
+        failed = [v for v in verdicts if v]
+        engine = [v for v in failed if v in ("KV", "saturation")]
+        return Probe(load, tuple(records), (engine or failed or [None])[0])
+
+    @property
+    def ok(self) -> bool:
+        return self.binding is None
+
+    def worst(self, column: str, pick=max) -> float:
+        vals = [r["metrics"].get(column) for r in self.records]
+        vals = [float(v) for v in vals if v is not None and not math.isnan(float(v))]
+        return pick(vals) if vals else math.nan
+
+
+def _round(x: float) -> float:
+    return float(f"{x:.6g}")  # loads people read (24.375, not 24.374999999)
+
+
+@dataclass
+class Search:
+    """Bracketing + bisection state of one configuration."""
+
+    config: tuple[Override, ...]
+    start: float
+    tol: Tolerance
+    probes: list[Probe] = field(default_factory=list)
+    exhausted: bool = False  # no load left between lo and hi at 6 significant digits
+
+    @property
+    def hi(self) -> Probe | None:
+        failed = [p for p in self.probes if not p.ok]
+        return min(failed, key=lambda p: p.load) if failed else None
+
+    @property
+    def lo(self) -> Probe | None:
+        cap = self.hi.load if self.hi else math.inf
+        ok = [p for p in self.probes if p.ok and p.load < cap]
+        return max(ok, key=lambda p: p.load) if ok else None
+
+    @property
+    def status(self) -> str:
+        lo, hi = self.lo, self.hi
+        if lo and hi:
+            narrow = hi.load - lo.load <= self.tol.width(hi.load)
+            return "found" if narrow or self.exhausted else "searching"
+        if lo and lo.load >= self.start * 2 ** MAX_STEPS:
+            return "above range"
+        if hi and hi.load <= self.start / 2 ** MAX_STEPS:
+            return "none"
+        return "searching"
+
+    def next_loads(self, k: int) -> list[float]:
+        lo, hi = self.lo, self.hi
+        if not self.probes:
+            return [self.start]
+        if lo and hi:
+            xs = [_round(lo.load + (hi.load - lo.load) * i / (k + 1)) for i in range(1, k + 1)]
+            xs = sorted({x for x in xs if lo.load < x < hi.load})
+            self.exhausted = not xs
+            return xs
+        if lo:
+            return [_round(lo.load * 2 ** i) for i in range(1, k + 1)]
+        return [_round(hi.load / 2 ** i) for i in range(1, k + 1)]
+
+    def rounds_left(self) -> int:
+        """A guess for the progress bar: bisection steps still to go."""
+        lo, hi = self.lo, self.hi
+        if not (lo and hi):
+            return 6
+        return max(0, math.ceil(math.log2(max(hi.load - lo.load, 1e-12)
+                                          / self.tol.width(hi.load))))
+
+
+@dataclass(frozen=True)
+class ConfigCapacity:
+    """The answer for one configuration."""
+
+    config: tuple[Override, ...]
+    status: str  # found | above range (never failed) | none (never sustainable)
+    lo: Probe | None  # highest sustainable probe: the capacity
+    hi: Probe | None  # lowest failing probe: its binding constraint is what limits
+    probes: int
+
+    @property
+    def label(self) -> str:
+        return config_label(self.config)
+
+    @property
+    def binding(self) -> str | None:
+        return self.hi.binding if self.hi else None
+
+
+@dataclass(frozen=True)
+class CapacityResult:
+    load_key: str
+    budgets: tuple[Budget, ...]
+    tol: Tolerance
+    seeds: tuple[int, ...]
+    configs: tuple[ConfigCapacity, ...]
+    out: Path
+    ran: int
+    wall_s: float
+
+
+def run_capacity(loaded: LoadedScenario, grid, budgets: tuple[Budget, ...], seeds: tuple[int, ...],
+                 tol: Tolerance, out: Path, executor: Executor, *, resume: bool = False,
+                 quiet: bool = False, sets: tuple[str, ...] = ()) -> CapacityResult:
+    t0 = time.perf_counter()
+    base = Base.of(loaded, sets)
+    key, start = load_axis(loaded.scenario)
+    plan = Plan(tuple((k, tuple(v)) for k, v in grid), key, (), seeds)
+    searches = [Search(c, start, tol) for c in plan.configs()]
+    check_configs(base, [Point(s.config, key, start, seeds[0]) for s in searches])
+    store = PointStore(out)
+    store.open(manifest("capacity", base, plan, slo=[b.name + f"={b.ms:g}ms" for b in budgets],
+                        tolerance=str(tol), start=start), resume=resume)
+    runner = Runner(store, base, executor, store.done())
+    with PointProgress("capacity", 0, quiet=quiet) as bar:
+        while active := [s for s in searches if s.status == "searching"]:
+            k = max(1, executor.jobs // (len(active) * len(seeds)))
+            wanted = [(s, x) for s in active for x in s.next_loads(k)]
+            if not wanted:
+                break
+            points = {(id(s), x): [Point(s.config, key, x, sd) for sd in seeds] for s, x in wanted}
+            bar.grow(runner.ran + len(seeds) * sum(max(1, s.rounds_left()) * k for s in active))
+            runner.run([p for ps in points.values() for p in ps], bar)
+            for s, x in wanted:
+                recs = [runner.records[p.id] for p in points[(id(s), x)]]
+                s.probes.append(Probe.of(x, recs, budgets))
+    runner.consolidate()
+    results = tuple(ConfigCapacity(s.config, s.status, s.lo, s.hi, len(s.probes))
+                    for s in searches)
+    return CapacityResult(key, budgets, tol, seeds, results, out, runner.ran,
+                          time.perf_counter() - t0)

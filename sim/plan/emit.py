@@ -1,0 +1,97 @@
+"""Lock the chosen config with the traffic shape (the seed's step 5).
+
+``vllm_serve`` turns a resolved scenario into the `vllm serve` command line that deploys
+it (vLLM 0.32 flag names, ``vllm/engine/arg_utils.py``); every simulated engine value is
+spelled out, including the defaults servesim resolved, so the server cannot pick others.
+``chosen_doc`` is ``chosen.yaml``: those flags next to the length-mix percentiles of the
+workload that was planned for, the SLOs and the capacity found.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from sim.config.resolve import Resolved
+from sim.engine.requests import RequestSpecs
+
+_HF = re.compile(r"huggingface\.co/([^/]+/[^/]+)/")
+
+
+def hf_model(r: Resolved) -> str:
+    """The Hugging Face id in the model's source URL, else the catalog name."""
+    m = _HF.search(r.model.source or "")
+    return m[1] if m else r.model.name
+
+
+def vllm_flags(r: Resolved) -> tuple[list[str], list[str]]:
+    """(flags, notes): notes name what the scenario models that vLLM has no flag for."""
+    sc, e, lim = r.scenario, r.scenario.engine, r.limits
+    on = lambda flag, v: f"--{flag}" if v else f"--no-{flag}"  # noqa: E731 (argparse's pairs)
+    flags = [f"--tensor-parallel-size {r.tp}", f"--max-model-len {lim.max_model_len}",
+             f"--max-num-seqs {lim.max_num_seqs}",
+             f"--max-num-batched-tokens {lim.max_num_batched_tokens}",
+             f"--block-size {e.block_size}", f"--gpu-memory-utilization {e.gpu_memory_utilization}",
+             on("enable-chunked-prefill", lim.enable_chunked_prefill),
+             on("enable-prefix-caching", e.enable_prefix_caching)]
+    if e.long_prefill_token_threshold:
+        flags.append(f"--long-prefill-token-threshold {e.long_prefill_token_threshold}")
+        if e.long_prefill_token_threshold_adaptive:
+            flags.append("--long-prefill-token-threshold-adaptive")
+    if not e.scheduler_reserve_full_isl:  # vLLM 0.32's default is on
+        flags.append("--no-scheduler-reserve-full-isl")
+    if e.num_gpu_blocks_override:
+        flags.append(f"--num-gpu-blocks-override {e.num_gpu_blocks_override}")
+    if r.model.kv_bytes == 1 and r.model.dtype_bytes != 1:
+        flags.append("--kv-cache-dtype fp8")
+    notes = []
+    sched = sc.scheduler.name.lower()
+    if sched == "vllm-priority":
+        flags.append("--scheduling-policy priority")
+    elif sched != "vllm":
+        notes.append(f"scheduler {sched!r} has no vLLM flag: vLLM runs its v1 scheduler")
+    if sc.kv.name.lower() != "paged":
+        notes.append(f"kv policy {sc.kv.name!r} has no vLLM flag: vLLM pages its KV cache")
+    if sc.admission.name.lower() != "optimistic":
+        notes.append(f"admission {sc.admission.name!r} has no vLLM flag")
+    if e.strict_max_model_len:
+        notes.append("strict_max_model_len has no vLLM flag: its server shortens max_tokens")
+    if e.preemption_mode == "swap":
+        notes.append("preemption_mode swap is vLLM v0's; v1 always recomputes")
+    return flags, notes
+
+
+def vllm_serve(r: Resolved) -> str:
+    return " ".join(["vllm serve", hf_model(r), *vllm_flags(r)[0]])
+
+
+def length_mix(specs: RequestSpecs) -> dict:
+    """Prompt and output token percentiles of the workload (p50 / p90 / p99 / max, mean)."""
+    def dist(v: np.ndarray) -> dict:
+        p50, p90, p99 = np.percentile(v, [50, 90, 99])
+        return {"p50": round(float(p50), 1), "p90": round(float(p90), 1),
+                "p99": round(float(p99), 1), "max": int(v.max()), "mean": round(float(v.mean()), 1)}
+    return {"requests": len(specs), "prompt_tokens": dist(specs.prompt_tokens),
+            "output_tokens": dist(specs.output_tokens)}
+
+
+def plain(obj):
+    """``obj`` with numpy scalars as Python numbers (YAML writes only plain types)."""
+    if isinstance(obj, dict):
+        return {k: plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [plain(v) for v in obj]
+    return obj.item() if isinstance(obj, np.generic) else obj
+
+
+def chosen_doc(r: Resolved, specs: RequestSpecs, source: str, config: dict, slo: dict,
+               capacity: dict) -> dict:
+    flags, notes = vllm_flags(r)
+    return plain({
+        "scenario": r.scenario.name, "model": r.model.name, "hf_model": hf_model(r),
+        "gpu": r.gpu.name, "gpus": r.tp, "config": config,
+        "vllm_serve": vllm_serve(r), "vllm_flags": flags, "notes": notes,
+        "slo": slo, "capacity": capacity,
+        "length_mix": {"source": source, **length_mix(specs)},
+    })

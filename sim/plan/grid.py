@@ -1,0 +1,210 @@
+"""What a sweep or a capacity search runs: configurations x loads x seeds, as points.
+
+    --grid engine.max_num_seqs=64,256 --grid engine.max_num_batched_tokens=2048,8192
+    --rate 4:40:4          (workload.arrival.rate, generated arrivals)
+    --rate-scale 0.5:2:0.5 (workload.rate_scale, a replayed trace)
+    --seeds 3              (scenario seed, seed + 1, seed + 2)
+
+A *configuration* is one combination of grid values; a *point* is a configuration at
+one load with one seed. Every point has a stable id (a hash of its overrides), so a
+result file names the point it holds whatever order points ran in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import yaml
+
+from sim.config.scenario import Scenario
+from traces.errors import InputError
+
+RATE_KEY = "workload.arrival.rate"
+SCALE_KEY = "workload.rate_scale"
+MAX_POINTS = 100_000  # a typo in a range must not queue a billion simulations
+
+Override = tuple[str, Any]  # (dotted scenario key, value)
+
+
+def canonical(overrides) -> str:
+    """Overrides as text, in key order: the same point whatever order the grid named keys in."""
+    pairs = sorted([k, v] for k, v in overrides)
+    return json.dumps(pairs, sort_keys=True, separators=(",", ":"))
+
+
+def digest(overrides) -> str:
+    """A 16-hex-digit id for a list of overrides (stable across runs and machines)."""
+    return hashlib.sha1(canonical(overrides).encode()).hexdigest()[:16]
+
+
+def short_key(key: str) -> str:
+    return key.rsplit(".", 1)[-1]
+
+
+def config_label(config: tuple[Override, ...]) -> str:
+    """`max_num_seqs=64 max_num_batched_tokens=2048`, or `base` for no overrides."""
+    return " ".join(f"{short_key(k)}={v}" for k, v in config) or "base"
+
+
+@dataclass(frozen=True)
+class Point:
+    """One simulation: a configuration at one load with one seed."""
+
+    config: tuple[Override, ...]  # grid overrides, in grid order
+    load_key: str | None  # RATE_KEY or SCALE_KEY; None: the scenario's own load
+    load: float | None
+    seed: int
+
+    @property
+    def overrides(self) -> tuple[Override, ...]:
+        load = ((self.load_key, self.load),) if self.load_key else ()
+        return (*self.config, *load, ("seed", self.seed))
+
+    @property
+    def id(self) -> str:
+        return digest(self.overrides)
+
+    @property
+    def config_id(self) -> str:
+        return digest(self.config)
+
+    @property
+    def label(self) -> str:
+        return config_label(self.config)
+
+
+def parse_value(raw: str) -> Any:
+    raw = raw.strip()
+    try:
+        return yaml.safe_load(raw) if raw else None
+    except yaml.YAMLError:
+        return raw
+
+
+def parse_grid(specs: list[str] | None) -> list[tuple[str, list]]:
+    """`KEY=V1,V2,...` (or a YAML list, `KEY=[{name: vllm}, {name: lanes}]`, for values
+    that hold commas) -> [(key, [values])], in the order given."""
+    out: list[tuple[str, list]] = []
+    for spec in specs or ():
+        key, sep, raw = spec.partition("=")
+        key = key.strip()
+        listed = parse_value(raw) if raw.strip().startswith("[") else None
+        values = (listed if isinstance(listed, list) else
+                  [parse_value(v) for v in raw.split(",") if v.strip()])
+        if not sep or not key or not values:
+            raise InputError(f"--grid {spec!r}: expected KEY=V1,V2,..., "
+                             "e.g. --grid engine.max_num_seqs=64,256")
+        if key in dict(out):
+            raise InputError(f"--grid {key}: given twice; put every value in one --grid")
+        if len(set(map(repr, values))) != len(values):
+            raise InputError(f"--grid {spec!r}: a value appears twice")
+        out.append((key, values))
+    return out
+
+
+def _decimal(text: str, opt: str) -> Decimal:
+    try:
+        d = Decimal(text.strip())
+    except InvalidOperation:
+        raise InputError(f"{opt}: {text!r} is not a number") from None
+    if not d.is_finite() or d <= 0 or not math.isfinite(float(d)):
+        raise InputError(f"{opt}: {text!r} must be a positive number")
+    return d
+
+
+def parse_loads(raw: str, opt: str) -> list[float]:
+    """`A:B:STEP` (both ends included) or `V1,V2,...`; every load positive."""
+    if ":" in raw:
+        parts = raw.split(":")
+        if len(parts) != 3:
+            raise InputError(f"{opt} {raw!r}: expected START:STOP:STEP, e.g. {opt} 4:40:4")
+        a, b, step = (_decimal(p, opt) for p in parts)
+        if b < a:
+            raise InputError(f"{opt} {raw!r}: STOP is below START")
+        n = int((b - a) / step) + 1
+        if n > MAX_POINTS:
+            raise InputError(f"{opt} {raw!r}: {n:,} loads; at most {MAX_POINTS:,}")
+        return [float(a + i * step) for i in range(n)]  # Decimal steps: 0.1 + 0.2 is 0.3
+    values = [float(_decimal(v, opt)) for v in raw.split(",") if v.strip()]
+    if not values:
+        raise InputError(f"{opt} {raw!r}: give loads as START:STOP:STEP or V1,V2,...")
+    return values
+
+
+def load_axis(sc: Scenario) -> tuple[str, float]:
+    """The scenario's load knob and its value: arrival rate, or a replay's rate_scale."""
+    w = sc.workload
+    if w.mix is not None:
+        raise InputError("workload.mix: a load axis needs one arrival process and a mix has "
+                         "several; vary each sub-workload's rate with --grid instead")
+    if w.arrival.process == "replay":
+        return SCALE_KEY, w.rate_scale
+    return RATE_KEY, float(w.arrival.rate)
+
+
+def deterministic_workload(sc: Scenario) -> bool:
+    """True when the seed changes nothing: a trace replayed as recorded, rows in order."""
+    w = sc.workload
+    return (w.mix is None and w.arrival.process == "replay" and w.lengths.dist == "trace"
+            and not w.lengths.shuffle and w.shared_prefix is None)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The cross product a sweep runs: configurations x loads x seeds."""
+
+    grid: tuple[tuple[str, tuple], ...]
+    load_key: str | None
+    loads: tuple[float, ...]
+    seeds: tuple[int, ...]
+
+    def configs(self) -> list[tuple[Override, ...]]:
+        keys = [k for k, _ in self.grid]
+        return [tuple(zip(keys, combo)) for combo in itertools.product(*(v for _, v in self.grid))]
+
+    def points(self) -> list[Point]:
+        loads = self.loads if self.load_key else (None,)
+        return [Point(c, self.load_key, x, s)
+                for c in self.configs() for x in loads for s in self.seeds]
+
+    def to_json(self) -> dict:
+        return {"grid": [[k, list(v)] for k, v in self.grid], "load_key": self.load_key,
+                "loads": list(self.loads), "seeds": list(self.seeds)}
+
+
+def make_plan(sc: Scenario, grid: list[str] | None, rate: str | None, rate_scale: str | None,
+              seeds: int) -> Plan:
+    """Check the options against the scenario and build the plan."""
+    if rate and rate_scale:
+        raise InputError("give --rate or --rate-scale, not both")
+    if seeds < 1:
+        raise InputError(f"--seeds {seeds}: must be at least 1")
+    parsed = parse_grid(grid)
+    if "seed" in dict(parsed):
+        raise InputError("--grid seed: use --seeds N (the scenario seed, seed + 1, ...)")
+    key = load_axis(sc)[0] if sc.workload.mix is None or rate or rate_scale else None
+    loads: list[float] = []
+    if rate or rate_scale:
+        opt, want = ("--rate", RATE_KEY) if rate else ("--rate-scale", SCALE_KEY)
+        if want != key:
+            hint = ("the workload replays a trace: use --rate-scale" if key == SCALE_KEY else
+                    "the workload generates arrivals: use --rate")
+            raise InputError(f"{opt}: {hint}")
+        loads = parse_loads(rate or rate_scale, opt)
+    if key in dict(parsed):
+        if loads:
+            raise InputError(f"--grid {key}: the load is already set by --rate/--rate-scale")
+        loads = [float(v) for v in dict(parsed)[key]]
+        parsed = [(k, v) for k, v in parsed if k != key]
+    plan = Plan(tuple((k, tuple(v)) for k, v in parsed), key if loads else None, tuple(loads),
+                tuple(sc.seed + i for i in range(seeds)))
+    n = len(plan.configs()) * max(len(loads), 1) * seeds
+    if n > MAX_POINTS:
+        raise InputError(f"the grid makes {n:,} points; at most {MAX_POINTS:,}")
+    return plan

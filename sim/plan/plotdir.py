@@ -1,0 +1,141 @@
+"""`servesim plot DIR`: every plot of a sweep or capacity folder, PNG and SVG, in DIR/plots.
+
+    rate_curves   each budget's metric vs offered rate, one line per configuration
+    frontier      output tokens/s per GPU vs tokens/s per user, Pareto front
+    kv_timeline   KV occupancy vs waiting requests over time for the chosen point,
+                  preemptions marked
+    ttft_cdf, tpot_cdf   that point's latency distributions, percentiles and budget marked
+
+The chosen point is simulated again (results in DIR/chosen, as `servesim run` writes
+them): the best configuration at its capacity for a capacity search; for a sweep the
+highest load where the engine kept up and every budget held (or ``--point ID``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from sim import pipeline
+from sim.plan.grid import RATE_KEY, Point, short_key
+from sim.plan.point import Base
+from sim.plan.slo import Budget, parse_slo, scenario_slo
+from sim.plan.store import load_points
+from sim.report import plots, sweep_plots
+from traces.errors import InputError
+
+FORMATS = ("svg",)  # besides the PNG
+CHOSEN = "chosen"
+
+
+def budgets_of(manifest: dict) -> tuple[Budget, ...]:
+    if manifest.get("slo"):
+        return parse_slo(",".join(manifest["slo"]))
+    try:
+        return scenario_slo(Base.of_manifest(manifest).load().scenario)
+    except InputError:
+        return ()
+
+
+def overrides_text(sets) -> str:
+    """The command line's --set lines as a title shows them (SLOs are drawn, not listed)."""
+    shown = [s for s in sets if not s.startswith(("slo.", "gpu_hour_price"))]
+    return " ".join(f"{short_key(k)}={v}" for k, _, v in (s.partition("=") for s in shown))
+
+
+def headline(base: Base, seeds) -> str:
+    sc = base.load().scenario
+    seeds = list(seeds)
+    folded = f", worst of {len(seeds)} seeds" if len(seeds) > 1 else f", seed {seeds[0]}"
+    sets = overrides_text(base.sets)
+    return (f"{sc.name}{f' [{sets}]' if sets else ''}: {sc.model_spec.name} on "
+            f"{sc.tensor_parallel_size}x {sc.gpu_spec.name}{folded}")
+
+
+def point_of(rec: dict, load_key: str | None) -> Point:
+    params = dict(rec["params"])
+    seed = params.pop("seed")
+    load = params.pop(load_key) if load_key else None
+    return Point(tuple(params.items()), load_key, load, seed)
+
+
+def default_point(df: pd.DataFrame, budgets) -> str:
+    """The highest-load point where the engine kept up and every budget held."""
+    ok = df["engine_sustains"].astype(bool)
+    for b in budgets:
+        v = df.get(b.column, pd.Series(math.nan, index=df.index))
+        ok &= v.isna() | (v <= b.ms)
+    if ok.any():
+        pick = df[ok].sort_values("offered_rate_mean", kind="stable").iloc[-1]
+    else:
+        pick = df.sort_values("offered_rate_mean", kind="stable").iloc[0]
+    return str(pick["point_id"])
+
+
+def simulate_chosen(out: Path, base: Base, point: Point) -> pipeline.RunOutput:
+    """Run ``point`` again with every output (requests, steps) into DIR/chosen."""
+    dest = Path(out) / CHOSEN
+    run = pipeline.run(base.load(point.overrides), dest, plots=False)
+    (dest / "point.json").write_text(json.dumps({"id": point.id, "overrides": point.overrides,
+                                                 "label": point.label}, indent=2) + "\n")
+    return run
+
+
+def _chosen(out: Path, df: pd.DataFrame, manifest: dict, base: Base, point_id: str | None,
+            budgets) -> tuple[Path, dict]:
+    dest = out / CHOSEN
+    meta = dest / "point.json"
+    if point_id is None and meta.exists():
+        return dest, json.loads(meta.read_text())
+    pid = point_id or default_point(df, budgets)
+    rec_path = out / "points" / f"{pid}.json"
+    if not rec_path.exists():
+        raise InputError(f"--point {pid}: no such point in {out} (see points.parquet point_id)")
+    point = point_of(json.loads(rec_path.read_text()), manifest["load_key"])
+    simulate_chosen(out, base, point)
+    return dest, json.loads(meta.read_text())
+
+
+def _load_text(overrides, load_key) -> str:
+    parts = []
+    for k, v in overrides:
+        if k == load_key:
+            parts.append(f"{v:g} req/s" if k == RATE_KEY else f"rate_scale {v:g}")
+        elif k != "seed":
+            parts.append(f"{short_key(k)}={v}")
+    seed = dict(overrides).get("seed")
+    return " ".join(parts) + (f", seed {seed}" if seed is not None else "")
+
+
+def plot_dir(out: Path, point_id: str | None = None) -> list[Path]:
+    out = Path(out)
+    manifest, df = load_points(out)
+    base = Base.of_manifest(manifest)
+    budgets = budgets_of(manifest)
+    dest = out / "plots"
+    dest.mkdir(exist_ok=True)
+    load_key = manifest["load_key"]
+    x_col, x_label = (("load", "offered rate (req/s)") if load_key == RATE_KEY else
+                      ("offered_rate_mean", "offered mean rate (req/s)"))
+    head = headline(base, manifest["seeds"])
+    sweep_plots.rate_curves(df, budgets, dest / "rate_curves.png", x_col=x_col, x_label=x_label,
+                            title=head, formats=FORMATS)
+    sweep_plots.frontier_plot(df, dest / "frontier.png", title=f"{head}: throughput vs "
+                              "interactivity", formats=FORMATS)
+    chosen, meta = _chosen(out, df, manifest, base, point_id, budgets)
+    sets = overrides_text(base.sets)
+    what = (f"{base.load().scenario.name}{f' [{sets}]' if sets else ''}: "
+            f"{_load_text(meta['overrides'], load_key)}")
+    steps = pd.read_parquet(chosen / "steps.parquet")
+    reqs = pd.read_parquet(chosen / "requests.parquet")
+    plots.kv_vs_waiting(steps, dest / "kv_timeline.png", f"{what}: KV occupancy vs waiting",
+                        formats=FORMATS)
+    slo = {b.metric: b.ms for b in budgets}
+    plots.latency_cdf(reqs, "ttft_s", dest / "ttft_cdf.png", title=f"{what}: TTFT",
+                      what="TTFT", slo_ms=slo.get("ttft"), formats=FORMATS)
+    plots.latency_cdf(reqs, "tpot_s", dest / "tpot_cdf.png", title=f"{what}: TPOT",
+                      what="TPOT", slo_ms=slo.get("tpot"), formats=FORMATS)
+    return sorted(dest.glob("*.png"))

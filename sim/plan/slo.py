@@ -1,0 +1,100 @@
+"""Latency budgets for capacity search: ``--slo ttft_p95=500ms,tpot_p95=50ms``.
+
+A budget names a metric (ttft, tpot, itl, e2el, as `vllm bench serve` defines them), a
+statistic of it (mean, median or p50, p90, p95, p99, max) and a limit in ms (``500``,
+``500ms``) or seconds (``0.5s``). Checked against a point's flattened summary columns
+``latency_ms.<metric>.<stat>``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from sim.config.scenario import Scenario
+from traces.errors import InputError
+
+METRICS = ("ttft", "tpot", "itl", "e2el")
+STATS = {"mean": "mean", "median": "median", "p50": "median", "p90": "p90", "p95": "p95",
+         "p99": "p99", "max": "max"}
+_VALUE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ms|s)?\s*$")
+
+
+@dataclass(frozen=True)
+class Budget:
+    metric: str  # ttft | tpot | itl | e2el
+    stat: str  # mean | median | p90 | p95 | p99 | max
+    ms: float  # limit (ms)
+
+    @property
+    def name(self) -> str:
+        return f"{self.metric}_{'p50' if self.stat == 'median' else self.stat}"
+
+    @property
+    def column(self) -> str:
+        return f"latency_ms.{self.metric}.{self.stat}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.metric.upper()} {'p50' if self.stat == 'median' else self.stat}"
+
+    def value(self, metrics: dict) -> float:
+        return float(metrics.get(self.column, math.nan))
+
+    def holds(self, metrics: dict) -> bool:
+        """Within budget; a metric with no samples (NaN, e.g. TPOT of 1-token outputs) holds."""
+        v = self.value(metrics)
+        return math.isnan(v) or v <= self.ms
+
+
+def _budget(item: str) -> Budget:
+    name, sep, raw = item.partition("=")
+    metric, _, stat = name.strip().lower().partition("_")
+    m = _VALUE.match(raw)
+    if not sep or metric not in METRICS or stat not in STATS or not m or float(m[1]) <= 0:
+        raise InputError(
+            f"--slo {item!r}: expected METRIC_STAT=LIMIT with METRIC one of "
+            f"{', '.join(METRICS)}, STAT one of {', '.join(STATS)} and LIMIT in ms or s, "
+            "e.g. ttft_p95=500ms")
+    ms = float(m[1]) * (1e3 if m[2] == "s" else 1.0)
+    return Budget(metric, STATS[stat], ms)
+
+
+def parse_slo(text: str) -> tuple[Budget, ...]:
+    budgets = tuple(_budget(item) for item in text.split(",") if item.strip())
+    if not budgets:
+        raise InputError("--slo: give at least one budget, e.g. ttft_p95=500ms")
+    names = [b.name for b in budgets]
+    if len(set(names)) != len(names):
+        raise InputError(f"--slo {text!r}: a budget is given twice")
+    return budgets
+
+
+def scenario_slo(sc: Scenario) -> tuple[Budget, ...]:
+    """The scenario's own ``slo`` section as budgets (its percentile on every metric)."""
+    stat = {50.0: "median", 90.0: "p90", 95.0: "p95", 99.0: "p99", 100.0: "max"}.get(
+        sc.slo.percentile)
+    pairs = (("ttft", sc.slo.ttft_ms), ("tpot", sc.slo.tpot_ms), ("e2el", sc.slo.e2el_ms))
+    budgets = tuple(Budget(m, stat, v) for m, v in pairs if v is not None) if stat else ()
+    if not budgets:
+        raise InputError(f"slo: percentile {sc.slo.percentile:g} with budgets "
+                         f"{[m for m, v in pairs if v is not None]}: capacity needs budgets at "
+                         "p50, p90, p95, p99 or max; give them with --slo")
+    return budgets
+
+
+def as_overrides(budgets: tuple[Budget, ...]) -> tuple[str, ...]:
+    """``--set`` lines that make the scenario's own SLO verdict and goodput use ``budgets``,
+    when one scenario percentile can express them all (else none)."""
+    pct = {"median": 50, "p90": 90, "p95": 95, "p99": 99, "max": 100}
+    stats = {b.stat for b in budgets}
+    if len(stats) != 1 or next(iter(stats)) not in pct or any(b.metric == "itl" for b in budgets):
+        return ()
+    given = {b.metric: b.ms for b in budgets}
+    return (f"slo.percentile={pct[next(iter(stats))]}",
+            *(f"slo.{m}_ms={given.get(m, 'null')}" for m in ("ttft", "tpot", "e2el")))
+
+
+def describe(budgets: tuple[Budget, ...]) -> str:
+    return ", ".join(f"{b.label} <= {b.ms:g} ms" for b in budgets)

@@ -1,0 +1,98 @@
+"""`servesim capacity`: the answer agrees with a brute-force sweep within the tolerance, and
+the frontier, chosen.yaml and vLLM flags say what was found."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import yaml
+
+from sim.config.load import load_scenario
+from sim.plan.capacity import judge
+from sim.plan.executors import make_executor
+from sim.plan.grid import make_plan
+from sim.plan.slo import scenario_slo
+from sim.plan.sweep import run_sweep
+
+from .helpers import TINY, cli
+
+CHAT = "scenarios/chat-trace.yaml"
+
+
+@pytest.fixture(scope="module")
+def capacity_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cap") / "c"
+    assert cli("capacity", TINY, "--grid", "engine.max_num_seqs=8,64", "--seeds", "1",
+               "--tol", "1", "--gpu-hour-price", "2.5", "--emit", "vllm", "--out", out,
+               "--no-plots") == 0
+    return out
+
+
+def test_capacity_matches_a_brute_force_sweep_within_the_tolerance(capacity_dir, tmp_path):
+    loaded = load_scenario(TINY, ("engine.max_num_seqs=64",))
+    budgets = scenario_slo(loaded.scenario)
+    with make_executor("local", 2) as ex:
+        bf = run_sweep(loaded, make_plan(loaded.scenario, None, "4:24:1", None, 1),
+                       tmp_path / "bf", ex, quiet=True).table
+    ok = [judge(r, budgets) is None for r in bf.to_dict("records")]
+    first_fail = ok.index(False)
+    assert first_fail > 0, "the brute-force grid must start below the capacity"
+    boundary, failed = bf["load"][first_fail - 1], bf.iloc[first_fail]
+    row = pd.read_csv(capacity_dir / "frontier.csv").set_index("config").loc["max_num_seqs=64"]
+    assert abs(row["max_load"] - boundary) <= 1.0  # --tol 1 (req/s)
+    assert row["max_load"] < failed["load"] <= row["next_load_failed"] + 1.0
+    assert row["binding"] == judge(failed.to_dict(), budgets)
+
+
+def test_frontier_best_config_per_gpu_and_cost(capacity_dir):
+    front = pd.read_csv(capacity_dir / "frontier.csv")
+    assert list(front["config"]) == ["max_num_seqs=8", "max_num_seqs=64"]
+    assert (front["status"] == "found").all()
+    a, b = front["max_load"]
+    assert b > a  # 8 running requests cap throughput well below 64
+    assert (front["req_s_per_gpu"] == front["max_load"]).all()  # one GPU, generated arrivals
+    expect = 2.5 / (front["output_tok_s_per_gpu"] * 3600) * 1e6
+    assert front["cost_per_million_output_tokens"].tolist() == pytest.approx(expect.tolist())
+    doc = yaml.safe_load((capacity_dir / "chosen.yaml").read_text())
+    assert doc["config"] == {"engine.max_num_seqs": 64}
+    assert doc["capacity"]["max_load"] == b
+    assert doc["slo"] == {"ttft_p95_ms": 300.0, "tpot_p95_ms": 40.0}
+    mix = doc["length_mix"]
+    assert mix["prompt_tokens"]["p50"] == 200 and mix["output_tokens"]["p99"] == 40
+    assert doc["vllm_serve"].startswith(
+        "vllm serve meta-llama/Meta-Llama-3-8B --tensor-parallel-size 1 --max-model-len 8192 "
+        "--max-num-seqs 64 --max-num-batched-tokens 8192 ")
+    assert (capacity_dir / "chosen" / "summary.json").exists()
+
+
+def test_emit_vllm_prints_the_command(tmp_path, capsys):
+    out = tmp_path / "c"
+    assert cli("capacity", TINY, "--seeds", "1", "--tol", "20%", "--emit", "vllm", "--out", out,
+               "--no-plots", "-q") == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(ln.startswith("vllm serve meta-llama/Meta-Llama-3-8B ") for ln in lines)
+    assert any(ln.startswith("best: base: ") for ln in lines)
+
+
+def test_a_trace_answers_in_mean_and_peak_minute_rates(tmp_path, capsys):
+    out = tmp_path / "t"
+    assert cli("capacity", CHAT, "--set", "workload.window_s=[0,180]", "--set",
+               "cost={name: linear, base_ms: 10, prefill_token_ms: 0.05, decode_seq_ms: 1}",
+               "--tol", "10%", "--out", out, "--no-plots", "-q") == 0
+    assert "seeds change nothing: using one seed" in capsys.readouterr().err
+    row = pd.read_csv(out / "frontier.csv").iloc[0]
+    probes = pd.read_parquet(out / "points.parquet")
+    assert (probes["seed"] == 0).all()
+    at_max = probes[probes["load"] == row["max_load"]].iloc[0]
+    base_rate = probes["offered_rate_mean"].iloc[0] / probes["load"].iloc[0]
+    assert row["rate_mean_req_s"] == pytest.approx(row["max_load"] * base_rate)
+    assert row["rate_peak_minute_req_s"] == at_max["offered_rate_peak_minute"]
+    assert row["rate_peak_minute_req_s"] > row["rate_mean_req_s"]
+
+
+def test_bad_capacity_input(tmp_path, capsys):
+    assert cli("capacity", TINY, "--slo", "ttft_p95=fast", "--out", tmp_path / "c") == 2
+    assert cli("capacity", TINY, "--emit", "sglang", "--out", tmp_path / "c") == 2
+    err = capsys.readouterr().err.splitlines()
+    assert "--slo" in err[0] and "--emit" in err[1]
+    assert not (tmp_path / "c").exists()

@@ -1,0 +1,70 @@
+"""What the plots promise: budgets drawn, unstable points marked, Pareto front, preemptions
+marked, integer count axes, percentile ticks and the SLO line, titles with overrides."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from sim.plan.slo import parse_slo
+from sim.report import plots, sweep_plots
+
+
+def points() -> pd.DataFrame:
+    rows = []
+    for cfg, scale in (("max_num_seqs=8", 1.0), ("max_num_seqs=64", 0.6)):
+        for load in (4.0, 8.0, 12.0):
+            for seed in (0, 1):
+                rows.append({"config_id": cfg, "config": cfg, "load": load, "seed": seed,
+                             "latency_ms.ttft.p95": 100 * load * scale + seed,
+                             "latency_ms.tpot.p95": 5 * load * scale,
+                             "engine_sustains": load < 12 or scale < 1,
+                             "output_token_per_s_per_gpu": 100 * load,
+                             "user_output_token_per_s": 1000 / (5 * load * scale)})
+    return pd.DataFrame(rows)
+
+
+def test_rate_curves(tmp_path):
+    fig = sweep_plots.rate_curves(points(), parse_slo("ttft_p95=500ms,tpot_p95=50ms"),
+                                  tmp_path / "r.png", x_col="load", x_label="req/s",
+                                  title="t [max_num_batched_tokens=2048]", formats=("svg",))
+    assert (tmp_path / "r.png").exists() and (tmp_path / "r.svg").exists()
+    ttft = fig.axes[0]
+    lines = {ln.get_label(): ln for ln in ttft.get_lines()}
+    assert list(lines["max_num_seqs=8"].get_ydata()) == [401, 801, 1201]  # worst seed
+    assert list(lines["budget 500 ms"].get_ydata()) == [500, 500]
+    marked = lines["engine cannot keep up"]
+    assert list(marked.get_xdata()) == [12.0]
+    assert fig._suptitle.get_text() == "t [max_num_batched_tokens=2048]"
+
+
+def test_pareto_front_keeps_only_undominated_points():
+    df = pd.DataFrame({"x": [1, 2, 3, 2.5], "y": [10, 8, 5, 4]})
+    assert sweep_plots.pareto(df, "x", "y")[["x", "y"]].values.tolist() == [
+        [1, 10], [2, 8], [3, 5]]
+
+
+def steps() -> pd.DataFrame:
+    n = 50
+    return pd.DataFrame({"start_s": np.arange(n) * 0.1, "kv_used_fraction": np.linspace(0, 1, n),
+                         "num_waiting": np.arange(n) % 3,
+                         "num_preempted": np.where(np.arange(n) == 40, 2, 0)})
+
+
+def test_kv_timeline_marks_preemptions_and_counts_in_integers(tmp_path):
+    fig = plots.kv_vs_waiting(steps(), tmp_path / "k.png", "default: max_num_seqs=64 12 req/s")
+    kv, waiting = fig.axes
+    pre = [ln for ln in kv.get_lines() if ln.get_label().startswith("preemptions")]
+    assert pre[0].get_label() == "preemptions (2)" and list(pre[0].get_xdata()) == [4.0]
+    ticks = waiting.get_yticks()
+    assert np.allclose(ticks, np.round(ticks))
+    assert kv.get_title() == "default: max_num_seqs=64 12 req/s"
+
+
+def test_cdf_marks_percentiles_and_the_slo(tmp_path):
+    req = pd.DataFrame({"lane": "default", "ttft_s": np.arange(1, 101) / 100})
+    fig = plots.ttft_cdf(req, tmp_path / "c.png", slo_ms=500.0)
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.texts]
+    assert labels == ["p50 505", "p90 901", "p95 950", "p99 990"]
+    assert "SLO 500 ms" in [ln.get_label() for ln in ax.get_lines()]

@@ -1,0 +1,101 @@
+"""Bracketing + bisection, the worst-of-seeds rule and the binding constraint, without the
+simulator: an oracle says which loads are sustainable."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sim.plan.capacity import MAX_STEPS, Probe, Search, Tolerance, judge
+from sim.plan.slo import parse_slo
+from traces.errors import InputError
+
+BUDGETS = parse_slo("ttft_p95=500ms,tpot_p95=50ms")
+
+
+def metrics(ok: bool = True, ttft: float = 100.0, tpot: float = 20.0, preempt: int = 0,
+            on_kv: float = 0.0) -> dict:
+    return {"engine_sustains": ok, "latency_ms.ttft.p95": ttft, "latency_ms.tpot.p95": tpot,
+            "preemption.count": preempt, "waiting.mean_waiting": 4.0,
+            "waiting.mean_waiting_on_kv_memory": on_kv}
+
+
+def search(threshold: float, start: float, tol: Tolerance, k: int = 1) -> Search:
+    s = Search((), start, tol)
+    while s.status == "searching":
+        loads = s.next_loads(k)
+        if not loads:
+            break
+        for x in loads:
+            s.probes.append(Probe.of(x, [{"metrics": metrics(ok=x <= threshold)}], BUDGETS))
+    return s
+
+
+@settings(max_examples=200, deadline=None)
+@given(factor=st.floats(1.01 / 2 ** MAX_STEPS, 0.99 * 2 ** MAX_STEPS), start=st.floats(0.5, 50),
+       k=st.integers(1, 3), rel=st.booleans())
+def test_the_answer_brackets_the_threshold_within_the_tolerance(factor, start, k, rel):
+    threshold = start * factor
+    tol = Tolerance(0.02, True) if rel else Tolerance(0.25, False)
+    s = search(threshold, start, tol, k)
+    assert s.status == "found"
+    assert s.lo.load <= threshold < s.hi.load
+    assert s.hi.load - s.lo.load <= tol.width(s.hi.load) * (1 + 1e-9)
+
+
+def test_bisection_from_a_sustainable_start_takes_the_expected_probes():
+    s = search(threshold=27.3, start=8, tol=Tolerance(0.5, False))
+    # 8, 16 ok, 32 fails; then 24, 28, 26, 27, 27.5: width 0.5
+    assert [p.load for p in s.probes] == [8, 16, 32, 24, 28, 26, 27, 27.5]
+    assert (s.lo.load, s.hi.load) == (27, 27.5)
+
+
+def test_a_load_that_never_fails_is_reported_above_the_range():
+    s = search(threshold=math.inf, start=1, tol=Tolerance(0.02, True))
+    assert s.status == "above range" and s.hi is None
+    assert s.lo.load == 2 ** MAX_STEPS
+
+
+def test_a_config_sustainable_nowhere_is_none():
+    s = search(threshold=0, start=1, tol=Tolerance(0.02, True))
+    assert s.status == "none" and s.lo is None
+    assert s.hi.load == pytest.approx(2.0 ** -MAX_STEPS, rel=1e-5)
+
+
+def test_the_worst_seed_decides():
+    good, bad = {"metrics": metrics()}, {"metrics": metrics(tpot=51)}
+    assert Probe.of(5, [good, good], BUDGETS).ok
+    p = Probe.of(5, [good, bad], BUDGETS)
+    assert not p.ok and p.binding == "TPOT p95"
+    assert p.worst("latency_ms.tpot.p95") == 51
+
+
+@pytest.mark.parametrize("m, binding", [
+    (metrics(), None),
+    (metrics(ttft=600), "TTFT p95"),
+    (metrics(ttft=600, tpot=80), "TPOT p95"),  # 1.6x over beats 1.2x over
+    (metrics(ok=False, ttft=9000), "saturation"),
+    (metrics(ok=False, preempt=3), "KV"),
+    (metrics(ok=False, on_kv=3.0), "KV"),
+])
+def test_binding_constraint(m, binding):
+    assert judge(m, BUDGETS) == binding
+
+
+def test_an_engine_failure_outranks_a_budget_across_seeds():
+    recs = [{"metrics": metrics(tpot=90)}, {"metrics": metrics(ok=False)}]
+    assert Probe.of(5, recs, BUDGETS).binding == "saturation"
+
+
+@pytest.mark.parametrize("text, width", [("2%", 0.2), ("0.5", 0.5)])
+def test_tolerance(text, width):
+    assert Tolerance.parse(text).width(10) == pytest.approx(width)
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "x", "100%", "0%"])
+def test_bad_tolerance(bad):
+    with pytest.raises(InputError, match="--tol"):
+        Tolerance.parse(bad)

@@ -1,0 +1,83 @@
+"""servesim's vllm and vllm-priority schedulers against recorded vLLM 0.32.0 runs, step by step.
+
+The references (benchmarks/conformance/refs/*.jsonl.gz) come from driving vLLM's real v1
+``Scheduler`` over each case (``make conformance``); comparing needs no vLLM. A step is
+identical when the start time (ns), the tokens per request, the preemptions, the finishes and
+the KV blocks in use all agree.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from benchmarks.conformance.cases import REFS_DIR, case_names, load_case
+from benchmarks.conformance.compare import compare_case, read_ref
+
+VLLM_VERSION = "0.32.0"
+
+
+@pytest.mark.parametrize("name", case_names())
+def test_every_step_identical_to_vllm(name):
+    r = compare_case(load_case(name))
+    assert not r.problems
+    assert r.identical == r.ref_steps == r.our_steps, r.divergence
+
+
+def test_every_case_recorded_with_the_conformed_version():
+    recorded = sorted(p.name.removesuffix(".jsonl.gz") for p in REFS_DIR.glob("*.jsonl.gz"))
+    assert recorded == case_names()
+    for name in recorded:
+        header, run = read_ref(REFS_DIR / f"{name}.jsonl.gz")
+        assert header["vllm_version"] == VLLM_VERSION
+        assert header["num_steps"] == len(run.steps) > 0
+
+
+def test_the_cases_cover_what_they_claim():
+    refs = {n: read_ref(REFS_DIR / f"{n}.jsonl.gz") for n in case_names()}
+    preempted = {n: sum(len(s.preempted) for s in run.steps) for n, (_, run) in refs.items()}
+    engine = {n: h["input"]["engine"] for n, (h, _) in refs.items()}
+    assert preempted["long_prefill_adaptive"] >= 100 and preempted["burst_tight_b32"] > 0
+    assert {e["block_size"] for e in engine.values()} == {16, 32}
+    assert not engine["chunked_prefill_off"]["enable_chunked_prefill"]
+    assert engine["priority_ties"]["policy"] == "priority"
+    assert sum(e["enable_prefix_caching"] for e in engine.values()) >= 4
+    # max_model_len 512: prompts of 512, 513 and 600 tokens rejected, 6 requests shortened
+    header, _ = refs["max_model_len"]
+    asked = header["input"]["requests"]["max_tokens"]
+    assert header["rejected"] == [3, 4, 5]
+    assert sum(0 <= s < a for s, a in zip(header["max_tokens_served"], asked)) == 6
+    # a lone request's prompt is not capped (threshold 256): the first step takes all of it
+    header, run = refs["long_prefill_tight"]
+    assert run.steps[0].tokens == {0: header["input"]["requests"]["prompt_tokens"][0]} != {0: 256}
+
+
+def test_a_divergence_is_found_and_described(tmp_path):
+    # the comparer itself: one request's tokens changed at step 5 of a reference
+    name = "block_boundaries_b16"
+    with gzip.open(REFS_DIR / f"{name}.jsonl.gz", "rt") as f:
+        lines = [json.loads(x) for x in f]
+    step = lines[1 + 5]
+    rid = next(iter(step["tokens"]))
+    step["tokens"][rid] += 1
+    path = tmp_path / f"{name}.jsonl.gz"
+    with gzip.open(path, "wt") as f:
+        f.write("".join(json.dumps(x) + "\n" for x in lines))
+    r = compare_case(load_case(name), path)
+    assert (r.prefix, r.identical, r.ok) == (5, r.ref_steps - 1, False)
+    assert "first divergence at step 5" in r.divergence
+    assert f"r{rid}: vLLM {step['tokens'][rid]} servesim {step['tokens'][rid] - 1}" in r.divergence
+
+
+def test_readme_lists_every_case_with_its_steps():
+    # refresh with: python -m benchmarks.conformance compare --markdown
+    readme = (REFS_DIR.parents[2] / "README.md").read_text()
+    table = readme.split("<!-- conformance-table:start -->")[1].split("<!-- conformance-")[0]
+    rows = {r.split("|")[1].strip(" `"): r.split("|")[3:6] for r in table.strip().splitlines()[2:]}
+    assert sorted(rows) == case_names()
+    for name in case_names():
+        _, run = read_ref(REFS_DIR / f"{name}.jsonl.gz")
+        pre = sum(len(s.preempted) for s in run.steps)
+        assert [int(x) for x in rows[name]] == [len(run.steps), len(run.steps), pre], name
