@@ -14,7 +14,8 @@ CONFORMANCE_INPUTS ?= build/conformance
 ENGINE_CASES ?= light-short heavy-short light-long heavy-mixed kv-tight medium short-busy
 ENGINE_FIT ?= benchmarks/engine/cpu-tiny-llama.yaml
 
-.PHONY: run test lint bench bench-kernels clean conformance vllm-venv record-engine fit-engine
+.PHONY: run test lint bench bench-kernels clean conformance vllm-venv record-engine fit-engine \
+	record-bench fit-bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -71,6 +72,30 @@ record-engine: vllm-venv
 
 fit-engine: $(VENV)/.core
 	$(BIN)/servesim calibrate fit-steps benchmarks/engine/runs/*/ -o $(ENGINE_FIT)
+
+BENCH_DATA ?= tests/data/vllm_bench
+
+# vllm bench serve against a local CPU vLLM server (about 4 minutes; keep the machine idle),
+# then fit the server's step log and replay the results through servesim
+record-bench: $(VENV)/.core vllm-venv
+	$(BIN)/python benchmarks/vllm_bench/record.py --vllm-python $(VLLM_VENV)/bin/python \
+		--out $(BENCH_DATA)
+	$(MAKE) fit-bench
+
+# fit the recorded server's step intervals (its stamped Iteration lines) and replay the
+# recorded results through servesim with that fit
+fit-bench: $(VENV)/.core
+	$(BIN)/python benchmarks/vllm_bench/server_steps.py $(BENCH_DATA)/server_steps.log.gz \
+		> $(BENCH_DATA)/.server_steps.jsonl
+	$(BIN)/servesim calibrate fit-steps $(BENCH_DATA)/.server_steps.jsonl \
+		-o $(BENCH_DATA)/steps.yaml --model tiny-llama-4l --gpu cpu
+	rm $(BENCH_DATA)/.server_steps.jsonl
+	for r in poisson closed; do $(BIN)/servesim replay-bench $(BENCH_DATA)/$$r.json.gz \
+		--scenario benchmarks/vllm_bench/server.yaml \
+		--set cost.profile=$(BENCH_DATA)/steps.yaml --json > $(BENCH_DATA)/replay_$$r.json \
+		&& $(BIN)/servesim replay-bench $(BENCH_DATA)/$$r.json.gz \
+		--scenario benchmarks/vllm_bench/server.yaml \
+		--set cost.profile=$(BENCH_DATA)/steps.yaml; done
 
 clean:
 	rm -rf $(VENV) results .pytest_cache .ruff_cache

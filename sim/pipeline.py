@@ -2,6 +2,8 @@
 
     load scenario -> build workload (trace) -> resolve (KV capacity, defaults)
       -> simulate -> summarize -> write results
+
+Each phase's wall time goes to summary.json under ``sim.wall_s`` (sim.timing).
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from sim.config.resolve import ConfigError, Resolved, resolve
 from sim.engine.requests import RequestSpecs
 from sim.metrics.summary import summarize
 from sim.report.steplog import StepLog
-from sim.report.write import ResultWriter
+from sim.report.write import ResultWriter, dump_json
 from sim.runner import RunResult, simulate
+from sim.timing import PhaseTimer
 from traces.spec import build_workload
 
 
@@ -54,28 +57,44 @@ def prepare(loaded: LoadedScenario) -> tuple[Resolved, RequestSpecs, str]:
 
 
 def run(loaded: LoadedScenario, out: Path | None = None, *, step_log: bool = False,
-        plots: bool = True, progress=None, prepared=None) -> RunOutput:
+        plots: bool = True, progress=None, prepared=None,
+        timer: PhaseTimer | None = None) -> RunOutput:
     """Simulate and (if ``out``) write results; ``prepared`` reuses a ``prepare`` result.
 
     The results folder is checked, locked and staged before simulating, so a bad or busy
-    ``out`` fails fast."""
-    r, specs, source = prepared or prepare(loaded)
+    ``out`` fails fast. ``timer`` carries phases timed by the caller (the CLI times loading
+    the scenario); the run adds its own and records them all in ``summary["sim"]["wall_s"]``.
+    """
+    timer = timer or PhaseTimer()
+    if prepared is None:
+        with timer.phase("load"):
+            prepared = prepare(loaded)
+    r, specs, source = prepared
     writer = ResultWriter(out) if out is not None else None
     try:
-        fh = open(writer.path("steps.jsonl"), "w") if writer and step_log else None
-        try:
-            on_plan = StepLog(fh, specs.request_id) if fh else None
-            res = simulate(r, specs, on_plan=on_plan, progress=progress)
-        finally:
-            if fh:
-                fh.close()
-        summary = summarize(res)
-        config = resolved_config(r, source)
+        with timer.phase("simulate"):
+            res = _simulate(r, specs, writer if step_log else None, progress)
+        with timer.phase("summarize"):
+            summary = summarize(res)
+            config = resolved_config(r, source)
         if writer:
-            writer.write(res, summary, config, plot=plots)
+            with timer.phase("write"):
+                writer.write(res, summary, config, plot=plots)
+        summary["sim"]["wall_s"] = timer.block()
+        if writer:  # again, now with the write phase's time
+            dump_json(summary, writer.path("summary.json"))
             return RunOutput(res, summary, config, writer.commit())
         return RunOutput(res, summary, config, None)
     except BaseException:
         if writer:
             writer.abort()
         raise
+
+
+def _simulate(r: Resolved, specs: RequestSpecs, writer: ResultWriter | None,
+              progress) -> RunResult:
+    """Simulate, writing steps.jsonl into ``writer``'s folder when given."""
+    if writer is None:
+        return simulate(r, specs, progress=progress)
+    with open(writer.path("steps.jsonl"), "w") as fh:
+        return simulate(r, specs, on_plan=StepLog(fh, specs.request_id), progress=progress)

@@ -12,7 +12,9 @@ import numpy as np
 from sim.config.memory import GIB
 from sim.config.resolve import Resolved
 from sim.cost.base import COST_MODELS, CostModel
-from sim.engine.engine import Engine, RunStatus
+from sim.engine.arrivals import ArrivalSource, Gated, OpenLoop
+from sim.engine.clock import ns, to_ns
+from sim.engine.engine import Engine, RunStatus, admissible
 from sim.engine.requests import RequestSpecs
 from sim.kv.base import KV_POLICIES, KVManager
 from sim.kv.prefix_cache import PrefixCachingKV
@@ -49,6 +51,7 @@ class RunResult:
     ingress_s: float = 0.0  # client send -> visible to the scheduler (s)
     egress_s: float = 0.0  # step end -> token at the client (s)
     warnings: tuple[str, ...] = ()  # said once per run (e.g. a fitted model's ranges left)
+    client_queue_s: np.ndarray | None = None  # gated arrivals: sent - ready, per request (s)
 
 
 class RunWarning(UserWarning):
@@ -88,6 +91,10 @@ def build_cost(r: Resolved) -> CostModel:
 def _stop_time(r: Resolved, arrival: np.ndarray) -> float:
     if r.scenario.horizon_s is not None:
         return r.scenario.horizon_s
+    if r.scenario.workload.arrival.concurrency is not None:
+        # gated: at most `concurrency` requests in the system, each send waits for a finish,
+        # so the run ends when the work does (no backlog can grow without bound)
+        return float("inf")
     if not len(arrival):
         return 0.0
     span = float(arrival[-1] - arrival[0])
@@ -105,7 +112,7 @@ class _DrainLimit:
     def __call__(self, plan):
         self.plans += 1
         eng = self.engine
-        if eng is not None and eng.delivered >= eng.n:  # every request has arrived
+        if eng is not None and eng.source.exhausted():  # every request has arrived
             if self.limit is None:
                 self.budget = max(DRAIN_MIN_PLANS, DRAIN_FACTOR * self.plans)
                 self.limit = self.plans + self.budget
@@ -158,8 +165,9 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
     if cost is not None and type(cost).observe is not CostModel.observe:
         on_plan = _observed(cost, on_plan)
     drain = _DrainLimit(executor)
+    source = arrival_source(r, seen, sched, ingress + egress)
     engine = Engine(seen, sched, drain, recorder, stop_s=stop, num_arrivals=n,
-                    on_plan=on_plan, progress=progress)
+                    on_plan=on_plan, progress=progress, source=source)
     drain.engine = engine
     status = engine.run()
     kv.check_integrity()
@@ -170,7 +178,7 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
     said = tuple(cost.run_warnings()) if cost is not None else ()
     for w in said:
         warnings.warn(w, RunWarning, stacklevel=2)
-    return RunResult(
+    res = RunResult(
         resolved=r, specs=specs, recorder=recorder, status=_arrived_as_waiting(sched.status),
         num_preemptions=sched.num_preemptions.copy(), cached_tokens=sched.cached_tokens.copy(),
         generated=sched.generated.copy(), recomputed_tokens=sched.recomputed_tokens,
@@ -182,6 +190,9 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
         wall_s=time.perf_counter() - t0, drain_cut=drain.cut, shortened=shortened,
         ingress_s=ingress, egress_s=egress, warnings=said,
     )
+    return res if isinstance(source, OpenLoop) else _as_sent(
+        res, source.arrival_times() - ingress)
+
 
 
 def _observed(cost: CostModel, on_plan):
@@ -197,3 +208,31 @@ def _frozen(a: np.ndarray) -> np.ndarray:
     a = np.ascontiguousarray(a, dtype=np.float64)
     a.flags.writeable = False
     return a
+
+
+def arrival_source(r: Resolved, specs: RequestSpecs, sched: Scheduler,
+                   turnaround_s: float = 0.0) -> ArrivalSource:
+    """Open loop at the trace's times, or gated by ``workload.arrival.concurrency``.
+    ``turnaround_s`` (egress + ingress) lies between a finish the scheduler sees and the
+    client's next request reaching it, on top of the think time."""
+    a = r.scenario.workload.arrival
+    ok = admissible(specs, sched)
+    if a.concurrency is None:
+        return OpenLoop(to_ns(specs.arrival_s), ok)
+    return Gated(to_ns(specs.arrival_s), ok, a.concurrency, ns(a.think_s + turnaround_s))
+
+
+def _as_sent(res: RunResult, sent: np.ndarray) -> RunResult:
+    """A gated run seen from the server: requests arrive when sent (vllm bench serve's
+    latencies start there); requests never sent (the run hit its horizon) are dropped.
+    Requests are sent in index order, so the sent ones are a prefix."""
+    m = int(np.count_nonzero(~np.isnan(sent)))
+    ready, specs = res.specs.arrival_s[:m], res.specs.head(m)
+    specs = dataclasses.replace(specs, arrival_s=np.ascontiguousarray(sent[:m]))
+    specs.arrival_s.flags.writeable = False
+    cut = slice(0, m)
+    return dataclasses.replace(
+        res, specs=specs, recorder=res.recorder.head(m), status=res.status[cut],
+        num_preemptions=res.num_preemptions[cut], cached_tokens=res.cached_tokens[cut],
+        generated=res.generated[cut], never_sent=res.never_sent + len(res.specs) - m,
+        client_queue_s=sent[:m] - ready)

@@ -2,7 +2,7 @@
 
     workload:
       trace: data/conv.csv        # optional; relative paths resolve against the scenario folder
-      format: auto                # auto | azure | mooncake | lengths | native
+      format: auto                # auto | azure | vllm-bench | vllm-result | mooncake | vidur | ...
       window_s: [0, 600]          # optional: replay only [start, end) s of the trace, re-zeroed
       rate_scale: 2.0             # replay speed-up: 2 halves every gap
       arrival: {process: gamma, rate: 5.0, cv: 2.0}      # default: replay the trace's times
@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Literal, TypeVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from traces import arrivals
 from traces import lengths as L
+from traces.arrival_spec import ArrivalSpec, _Model
 from traces.errors import TraceError
 from traces.limits import MAX_REQUESTS, MAX_TIME_S, MAX_TOKENS, REQ, TIME, TOK, check_span
 from traces.schema import Trace
@@ -40,60 +40,6 @@ def _tokens(description: str, **low):
     """An optional token count, >= 1 (or ``gt=0``) and <= MAX_TOKENS."""
     return Field(None, **(low or {"ge": 1}), le=MAX_TOKENS, json_schema_extra=TOK,
                  description=description)
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-
-class ArrivalSpec(_Model):
-    """When requests arrive."""
-
-    process: Literal["replay", "poisson", "gamma", "constant"] = Field(
-        "replay",
-        description="replay = the trace's own timestamps; poisson, gamma (renewal process with "
-        "inter-arrival CV `cv`) or constant (evenly spaced) generate times at `rate`",
-    )
-    rate: float | None = Field(
-        None, ge=1e-6, le=1e6, json_schema_extra={
-            "why": "one request per 11.6 days to a million per second", "unit": "requests/s"},
-        description="mean arrival rate in requests per second (generated only)"
-    )
-    cv: float | None = Field(
-        None,
-        ge=1e-3,
-        le=1e3,
-        json_schema_extra={"why": "the gamma shape 1/cv^2 must stay a usable number"},
-        description="std/mean of the inter-arrival gaps, dimensionless (gamma only; "
-        "1 = Poisson, > 1 bursty)",
-    )
-
-    @model_validator(mode="after")
-    def _consistent(self) -> ArrivalSpec:
-        if self.process == "replay" and (self.rate is not None or self.cv is not None):
-            raise ValueError(
-                "process 'replay' takes no rate or cv (speed a replay up with "
-                "the workload's rate_scale)"
-            )
-        if self.process != "replay" and self.rate is None:
-            raise ValueError(f"process {self.process!r} needs rate (requests per second)")
-        if self.process == "gamma" and self.cv is None:
-            raise ValueError("process 'gamma' needs cv (std/mean of the inter-arrival gaps)")
-        if self.process != "gamma" and self.cv is not None:
-            raise ValueError("cv applies only to process 'gamma'")
-        return self
-
-    def sample(
-        self, *, rng: np.random.Generator, n: int | None = None, duration_s: float | None = None
-    ) -> np.ndarray:
-        """Arrival times in seconds from t = 0 (exactly one of n / duration_s)."""
-        if self.process == "poisson":
-            return arrivals.poisson(self.rate, n, duration_s, rng=rng)
-        if self.process == "gamma":
-            return arrivals.gamma(self.rate, self.cv, n, duration_s, rng=rng)
-        if self.process == "constant":
-            return arrivals.constant(self.rate, n, duration_s, rng=rng)
-        raise TraceError("arrival process 'replay' replays a trace; it cannot generate times")
 
 
 _LENGTH_FIELDS = {
@@ -196,7 +142,10 @@ class WorkloadSpec(_Model):
         None,
         description="trace file path; relative paths resolve against the scenario file's folder",
     )
-    format: Literal["auto", "azure", "mooncake", "lengths", "native", "jsonl"] = Field(
+    format: Literal[
+        "auto", "azure", "vllm-bench", "vllm-result", "jsonl", "mooncake", "vidur", "lengths",
+        "native",
+    ] = Field(
         "auto", description="trace file format; auto detects it from extension and first line"
     )
     spread_s: float = Field(
@@ -258,6 +207,9 @@ class WorkloadSpec(_Model):
                     f"a workload with mix may only also set max_requests; move "
                     f"{', '.join(extra)} into the sub-workloads"
                 )
+            if any(m.arrival.concurrency is not None for m in self.mix):
+                raise ValueError("arrival.concurrency (and closed loops) apply to a whole "
+                                 "workload; a mix's sub-workloads cannot set it")
             return self
         replay, dist = self.arrival.process == "replay", self.lengths.dist
         if self.num_requests is not None and self.duration_s is not None:
@@ -289,6 +241,9 @@ class WorkloadSpec(_Model):
             )
         if not replay and not counted and dist != "trace":
             raise ValueError("generated arrivals need num_requests or duration_s")
+        if self.arrival.process == "closed" and self.duration_s is not None:
+            raise ValueError("a closed loop takes num_requests (or one per trace row), not "
+                             "duration_s")
         if self.spread_s and self.format not in ("auto", "mooncake"):
             raise ValueError("spread_s applies only to the mooncake format")
         if self.window_s is not None and not 0 <= self.window_s[0] < self.window_s[1]:

@@ -13,6 +13,8 @@ from sim import pipeline
 from sim.config.load import load_scenario
 from sim.report.console import print_summary
 from sim.report.outpath import check_out, default_out
+from sim.timing import PhaseTimer, format_wall
+from traces.loaders import ALLOWED
 
 SetOpt = Annotated[list[str] | None, typer.Option(
     "--set", "-s", help="Override a scenario field, e.g. --set engine.max_num_seqs=64.")]
@@ -39,7 +41,7 @@ def run(
     trace: Annotated[Path | None, typer.Option(
         "--trace", help="Replay this trace file instead of the scenario's workload.")] = None,
     fmt: Annotated[str | None, typer.Option(
-        "--format", help="Trace format for --trace: auto, azure, mooncake, lengths, native, jsonl.")
+        "--format", help=f"Trace format for --trace: {ALLOWED}.")
     ] = None,
     out: Annotated[Path | None, typer.Option(
         "--out", "-o", help="Results folder (default: results/<scenario name>, plus the "
@@ -49,15 +51,19 @@ def run(
         "--step-log", help="Also write steps.jsonl, one JSON object per engine step.")] = False,
     plots: Annotated[bool, typer.Option(help="Write the PNG plots.")] = True,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary table.")] = False,
+    verbose: Annotated[bool, typer.Option(
+        "--verbose", "-v", help="Also print the wall time of each phase.")] = False,
 ) -> None:
     """Simulate SCENARIO and write summary.json, requests/steps parquet, config.json, plots."""
     sets = tuple(set_ or ()) + ((f"workload.format={fmt}",) if fmt else ())
-    loaded = load_scenario(scenario, sets, str(trace) if trace else None)
-    if out is None:
-        out = default_out(loaded.scenario.name, sets, str(trace) if trace else None)
-    check_out(out)  # a bad --out fails before any trace is read
+    timer = PhaseTimer()
+    with timer.phase("load"):
+        loaded = load_scenario(scenario, sets, str(trace) if trace else None)
+        if out is None:
+            out = default_out(loaded.scenario.name, sets, str(trace) if trace else None)
+        check_out(out)  # a bad --out fails before any trace is read
+        prepared = pipeline.prepare(loaded)  # fail fast, before the progress bar
     console = Console(stderr=True)
-    prepared = pipeline.prepare(loaded)  # fail fast, before the progress bar
     specs = prepared[1]
     horizon = float(specs.arrival_s[-1]) if len(specs) else 0.0
     with Progress(TextColumn("{task.description}"), BarColumn(),
@@ -65,9 +71,12 @@ def run(
                   TimeElapsedColumn(), console=console, transient=True,
                   disable=quiet) as progress:
         res = pipeline.run(loaded, out, step_log=step_log, plots=plots,
-                           progress=_SimProgress(progress, horizon), prepared=prepared)
+                           progress=_SimProgress(progress, horizon), prepared=prepared,
+                           timer=timer)
     if not quiet:
         print_summary(res.summary, res.config["derived"])
+    if verbose:
+        typer.echo(format_wall(res.summary["sim"]["wall_s"]))
     typer.echo(f"results: {_shown(res.out_dir)}")
 
 

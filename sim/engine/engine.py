@@ -1,7 +1,7 @@
-"""The event loop: arrivals wake one replica that plans, prices and commits steps.
+"""The event loop: one replica that plans, prices and commits steps as requests arrive.
 
-    arrivals ──wake──> replica: deliver arrivals <= clock -> schedule() -> executor
-                                -> timeout -> update() -> recorder
+    replica: deliver arrivals <= clock -> schedule() -> executor -> timeout -> update()
+             -> recorder, and the finishes back to the arrival source (sim.engine.arrivals)
 
 Time is integer nanoseconds (``sim.engine.clock``): SimPy's clock counts them,
 trace arrivals and step durations are rounded to the nanosecond once, and a step
@@ -12,7 +12,9 @@ callbacks are derived from the integer clock.
 Same-time rule: a step that starts at time t sees every request arriving at or
 before t. The replica delivers arrivals by comparing their integer times with
 its clock, so the rule holds exactly, also for times given in decimal (a group
-arriving at 0.1772 s joins the step that starts at 0.1772 s).
+arriving at 0.1772 s joins the step that starts at 0.1772 s). An idle replica
+sleeps until the next arrival or the scheduler's wake-up, whichever is first
+(nothing else can happen while it is idle: arrivals only change on finishes).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import numpy as np
 import simpy
 from simpy.events import Event
 
+from sim.engine.arrivals import ArrivalSource, OpenLoop
 from sim.engine.clock import MAX_NS, ns, to_ns, to_s
 from sim.engine.plan import StepPlan, StepResult
 from sim.engine.requests import RequestSpecs
@@ -53,39 +56,26 @@ class RunStatus:
 
 
 class Engine:
-    """One replica. ``executor(plan) -> durations`` prices (or runs) each plan."""
+    """One replica. ``executor(plan) -> durations`` prices (or runs) each plan; ``source``
+    says when requests arrive (default: requests [0, num_arrivals) at their trace times)."""
 
     def __init__(self, specs: RequestSpecs, scheduler: Scheduler,
                  executor: Callable[[StepPlan], np.ndarray], recorder: Recorder, *,
-                 stop_s: float, num_arrivals: int, on_plan=None, progress=None):
+                 stop_s: float, num_arrivals: int, on_plan=None, progress=None,
+                 source: ArrivalSource | None = None):
         self.specs, self.scheduler, self.executor = specs, scheduler, executor
         self.recorder, self.on_plan, self.progress = recorder, on_plan, progress
         self.stop = min(ns(stop_s), MAX_NS)  # no step starts at or after this time (ns)
-        self.n = num_arrivals  # requests [0, n) arrive; later ones are outside the run
         self.env = simpy.Environment()  # its clock counts integer nanoseconds
         self.clock = 0  # the replica's simulated time (ns)
-        self.delivered = 0  # requests [0, delivered) have been handed to the scheduler
-        self._idle: Event | None = None
-        self._arrival = to_ns(specs.arrival_s[:num_arrivals])  # (ns)
-        ok = ~scheduler.limits.rejects(specs.prompt_tokens[:num_arrivals],
-                                       specs.output_tokens[:num_arrivals])
-        self._admissible = np.concatenate(([0], np.cumsum(ok)))
+        self.source = source or OpenLoop(to_ns(specs.arrival_s[:num_arrivals]),
+                                         admissible(specs, scheduler)[:num_arrivals])
 
     def run(self) -> RunStatus:
-        self.env.process(self._arrivals())
         replica = self.env.process(self._replica())
         return self.env.run(until=replica)
 
     # ---- processes --------------------------------------------------------------------
-    def _arrivals(self):
-        """Wake the replica at each arrival while it is idle (value: the time, ns)."""
-        env, arrival = self.env, self._arrival.tolist()
-        for i in range(self.n):
-            if arrival[i] > env.now:
-                yield env.timeout(arrival[i] - env.now)
-            if self._idle is not None and not self._idle.triggered:
-                self._idle.succeed(arrival[i])
-
     def _replica(self):
         sched = self.scheduler
         yield _late(self.env, 0)
@@ -104,27 +94,20 @@ class Engine:
 
     def _deliver(self) -> None:
         """Hand over every request arriving at or before the clock (the same-time rule)."""
-        end = int(np.searchsorted(self._arrival, self.clock, side="right"))
-        for i in range(self.delivered, end):
+        for i in self.source.due(self.clock):
             self.scheduler.add_request(i)
-        self.delivered = max(self.delivered, end)
 
     def _wait_idle(self):
         """Sleep until the next arrival or the scheduler's wake-up; False if neither comes."""
-        nxt = int(self._arrival[self.delivered]) if self.delivered < self.n else None
         wake = self.scheduler.next_wakeup(self.clock / 1e9)
-        if nxt is None and wake is None:
+        times = [t for t in (self.source.next_time(), None if wake is None else ns(wake))
+                 if t is not None]
+        if not times:
             return False
-        events = []
-        if nxt is not None:
-            self._idle = self.env.event()
-            events.append(self._idle)
-        if wake is not None:
-            wake = ns(wake)
-            events.append(_late(self.env, wake - self.env.now, wake))
-        fired = yield self.env.any_of(events)
-        self._idle = None
-        self.clock = max(self.clock, min(fired.values()))
+        t = min(times)
+        if t > self.env.now:
+            yield _late(self.env, t - self.env.now)
+        self.clock = max(self.clock, t)
         return True
 
     def _execute(self, plan: StepPlan):
@@ -136,6 +119,8 @@ class Engine:
         durations_s = to_s(durations)
         outcome = self.scheduler.update(plan, StepResult(durations_s))
         waiting = self._waiting(outcome.num_waiting, times[:-1])
+        if len(outcome.finished):
+            self.source.finished(outcome.finished, self.clock)
         starts_s = to_s(times[:-1])
         self.recorder.on_plan(plan, starts_s, durations_s, outcome, waiting)
         if self.on_plan is not None:
@@ -147,9 +132,9 @@ class Engine:
         """Shorten a decode run to the steps that start before the next event that matters."""
         if plan.num_steps == 1:
             return plan, durations, times
-        limit = self.stop
-        if plan.interruptible and self.delivered < self.n:
-            limit = min(limit, int(self._arrival[self.delivered]))
+        limit, nxt = self.stop, self.source.next_time()
+        if plan.interruptible and nxt is not None:
+            limit = min(limit, nxt)
         k = max(1, int(np.searchsorted(times[:-1], limit, side="left")))
         if k == plan.num_steps:
             return plan, durations, times
@@ -160,6 +145,10 @@ class Engine:
         arrivals."""
         if len(starts) == 1:
             return np.array([base], dtype=np.int64)
-        lo = np.searchsorted(self._arrival, starts[0], side="right")
-        hi = np.searchsorted(self._arrival, starts, side="right")
-        return base + (self._admissible[hi] - self._admissible[lo])
+        return base + self.source.arrivals_by(starts)
+
+
+def admissible(specs: RequestSpecs, scheduler: Scheduler) -> np.ndarray:
+    """Requests the scheduler accepts (the server's length rules; the rest are rejected at
+    arrival and never wait)."""
+    return ~scheduler.limits.rejects(specs.prompt_tokens, specs.output_tokens)

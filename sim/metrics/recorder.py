@@ -17,6 +17,8 @@ finish; gaps and step times stay on the engine's clock.
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from sim.engine.plan import StepOutcome, StepPlan
@@ -112,6 +114,15 @@ class Recorder:
         out["num_preempted"] = pre
         out["blocked"] = np.repeat(np.asarray(self._blocked, dtype=object), k)
         return {c: out[c] for c in STEP_COLUMNS}
+
+    def head(self, m: int) -> Recorder:
+        """The same record with the per-request arrays cut to requests [0, m) (the steps
+        and inter-token samples are kept whole: requests >= m never ran)."""
+        out = copy.copy(self)
+        for name in ("first_scheduled_s", "first_token_s", "last_token_s", "finish_s",
+                     "max_itl_s"):
+            setattr(out, name, getattr(self, name)[:m])
+        return out
 
     def itl_samples(self, mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Inter-token latencies (seconds) and their weights (gaps per value), of every

@@ -22,7 +22,7 @@ from sim.metrics.memory import concurrency_fields, prefix_cache_block, swap_fiel
 from sim.metrics.occupancy import Window, busy_mean, run_window, waiting_area
 from sim.metrics.slo import goodput_mask, slo_verdict
 from sim.metrics.stability import stability
-from sim.metrics.stats import weighted_percentiles
+from sim.metrics.stats import describe_ms, weighted_percentiles
 from sim.runner import RunResult
 from sim.sched.base import Status
 
@@ -74,8 +74,16 @@ def summarize(res: RunResult) -> dict:
                 "stuck_requests": res.run.stuck,
                 "stopped": res.counters.get("engine_stopped", ""),
                 "ingress_ms": res.ingress_s * 1e3, "egress_ms": res.egress_s * 1e3,
-                "warnings": list(res.warnings)},
+                "warnings": list(res.warnings), **client_queue(res)},
     }
+
+
+def client_queue(res: RunResult) -> dict:
+    """Gated arrivals only: how long requests waited client-side to be sent (ms), vllm bench
+    serve's client_queue_time."""
+    if res.client_queue_s is None:
+        return {}
+    return {"client_queue_ms": describe_ms(res.client_queue_s)}
 
 
 def _time_mean(x: np.ndarray, dur: np.ndarray) -> float:

@@ -48,6 +48,8 @@ def token_columns(res: RunResult) -> dict:
     if csr is None:
         cols = {f"itl_p{p}_s": np.full(n, np.nan) for p in ITL_PERCENTILES}
         return {**cols, "token_times_s": [None] * n}
+    offsets, times = csr[0][:n + 1], csr[1]  # a gated run's head: later requests never ran
+    csr = offsets, times[:offsets[-1]]
     pct = gap_percentiles(*csr)
     cols = {f"itl_p{p}_s": pct[:, j] for j, p in enumerate(ITL_PERCENTILES)}
     return {**cols, "token_times_s": split(*csr)}

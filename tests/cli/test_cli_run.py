@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pandas as pd
+from typer.testing import CliRunner
 
-from sim.cli import main
+from sim.cli import app, main
 from tests.cli.test_cli_errors import GOOD, write
 
 SMALL = GOOD + "seed: 7\n"
@@ -44,16 +47,47 @@ def test_run_writes_every_output(tmp_path, capsys):
     assert config["engine"]["block_size"] == 16
 
 
+def without_wall_times(path) -> bytes:
+    """summary.json's bytes minus its one non-deterministic block, ``sim.wall_s``."""
+    text = path.read_text()
+    assert len(re.findall(r'\n *"wall_s": \{[^{}]*\}', text)) == 1
+    return re.sub(r'\n *"wall_s": \{[^{}]*\}', "", text).encode()
+
+
 def test_same_seed_gives_byte_identical_summary(tmp_path):
     sc = write(tmp_path, SMALL.replace("num_requests: 20", "num_requests: 200"))
     for name in ("a", "b"):
         assert main(["run", str(sc), "--out", str(tmp_path / name), "-q", "--no-plots"]) == 0
-    a = (tmp_path / "a" / "summary.json").read_bytes()
-    assert a == (tmp_path / "b" / "summary.json").read_bytes()
+    a = without_wall_times(tmp_path / "a" / "summary.json")
+    assert a == without_wall_times(tmp_path / "b" / "summary.json")
     sc2 = write(tmp_path, SMALL.replace("num_requests: 20", "num_requests: 200")
                 .replace("seed: 7", "seed: 8"), "s2.yaml")
     assert main(["run", str(sc2), "--out", str(tmp_path / "c"), "-q", "--no-plots"]) == 0
-    assert a != (tmp_path / "c" / "summary.json").read_bytes()
+    assert a != without_wall_times(tmp_path / "c" / "summary.json")
+
+
+def test_wall_time_per_phase_is_recorded_and_printed_with_v(tmp_path, capsys):
+    out = tmp_path / "o"
+    assert main(["run", str(write(tmp_path, SMALL)), "--out", str(out), "-q", "--no-plots",
+                 "-v"]) == 0
+    wall = json.loads((out / "summary.json").read_text())["sim"]["wall_s"]
+    assert list(wall) == ["load", "simulate", "summarize", "total", "write"]  # sorted keys
+    assert all(v >= 0 for v in wall.values())
+    parts = wall["load"] + wall["simulate"] + wall["summarize"] + wall["write"]
+    assert abs(wall["total"] - parts) <= 5e-6  # each phase is rounded to the microsecond
+    line = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("wall time")]
+    assert len(line) == 1 and line[0].startswith("wall time (s): load ")
+    assert line[0].split(", ")[-1] == f"total {wall['total']:.3f}"
+
+
+def test_version():
+    from sim import version
+
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0
+    pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    declared = re.search(r'^version = "([^"]+)"', pyproject, re.M)[1]
+    assert result.output == f"servesim {declared}\n" and version() == declared
 
 
 def test_set_override_changes_the_run(tmp_path):

@@ -12,7 +12,9 @@ from types import SimpleNamespace
 import numpy as np
 
 from sim.cost.linear import LinearCost, LinearParams
-from sim.engine.engine import Engine
+from sim.engine.arrivals import Gated
+from sim.engine.clock import ns, to_ns
+from sim.engine.engine import Engine, admissible
 from sim.engine.requests import RequestSpecs
 from sim.kv.base import KV_POLICIES, KVManager
 from sim.kv.prefix_cache import PrefixCachingKV
@@ -51,13 +53,15 @@ def build(arrival, prompt, output, *, usable_blocks=1000, block_size=16, max_num
           prefix_caching=False, prefix_hashes=None, hash_block_size=None, swap_blocks=None,
           block_bytes=BLOCK_BYTES, host_bandwidth=HOST_BANDWIDTH, swap_full="stop_engine",
           admission="optimistic", admission_params=None, priority=None, lane=None, stop_s=1e9,
-          full_isl=True, adaptive=False, strict_len=False):
+          full_isl=True, adaptive=False, strict_len=False, concurrency=None,
+          think_s=0.0):
     """A simulator over plain arrays: any scheduler, KV policy (``kv``, or the caching pool
     with ``prefix_caching``), host swap space (``swap_blocks``, None = recompute only;
     ``swap_full``: what a victim that does not fit does, as ``engine.swap_space_full``) and
     admission rule; priced by the linear model ``cost``. ``full_isl``, ``adaptive`` and
     ``strict_len``: engine.scheduler_reserve_full_isl, long_prefill_token_threshold_adaptive
-    and strict_max_model_len."""
+    and strict_max_model_len. ``concurrency`` gates the arrivals (sim.engine.arrivals.Gated:
+    the arrival times are when requests are ready; ``think_s`` after each finish)."""
     specs = RequestSpecs.from_arrays(arrival, prompt, output, priority=priority, lane=lane,
                                      prefix_hashes=prefix_hashes,
                                      hash_block_size=hash_block_size)
@@ -88,8 +92,12 @@ def build(arrival, prompt, output, *, usable_blocks=1000, block_size=16, max_num
         for r in plan.preempted.tolist():
             sim.events.append((r, "preempt", float(starts[0])))
 
+    source = None
+    if concurrency is not None:
+        source = Gated(to_ns(specs.arrival_s), admissible(specs, sched), concurrency,
+                       ns(think_s))
     sim.engine = Engine(specs, sched, coster.step_times, sim.recorder, stop_s=stop_s,
-                        num_arrivals=len(specs), on_plan=on_plan)
+                        num_arrivals=len(specs), on_plan=on_plan, source=source)
     return sim
 
 

@@ -229,12 +229,12 @@ def test_detection_and_format_errors(write, tmp_path):
     unknown = write("x.csv", "a,b\n1,2\n")
     assert error_of(unknown) == (
         f"{unknown}: cannot detect the trace format (first line 'a,b'); pass format= one of "
-        "azure, mooncake, lengths, native, jsonl"
+        "azure, vllm-bench, vllm-result, jsonl, mooncake, vidur, lengths, native"
     )
     good = write("conv.csv", AZURE_CSV)
     assert error_of(good, "splitwise") == (
-        f"{good}: unknown trace format 'splitwise'; allowed: auto, azure, mooncake, lengths, "
-        "native, jsonl"
+        f"{good}: unknown trace format 'splitwise'; allowed: auto, azure, vllm-bench, "
+        "vllm-result, jsonl, mooncake, vidur, lengths, native"
     )
     assert error_of(good, spread_s=3.0) == (
         f"{good}: option 'spread_s' does not apply to format 'azure' (its options: none)"
@@ -246,5 +246,6 @@ def test_detection_and_format_errors(write, tmp_path):
         f"{partial}: missing column 'output_tokens'; required columns: arrival_s, "
         "prompt_tokens, output_tokens"
     )
-    assert set(FORMATS) == {"azure", "mooncake", "lengths", "native", "jsonl"}
+    assert set(FORMATS) == {"azure", "vllm-bench", "vllm-result", "jsonl", "mooncake", "vidur",
+                            "lengths", "native"}
     assert FORMATS["azure"](good).prompt_tokens.tolist() == [374, 396, 879]

@@ -29,3 +29,13 @@ NATIVE_CSV = (
     "b,0.25,4,1,,,,\n"
     "c,1.5,8,2,batch,2,,0 7\n"
 )
+
+# Vidur's replay format (microsoft/vidur data/processed_traces/splitwise_conv.csv layout):
+# arrived_at in seconds from the first request, plus the length columns; extra columns ignored.
+VIDUR_CSV = (
+    "arrived_at,num_prefill_tokens,num_decode_tokens,num_total_tokens,pd_ratio\n"
+    "0.0,374,44,418,8.5\n"
+    "4.314579,396,109,505,3.63302752293578\n"
+    "4.541877,879,55,934,15.981818181818182\n"
+    "7.25,12,1,13,12.0\n"
+)

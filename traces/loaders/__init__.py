@@ -1,6 +1,7 @@
 """Trace loaders: one module per file format, a registry, format detection and `load_trace`.
 
-    FORMATS["azure" | "mooncake" | "lengths" | "native" | "jsonl"] -> Format
+    FORMATS["azure" | "vllm-bench" | "vllm-result" | "jsonl" | "mooncake" | "vidur" | "lengths"
+            | "native"] -> Format
     load_trace(path, format="auto", *, arrivals=None, seed=0, **options) -> Trace
 
 Every loader validates through traces.schema.make_trace, so every bad file raises a one-line
@@ -16,7 +17,7 @@ from types import ModuleType
 from typing import Any
 
 from traces.errors import TraceError
-from traces.loaders import azure, jsonl, lengths, mooncake, native
+from traces.loaders import azure, jsonl, lengths, mooncake, native, vidur, vllm_bench, vllm_result
 from traces.loaders.common import check_file, first_line
 from traces.loaders.native import write_trace
 from traces.rng import Streams
@@ -45,8 +46,13 @@ def _format(module: ModuleType) -> Format:
     return Format(module.NAME, module.read, module.sniff, module.TIMED, module.OPTIONS)
 
 
+# detection tries the formats in this order: vllm-bench before mooncake (both JSONL with
+# input_length; arrival_s in seconds vs timestamp in ms), vidur before lengths (a Vidur trace
+# is a length-only CSV plus the arrived_at column); jsonl (prompt_len, max_tokens)
+# before mooncake
 FORMATS: dict[str, Format] = {
-    m.NAME: _format(m) for m in (azure, mooncake, lengths, native, jsonl)
+    m.NAME: _format(m)
+    for m in (azure, vllm_bench, vllm_result, jsonl, mooncake, vidur, lengths, native)
 }
 ALLOWED = ", ".join(["auto", *FORMATS])
 

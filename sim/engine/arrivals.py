@@ -1,0 +1,157 @@
+"""Where the engine's arrivals come from: it asks for the next one, and tells about finishes.
+
+    engine ──next_time() / due(now)──> source          (when requests enter the system)
+    engine ──finished(requests, now)──> source          (what may let the next ones in)
+
+``OpenLoop``: a request arrives at its trace time, whatever the system does.
+
+``Gated``: the trace time is when a request is READY (a client wants to send it); at most
+``concurrency`` requests are in the system, the others wait client-side and are sent in
+order, each when a slot frees: its previous request finished (or was rejected), plus
+``think_s``. All ready at 0 is a closed loop of ``concurrency`` clients (``vllm bench serve
+--max-concurrency N`` at an infinite request rate); Poisson ready times are vLLM's semaphore
+over a Poisson stream. A gated request ARRIVES when it is sent: latencies count from there,
+as ``vllm bench serve`` measures them; the wait before is its client queue time.
+
+Times are the engine's integer nanoseconds (sim.engine.clock). Same-time rule: a release
+at time t is visible to a step that starts at t (the engine delivers by comparing times
+with its clock); a request rejected at arrival (the server's length rules) frees its slot at
+its arrival time.
+"""
+
+from __future__ import annotations
+
+import heapq
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from sim.engine.clock import to_s
+
+
+class ArrivalSource(ABC):
+    """Tells the engine when requests arrive (request indices in arrival order)."""
+
+    @abstractmethod
+    def next_time(self) -> int | None:
+        """The earliest arrival not yet delivered (ns); None when none is known yet."""
+
+    @abstractmethod
+    def due(self, now: int) -> Sequence[int]:
+        """Hand over the requests arriving at or before ``now`` (ns), in arrival order."""
+
+    @abstractmethod
+    def finished(self, reqs: np.ndarray, now: int) -> None:
+        """Requests ``reqs`` finished at ``now`` (ns)."""
+
+    @abstractmethod
+    def arrivals_by(self, starts: np.ndarray) -> np.ndarray:
+        """Admissible arrivals in (starts[0], s] for each s of ``starts`` (ns), assuming no
+        finish in between: the waiting-queue growth during a run of steps."""
+
+    @abstractmethod
+    def arrival_times(self) -> np.ndarray:
+        """Each request's arrival time (s, float); NaN for requests that never arrived."""
+
+    @abstractmethod
+    def exhausted(self) -> bool:
+        """Every request has been handed to the engine (the drain after the last arrival
+        has begun)."""
+
+
+class OpenLoop(ArrivalSource):
+    """Arrivals at fixed times (ns, sorted); ``admissible`` marks requests the scheduler
+    accepts."""
+
+    def __init__(self, arrival_ns: np.ndarray, admissible: np.ndarray):
+        self.arrival = arrival_ns
+        self.cum_admissible = np.concatenate(([0], np.cumsum(admissible)))
+        self.delivered = 0  # requests [0, delivered) have been handed over
+
+    def next_time(self) -> int | None:
+        return int(self.arrival[self.delivered]) if self.delivered < len(self.arrival) else None
+
+    def due(self, now: int) -> range:
+        end = max(self.delivered, int(np.searchsorted(self.arrival, now, side="right")))
+        out, self.delivered = range(self.delivered, end), end
+        return out
+
+    def finished(self, reqs: np.ndarray, now: int) -> None:
+        """Finishes do not move an open loop's arrivals."""
+
+    def arrivals_by(self, starts: np.ndarray) -> np.ndarray:
+        lo = np.searchsorted(self.arrival, starts[0], side="right")
+        hi = np.searchsorted(self.arrival, starts, side="right")
+        return self.cum_admissible[hi] - self.cum_admissible[lo]
+
+    def arrival_times(self) -> np.ndarray:
+        return to_s(self.arrival)
+
+    def exhausted(self) -> bool:
+        return self.delivered >= len(self.arrival)
+
+
+@dataclass
+class _Slots:
+    """The gate's state: free slots (a heap of the times they free, ns) and the next
+    request."""
+
+    free_at: list[int]
+    next_req: int
+
+    def copy(self) -> _Slots:
+        return _Slots(list(self.free_at), self.next_req)
+
+
+class Gated(ArrivalSource):
+    """At most ``concurrency`` requests in the system (see the module docstring)."""
+
+    def __init__(self, ready_ns: np.ndarray, admissible: np.ndarray, concurrency: int,
+                 think_ns: int = 0):
+        self.ready, self.admissible, self.think = ready_ns.tolist(), admissible, int(think_ns)
+        self.slots = _Slots([0] * concurrency, 0)  # every slot free from time 0
+        self.sent = np.full(len(ready_ns), -1, dtype=np.int64)  # when sent (ns; -1 never)
+
+    def _release_time(self, s: _Slots) -> int | None:
+        if s.next_req >= len(self.ready) or not s.free_at:
+            return None
+        return max(self.ready[s.next_req], s.free_at[0])
+
+    def _release(self, s: _Slots, t: int) -> int:
+        """Send request ``s.next_req`` at ``t`` (a rejected one frees its slot at once)."""
+        req = s.next_req
+        heapq.heappop(s.free_at)
+        if not self.admissible[req]:
+            heapq.heappush(s.free_at, t + self.think)
+        s.next_req += 1
+        return req
+
+    def next_time(self) -> int | None:
+        return self._release_time(self.slots)
+
+    def due(self, now: int) -> list[int]:
+        out = []
+        while (t := self._release_time(self.slots)) is not None and t <= now:
+            req = self._release(self.slots, t)
+            self.sent[req] = t
+            out.append(req)
+        return out
+
+    def finished(self, reqs: np.ndarray, now: int) -> None:
+        for _ in range(len(reqs)):
+            heapq.heappush(self.slots.free_at, now + self.think)
+
+    def arrivals_by(self, starts: np.ndarray) -> np.ndarray:
+        s, times = self.slots.copy(), []
+        while (t := self._release_time(s)) is not None and t <= starts[-1]:
+            if self.admissible[self._release(s, t)]:
+                times.append(t)
+        return np.searchsorted(np.asarray(times), starts, side="right")
+
+    def arrival_times(self) -> np.ndarray:
+        return np.where(self.sent >= 0, to_s(self.sent), np.nan)
+
+    def exhausted(self) -> bool:
+        return self.slots.next_req >= len(self.ready)
