@@ -15,7 +15,7 @@ from sim.engine.requests import RequestSpecs
 from sim.metrics.summary import summarize
 from sim.report.steplog import StepLog
 from sim.report.write import ResultWriter
-from sim.runner import RunResult, simulate
+from sim.runner import RunResult, chain_hooks, simulate
 from traces.spec import build_workload
 
 
@@ -54,22 +54,31 @@ def prepare(loaded: LoadedScenario) -> tuple[Resolved, RequestSpecs, str]:
 
 
 def run(loaded: LoadedScenario, out: Path | None = None, *, step_log: bool = False,
-        plots: bool = True, progress=None, prepared=None) -> RunOutput:
-    """Simulate and (if ``out``) write results; ``prepared`` reuses a ``prepare`` result."""
+        plots: bool = True, progress=None, prepared=None, executor=None,
+        on_plan=None) -> RunOutput:
+    """Simulate and (if ``out``) write results; ``prepared`` reuses a ``prepare`` result.
+
+    ``executor`` replaces the scenario's cost model (see ``simulate``); what it adds to the
+    run (live mode: a ``live`` summary section and per-step measurements) is written too.
+    ``on_plan`` is called after each committed plan, after the step log."""
     r, specs, source = prepared or prepare(loaded)
     writer = ResultWriter(out) if out is not None else None
     try:
         fh = open(writer.path("steps.jsonl"), "w") if writer and step_log else None
         try:
-            on_plan = StepLog(fh, specs.request_id) if fh else None
-            res = simulate(r, specs, on_plan=on_plan, progress=progress)
+            hook = chain_hooks(StepLog(fh, specs.request_id) if fh else None, on_plan)
+            res = simulate(r, specs, on_plan=hook, progress=progress, executor=executor)
         finally:
             if fh:
                 fh.close()
         summary = summarize(res)
+        if res.extras is not None:
+            summary[res.extras.section] = res.extras.summary
         config = resolved_config(r, source)
         if writer:
             writer.write(res, summary, config, plot=plots)
+            for name, table in (res.extras.tables if res.extras else {}).items():
+                table.to_parquet(writer.path(name), index=False)
             return RunOutput(res, summary, config, writer.commit())
         return RunOutput(res, summary, config, None)
     except BaseException:

@@ -9,7 +9,7 @@ import numpy as np
 
 from sim.config.memory import GIB
 from sim.config.resolve import Resolved
-from sim.cost.base import COST_MODELS, CostModel
+from sim.cost.base import COST_MODELS, CostModel, RunExtras
 from sim.engine.engine import Engine, RunStatus
 from sim.engine.requests import RequestSpecs
 from sim.kv.base import KV_POLICIES, KVManager
@@ -37,6 +37,7 @@ class RunResult:
     run: RunStatus
     dropped_after_horizon: int  # requests of the trace arriving after the horizon
     wall_s: float
+    extras: RunExtras | None = None  # what the executor adds (live mode: measurements)
 
 
 def build_kv(r: Resolved, specs: RequestSpecs) -> KVManager:
@@ -77,9 +78,24 @@ def _stop_time(r: Resolved, arrival: np.ndarray) -> float:
     return float(arrival[-1]) + max(SAFETY_MIN_S, 4 * span)
 
 
+def chain_hooks(first, second):
+    """One on_plan hook calling ``first`` then ``second`` (either may be None)."""
+    if first is None or second is None:
+        return first or second
+
+    def both(*args):
+        first(*args)
+        second(*args)
+
+    return both
+
+
 def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
              progress=None) -> RunResult:
-    """Replay ``specs`` through the resolved scenario. ``executor`` defaults to the cost model."""
+    """Replay ``specs`` through the resolved scenario.
+
+    ``executor``: a plain ``plan -> durations`` callable, or a CostModel (whose run hooks
+    are called); default: the scenario's cost model (``cost: {name: live}`` executes)."""
     t0 = time.perf_counter()
     stop = _stop_time(r, specs.arrival_s)
     n_all = len(specs)
@@ -88,11 +104,21 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
     kv = build_kv(r, specs)
     sched = build_scheduler(r, specs, kv)
     recorder = Recorder(len(specs))
-    if executor is None:
-        executor = build_cost(r).step_times
+    cost = build_cost(r) if executor is None else executor
+    if isinstance(cost, CostModel):
+        executor = cost.step_times
+        overridden = type(cost).after_plan is not CostModel.after_plan
+        hook = cost.after_plan if overridden else None  # pricing models: no per-plan call
+    else:
+        cost, hook = None, None
     engine = Engine(specs, sched, executor, recorder, stop_s=stop, num_arrivals=n,
-                    on_plan=on_plan, progress=progress)
-    status = engine.run()
+                    on_plan=chain_hooks(hook, on_plan), progress=progress)
+    if cost is not None:
+        cost.start_run(kv, engine)
+    try:
+        status = engine.run()
+    finally:
+        extras = cost.end_run() if cost is not None else None
     kv.check_integrity()
     return RunResult(
         resolved=r, specs=specs, recorder=recorder, status=sched.status.copy(),
@@ -102,5 +128,5 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
                   "memory_blocked": int(sched.memory_blocked.sum()),
                   "preemption_mode": r.scenario.engine.preemption_mode, **kv.counters()},
         kv_total_blocks=kv.num_blocks, run=status, dropped_after_horizon=n_all - n,
-        wall_s=time.perf_counter() - t0,
+        wall_s=time.perf_counter() - t0, extras=extras,
     )

@@ -139,13 +139,23 @@ class Engine:
         if self.progress is not None:
             self.progress(self.clock)
 
-    def _cut(self, plan, durations, times):
-        """Shorten a decode run to the steps that start before the next event that matters."""
-        if plan.num_steps == 1:
-            return plan, durations, times
+    def run_limit(self, plan: StepPlan) -> float:
+        """Steps of ``plan`` after its first must start before this time (s): the stop time,
+        or the next arrival when the plan is an interruptible decode run. An executor that
+        runs steps for real (live mode) stops there too, so it never runs a cut step."""
         limit = self.stop_s
         if plan.interruptible and self.delivered < self.n:
-            limit = min(limit, self._arrival[self.delivered])
+            limit = min(limit, float(self._arrival[self.delivered]))
+        return limit
+
+    def _cut(self, plan, durations, times):
+        """Shorten a decode run to the steps that start before the next event that matters.
+
+        An executor may return fewer durations than the plan has steps when it stopped at
+        ``run_limit`` itself; the run is then cut to the steps it returned."""
+        if plan.num_steps == 1:
+            return plan, durations, times
+        limit = self.run_limit(plan)
         k = max(1, int(np.searchsorted(times[:-1], limit, side="left")))
         if k == plan.num_steps:
             return plan, durations, times
