@@ -101,10 +101,10 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
     n_all = len(specs)
     specs = specs.head(int(np.searchsorted(specs.arrival_s, stop, side="left")))
     n = len(specs)
+    cost = build_cost(r) if executor is None else executor  # live mode checks memory here
     kv = build_kv(r, specs)
     sched = build_scheduler(r, specs, kv)
     recorder = Recorder(len(specs))
-    cost = build_cost(r) if executor is None else executor
     if isinstance(cost, CostModel):
         executor = cost.step_times
         overridden = type(cost).after_plan is not CostModel.after_plan

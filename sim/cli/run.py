@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sim import pipeline
+from sim.cli import live as live_cli
 from sim.config.load import load_scenario
 from sim.report.console import print_summary
 
@@ -46,13 +47,25 @@ def run(
         "--step-log", help="Also write steps.jsonl, one JSON object per engine step.")] = False,
     plots: Annotated[bool, typer.Option(help="Write the PNG plots.")] = True,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary table.")] = False,
+    live: Annotated[bool, typer.Option(
+        "--live", help="Execute every step for real (cost: {name: live}) and measure it.")
+    ] = False,
+    device: Annotated[str | None, typer.Option(
+        "--device", help="Live mode: cpu (torch paths) or cuda (Triton kernels).")] = None,
 ) -> None:
     """Simulate SCENARIO and write summary.json, requests/steps parquet, config.json, plots."""
     sets = tuple(set_ or ()) + ((f"workload.format={fmt}",) if fmt else ())
     loaded = load_scenario(scenario, sets, str(trace) if trace else None)
+    loaded = live_cli.apply_live(loaded, live, device)
     out = out or Path("results") / loaded.scenario.name
     console = Console(stderr=True)
     prepared = pipeline.prepare(loaded)  # fail fast, before the progress bar
+    if live_cli.is_live(loaded):
+        with live_cli.live_bar(console, quiet) as bar:
+            res = pipeline.run(loaded, out, step_log=step_log, plots=plots, prepared=prepared,
+                               executor=live_cli.live_executor(prepared[0], bar))
+        _report(res, quiet)
+        return
     specs = prepared[1]
     horizon = float(specs.arrival_s[-1]) if len(specs) else 0.0
     with Progress(TextColumn("{task.description}"), BarColumn(),
@@ -61,6 +74,10 @@ def run(
                   disable=quiet) as progress:
         res = pipeline.run(loaded, out, step_log=step_log, plots=plots,
                            progress=_SimProgress(progress, horizon), prepared=prepared)
+    _report(res, quiet)
+
+
+def _report(res, quiet: bool) -> None:
     if not quiet:
         print_summary(res.summary, res.config["derived"])
     typer.echo(f"results: {res.out_dir}")

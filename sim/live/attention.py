@@ -70,7 +70,7 @@ def warmup(attn, k_cache, v_cache, num_heads: int, max_len: int) -> None:
                           device=dev)
     attn.prefill(q, k_cache, v_cache, table, prefix, qsl, torch.empty_like(q), 16)
     lens = torch.tensor([pages * bs], dtype=torch.int32, device=dev)
-    if isinstance(attn, TritonAttention):
+    if isinstance(attn, TritonAttention) and k_cache.is_cuda:  # the interpreter has no JIT
         for splits in (1, 2, 3, 4, 8, 16, 32, 48, 64, 128):
             attn._decode(q[:1], k_cache, v_cache, table, lens, out=torch.empty_like(q[:1]),
                          max_seq_len=pages * bs, num_splits=splits, validate=False)

@@ -26,6 +26,9 @@ class LiveCost(CostModel):
                              "(set it to 1 or use a pricing cost model)")
         if resolved is None:
             raise InputError("cost live: needs the resolved scenario")
+        from sim.live.executor import memory_plan
+
+        memory_plan(resolved, self.params)  # refuse before the simulator builds its pool
         self.resolved = resolved
         self.progress = progress  # progress(steps, tokens_done, tokens_total) or None
         self.executor = None

@@ -52,28 +52,38 @@ def _activation_bytes(r, elt: int) -> int:
     return lim.max_num_batched_tokens * per_token * elt + lim.max_num_seqs * m.vocab_size * 4
 
 
+def memory_plan(r, params) -> tuple[CacheShape, int]:
+    """(the cache's shape, bytes of everything else) of a live run; InputError when the
+    device is missing, the configuration unsupported, or the pool does not fit."""
+    m, device = r.model, params.device
+    if device == "cuda" and not torch.cuda.is_available():
+        raise InputError("cost live: device cuda, but no CUDA device is visible")
+    if m.kv_bytes != m.dtype_bytes:
+        raise InputError(f"cost live: the kernels keep KV in the model dtype; "
+                         f"model.kv_dtype_bytes {m.kv_bytes} is not supported")
+    layers = params.layers or m.num_layers
+    if layers > m.num_layers:
+        raise InputError(f"cost live: layers {layers} > the model's {m.num_layers}")
+    # CPU: float32, as the CPU calibration profile (CPU bf16 matmul is an emulation)
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    elt = torch.empty((), dtype=dtype).element_size()
+    shape = CacheShape(layers, r.memory.usable_blocks, r.block_size, m.num_kv_heads,
+                       m.head_dim, dtype)
+    other = RandomTransformer.weight_bytes(m, layers, elt) + _activation_bytes(r, elt)
+    fits(shape, other, device)
+    return shape, other
+
+
 class LiveExecutor:
     def __init__(self, r, params, kv, engine, progress=None):
         self.r, self.p, self.kv, self.engine, self.progress = r, params, kv, engine, progress
         self.device = params.device
         m = r.model
-        if self.device == "cuda" and not torch.cuda.is_available():
-            raise InputError("cost live: device cuda, but no CUDA device is visible")
-        if m.kv_bytes != m.dtype_bytes:
-            raise InputError(f"cost live: the kernels keep KV in the model dtype; "
-                             f"model.kv_dtype_bytes {m.kv_bytes} is not supported")
-        layers = params.layers or m.num_layers
-        if layers > m.num_layers:
-            raise InputError(f"cost live: layers {layers} > the model's {m.num_layers}")
-        self.layers, self.scale = layers, m.num_layers / layers
-        # CPU: float32, as the CPU calibration profile (CPU bf16 matmul is an emulation)
-        self.dtype = torch.bfloat16 if self.device == "cuda" else torch.float32
-        elt = torch.empty((), dtype=self.dtype).element_size()
-        self.shape = CacheShape(layers, kv.num_blocks, kv.block_size, m.num_kv_heads,
-                                m.head_dim, self.dtype)
-        self.other_bytes = (RandomTransformer.weight_bytes(m, layers, elt)
-                            + _activation_bytes(r, elt))
-        fits(self.shape, self.other_bytes, self.device)
+        self.shape, self.other_bytes = memory_plan(r, params)
+        if self.shape.num_blocks != kv.num_blocks or self.shape.block_size != kv.block_size:
+            raise RuntimeError("live: the KV manager's pool differs from the scenario's")
+        self.layers, self.scale = self.shape.layers, m.num_layers / self.shape.layers
+        self.dtype = self.shape.dtype
         self.attn = attention.make_attention(params.attention, self.device)
         self.t0 = time.perf_counter()
         self.book = TokenBook(engine.specs, kv.block_size, m.vocab_size, r.scenario.seed)
@@ -88,7 +98,7 @@ class LiveExecutor:
         self.clock = make_clock(self.device, params.clock, params.threads, params.cpu_core)
         self.clock.__enter__()  # pins this thread (the one running the engine) on the CPU
         try:
-            self.model = RandomTransformer(m, layers, self.dtype, self.device,
+            self.model = RandomTransformer(m, self.layers, self.dtype, self.device,
                                            r.scenario.seed)
             self.cache = PagedCache(self.shape, self.device)
             self._warmup(r.limits.max_model_len)

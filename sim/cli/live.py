@@ -1,0 +1,81 @@
+"""Live mode on the command line: ``--live`` / ``--device`` and the live progress bar."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from contextlib import contextmanager
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from sim.config.load import LoadedScenario
+from sim.config.scenario import CostChoice
+
+DEVICES = ("cpu", "cuda")
+
+
+def apply_live(loaded: LoadedScenario, live: bool, device: str | None) -> LoadedScenario:
+    """The scenario with ``cost: {name: live}`` when ``--live`` (its other live knobs kept
+    if the scenario already runs live) and ``device`` set when given."""
+    from traces.errors import InputError
+
+    if device is not None and device not in DEVICES:
+        raise InputError(f"--device {device!r}: expected cpu or cuda")
+    cost = loaded.scenario.cost
+    is_live = cost is not None and cost.name == "live"
+    if not live and not is_live:
+        if device is not None:
+            raise InputError("--device applies to live runs: add --live")
+        return loaded
+    params = dict(cost.extras) if is_live else {}
+    if device is not None:
+        params["device"] = device
+    scenario = loaded.scenario.model_copy(update={"cost": CostChoice(name="live", **params)})
+    return dataclasses.replace(loaded, scenario=scenario)
+
+
+def is_live(loaded: LoadedScenario) -> bool:
+    cost = loaded.scenario.cost
+    return cost is not None and cost.name == "live"
+
+
+class LiveBar:
+    """Steps done, tokens computed of all to compute, elapsed and estimated time left."""
+
+    def __init__(self, progress: Progress, label: str):
+        self.p = progress
+        self.task = progress.add_task(label, total=1, steps=0)  # the real total comes with step 1
+        self._last = 0.0
+
+    def __call__(self, steps: int, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - self._last < 0.2 and done < total:
+            return
+        self._last = now
+        self.p.update(self.task, completed=done, total=total, steps=steps)
+
+
+@contextmanager
+def live_bar(console: Console, quiet: bool, label: str = "live"):
+    columns = (TextColumn("{task.description}"), BarColumn(),
+               TextColumn("{task.fields[steps]:,} steps"),
+               TextColumn("{task.completed:,.0f}/{task.total:,.0f} tokens"),
+               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=True, disable=quiet) as progress:
+        yield LiveBar(progress, label)
+
+
+def live_executor(resolved, progress):
+    """The scenario's live cost model, reporting to ``progress``."""
+    from sim.live.cost import LiveCost
+
+    sc = resolved.scenario
+    return LiveCost(resolved.model, resolved.gpu, resolved.tp, sc.cost.params,
+                    resolved=resolved, progress=progress)
