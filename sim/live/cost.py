@@ -26,7 +26,7 @@ class LiveCost(CostModel):
                              "(set it to 1 or use a pricing cost model)")
         if resolved is None:
             raise InputError("cost live: needs the resolved scenario")
-        from sim.live.executor import memory_plan
+        from sim.live.runner import memory_plan
 
         memory_plan(resolved, self.params)  # refuse before the simulator builds its pool
         self.resolved = resolved

@@ -28,84 +28,27 @@ that step too).
 
 from __future__ import annotations
 
-import platform
-import time
-
 import numpy as np
-import torch
 
 from sim.cost.base import RunExtras
-from sim.live import attention, inputs
-from sim.live.cache import CacheShape, PagedCache, fits
-from sim.live.model import RandomTransformer
-from sim.live.records import StepRecords
-from sim.live.timer import make_clock
-from sim.live.tokens import TokenBook
-from traces.errors import InputError
-
-
-def _activation_bytes(r, elt: int) -> int:
-    """A bound on one step's activations (bytes): the vLLM profile-run estimate (hidden,
-    QKV and MLP rows for the token budget; fp32 logits for every sequence)."""
-    m, lim = r.model, r.limits
-    per_token = m.hidden_size * 4 + m.q_size + 2 * m.kv_size + 2 * m.intermediate_size
-    return lim.max_num_batched_tokens * per_token * elt + lim.max_num_seqs * m.vocab_size * 4
-
-
-def memory_plan(r, params) -> tuple[CacheShape, int]:
-    """(the cache's shape, bytes of everything else) of a live run; InputError when the
-    device is missing, the configuration unsupported, or the pool does not fit."""
-    m, device = r.model, params.device
-    if device == "cuda" and not torch.cuda.is_available():
-        raise InputError("cost live: device cuda, but no CUDA device is visible")
-    if m.kv_bytes != m.dtype_bytes:
-        raise InputError(f"cost live: the kernels keep KV in the model dtype; "
-                         f"model.kv_dtype_bytes {m.kv_bytes} is not supported")
-    layers = params.layers or m.num_layers
-    if layers > m.num_layers:
-        raise InputError(f"cost live: layers {layers} > the model's {m.num_layers}")
-    # CPU: float32, as the CPU calibration profile (CPU bf16 matmul is an emulation)
-    dtype = torch.bfloat16 if device == "cuda" else torch.float32
-    elt = torch.empty((), dtype=dtype).element_size()
-    shape = CacheShape(layers, r.memory.usable_blocks, r.block_size, m.num_kv_heads,
-                       m.head_dim, dtype)
-    other = RandomTransformer.weight_bytes(m, layers, elt) + _activation_bytes(r, elt)
-    fits(shape, other, device)
-    return shape, other
+from sim.live.runner import StepRunner
 
 
 class LiveExecutor:
     def __init__(self, r, params, kv, engine, progress=None):
-        self.r, self.p, self.kv, self.engine, self.progress = r, params, kv, engine, progress
-        self.device = params.device
-        m = r.model
-        self.shape, self.other_bytes = memory_plan(r, params)
-        if self.shape.num_blocks != kv.num_blocks or self.shape.block_size != kv.block_size:
-            raise RuntimeError("live: the KV manager's pool differs from the scenario's")
-        self.layers, self.scale = self.shape.layers, m.num_layers / self.shape.layers
-        self.dtype = self.shape.dtype
-        self.attn = attention.make_attention(params.attention, self.device)
-        self.t0 = time.perf_counter()
-        self.book = TokenBook(engine.specs, kv.block_size, m.vocab_size, r.scenario.seed)
-        self.records = StepRecords()
+        self.kv, self.engine, self.progress = kv, engine, progress
+        self.runner = StepRunner(r, params, engine.specs, kv.num_blocks)
+        if self.runner.block_size != kv.block_size:
+            raise RuntimeError("live: the KV manager's block size differs from the scenario's")
+        self.cache, self.book = self.runner.cache, self.runner.book
+        self.model, self.device = self.runner.model, self.runner.device  # for checks
         specs = engine.specs  # progress: tokens computed of all there are to compute
         self.tokens_total = int((specs.prompt_tokens + specs.output_tokens - 1).sum())
         self.tokens_done = 0
         self._pending = None  # what run_plan did, for committed: (steps, staged, base lens)
         self._swap = kv.host is not None
         self._last: dict[int, list[int]] = {}  # swap mode: tables after the last commit
-        self._host: dict[int, torch.Tensor] = {}  # swap mode: swapped-out KV, on the host
-        self.clock = make_clock(self.device, params.clock, params.threads, params.cpu_core)
-        self.clock.__enter__()  # pins this thread (the one running the engine) on the CPU
-        try:
-            self.model = RandomTransformer(m, self.layers, self.dtype, self.device,
-                                           r.scenario.seed)
-            self.cache = PagedCache(self.shape, self.device)
-            self._warmup(r.limits.max_model_len)
-        except BaseException:
-            self.clock.__exit__(None, None, None)
-            raise
-        self.setup_s = time.perf_counter() - self.t0
+        self._host: dict = {}  # swap mode: swapped-out KV (host tensors) by request
 
     # ---- one plan ------------------------------------------------------------------------
     def run_plan(self, plan) -> np.ndarray:
@@ -150,23 +93,10 @@ class LiveExecutor:
             staged.setdefault(r, []).append(b)
 
     def _step(self, ids, num_tokens, ctx, tables, swap=None) -> float:
-        clock = self.clock
-        clock.start()
-        if swap is not None:
-            swap()
-        inp = inputs.build(ids, num_tokens, ctx, tables, self.book, self.kv.block_size,
-                           self.device)
-        logits = self.model.forward(inp, self.cache, self.attn, marks=clock.mark)
-        sampled = logits.argmax(dim=-1).tolist()  # greedy; the host read syncs the device
-        timing = clock.stop()
-        for r, tok, emits in zip(inp.order.tolist(), sampled, inp.emit.tolist()):
-            if emits:
-                self.book.append(r, tok)
-        duration = timing.step_s + (self.scale - 1.0) * timing.layers_s
-        self.records.add(num_tokens, duration, timing)
+        duration, _ = self.runner.step(ids, num_tokens, ctx, tables, before=swap)
         self.tokens_done += int(num_tokens.sum())
         if self.progress is not None:
-            self.progress(len(self.records), min(self.tokens_done, self.tokens_total),
+            self.progress(len(self.runner.records), min(self.tokens_done, self.tokens_total),
                           self.tokens_total)
         return duration
 
@@ -227,45 +157,8 @@ class LiveExecutor:
 
         return copies
 
-    # ---- set-up and end ------------------------------------------------------------------
-    def _warmup(self, max_len: int) -> None:
-        k, v = self.cache.layer(0)
-        attention.warmup(self.attn, k, v, self.r.model.num_attention_heads, max_len)
-        self.model.rope_tables(max_len + 1)
-        for _ in range(self.p.warmup_steps):
-            self._dummy_step()
-
-    def _dummy_step(self) -> None:
-        """A 16-token prefill over the null block: slots -1, so nothing is written."""
-        dev, n = self.device, 16
-        i32 = lambda v: torch.tensor(v, dtype=torch.int32, device=dev)  # noqa: E731
-        table = torch.zeros((1, -(-n // self.kv.block_size)), dtype=torch.int32, device=dev)
-        inp = inputs.StepInputs(
-            token_ids=torch.zeros(n, dtype=torch.int64, device=dev),
-            positions=torch.arange(n, device=dev), slots=torch.full((n,), -1, device=dev),
-            num_prefill_tokens=n,
-            prefill=inputs.PagedBatch(table, i32([0]), i32([0, n]), n), decode=None,
-            logit_rows=torch.tensor([n - 1], device=dev), order=np.zeros(1, np.int64),
-            emit=np.zeros(1, bool))
-        self.model.forward(inp, self.cache, self.attn).argmax(-1).tolist()
-
+    # ---- end -------------------------------------------------------------------------------
     def finish(self) -> RunExtras:
-        self.clock.__exit__(None, None, None)
-        return RunExtras("live", self.summary(), {"live_steps.parquet": self.records.table()})
-
-    def summary(self) -> dict:
-        m = self.r.model
-        name = (torch.cuda.get_device_name() if self.device == "cuda"
-                else f"cpu:{platform.machine()}:{platform.processor() or 'unknown'}")
-        return {
-            "device": self.device, "device_name": name, "dtype": str(self.dtype)[6:],
-            "attention": self.attn.name, "clock": self.clock.name,
-            "torch_threads": self.p.threads if self.device == "cpu" else None,
-            "cpu_core": getattr(self.clock, "core", None),
-            "layers_executed": self.layers, "model_layers": m.num_layers,
-            "layer_scale": self.scale, "sampling": "greedy (temperature 0)",
-            "kv_cache_gib": self.shape.total_bytes / (1 << 30),
-            "weights_and_activations_gib": self.other_bytes / (1 << 30),
-            "setup_s": self.setup_s, "run_wall_s": time.perf_counter() - self.t0,
-            "torch": torch.__version__, **self.records.totals(),
-        }
+        self.runner.close()
+        return RunExtras("live", self.runner.summary(),
+                         {"live_steps.parquet": self.runner.records.table()})

@@ -72,26 +72,28 @@ def profile_grid(r, device: str):
     if device == "cuda":
         return GridSpec(decode_max_kv_tokens=min(GridSpec().decode_max_kv_tokens, cap))
     p2 = lambda lo, hi: tuple(2 ** i for i in range(lo, 24) if 2 ** i <= hi)  # noqa: E731
-    ctx = (16, 64, 256, 1024, 4096, 16384)
+    ctx = tuple(c for c in (16, 64, 256, 1024, 4096, 16384) if c < lim.max_model_len)
     return GridSpec(gemm_per_octave=3, prefill_q=p2(1, lim.max_num_batched_tokens),
                     prefill_prefix=(0, 64, 256, 1024, 4096), prefill_batches=(2, 4, 8),
                     decode_batches=p2(0, lim.max_num_seqs),
-                    decode_ctx=tuple(c for c in ctx if c <= lim.max_model_len),
-                    decode_max_kv_tokens=cap)
+                    decode_ctx=(*ctx, lim.max_model_len), decode_max_kv_tokens=cap)
 
 
 def fitted_model(r, device: str, out: Path, profile: Path | None,
-                 progress: Callable | None = None) -> Path:
-    """A fitted model file: ``profile`` itself (a model YAML), a fit of it (a profile
-    parquet), or a fit of a new profile of the scenario's shapes on ``device``."""
+                 progress: Callable | None = None) -> tuple[Path, dict | None]:
+    """A fitted model file and how its per-step overhead was measured: ``profile`` itself
+    (a model YAML, used as it is), or a fit of ``profile`` (a profile parquet) or of a new
+    profile of the scenario's shapes on ``device``, whose overhead is then measured on the
+    live executor (sim/live/overhead.py)."""
     from calibrate.fit import fit_profile
     from calibrate.model_file import load_model_file, save_model_file
     from calibrate.profile import read_profile, run_profile
     from calibrate.shapes import derive_shapes
+    from sim.live.overhead import measure_overhead
 
     if profile is not None and profile.suffix in (".yaml", ".yml"):
         load_model_file(profile)  # one-line error if it is not a model file
-        return profile
+        return profile, None
     if profile is None:
         lim = r.limits
         dtype = "bfloat16" if device == "cuda" else "float32"
@@ -104,7 +106,13 @@ def fitted_model(r, device: str, out: Path, profile: Path | None,
     df = read_profile(profile)
     mf = fit_profile(df, profile=str(profile), gpu=device, framework="servesim-live",
                      model=r.model.name)
-    return save_model_file(mf, out / "model.yaml")
+    path = save_model_file(mf, out / "model.yaml")
+    over = measure_overhead(r, r.scenario.cost.params, path)
+    mf.step_overhead_ms = round(over["overhead_ms"], 6)
+    mf.step_overhead_source = (
+        "live executor: median over synthetic steps of measured minus priced without "
+        "overhead (inputs, embedding, norms, RoPE, KV write, activation, sampling)")
+    return save_model_file(mf, path), over
 
 
 # ---- the runs ----------------------------------------------------------------------------
@@ -156,7 +164,7 @@ def fidelity(loaded: LoadedScenario, out: Path, *, device: str = "cpu",
     t0 = time.perf_counter()
     with bars("profiling") if bars else _null() as bar:
         shapes_bar = (lambda i, n, what: bar(i, i, n)) if bar else None  # noqa: E731
-        model = fitted_model(r, device, out, profile, progress=shapes_bar)
+        model, overhead = fitted_model(r, device, out, profile, progress=shapes_bar)
     echo(f"fitted model: {model} ({time.perf_counter() - t0:.0f} s)")
     sim = run_fitted(loaded, model, out / "sim")
     echo(f"fitted run: {sim.out_dir} ({sim.result.wall_s:.1f} s)")
@@ -166,7 +174,7 @@ def fidelity(loaded: LoadedScenario, out: Path, *, device: str = "cpu",
             lives.append(run_live(live, model, out / f"live-{i}", bar))
         echo(f"live run {i}: {lives[-1].output.out_dir} "
              f"({lives[-1].output.summary['live']['run_wall_s']:.0f} s)")
-    return write_report(out, r, model, sim, lives, device)
+    return write_report(out, r, model, sim, lives, device, overhead)
 
 
 class _null:

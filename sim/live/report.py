@@ -23,7 +23,7 @@ def _heldout(model: Path) -> dict:
     return {op: (t.heldout.model_dump() if t.heldout else None) for op, t in mf.ops.items()}
 
 
-def build(r, model: Path, sim, lives, device: str) -> dict:
+def build(r, model: Path, sim, lives, device: str, overhead: dict | None = None) -> dict:
     names = [f"live-{i}" for i in range(1, len(lives) + 1)]
     summaries = {"sim": sim.summary, **{n: lv.output.summary for n, lv in zip(names, lives)}}
     runs = {n: {"steps": s["steps"]["count"], "duration_s": s["duration_s"],
@@ -35,6 +35,7 @@ def build(r, model: Path, sim, lives, device: str) -> dict:
     return {
         "scenario": r.scenario.name, "device": device, "model": r.model.name,
         "fitted_model": str(model), "fitted_heldout_ape": _heldout(model),
+        "fitted_step_overhead_ms": _overhead_ms(model), "overhead_measurement": overhead,
         "runs": runs,
         "step_error": {n: step_errors(lv.steps) for n, lv in zip(names, lives)},
         "latency": {ref: latency_rows(summaries, ref) for ref in names},
@@ -43,8 +44,15 @@ def build(r, model: Path, sim, lives, device: str) -> dict:
     }
 
 
-def write_report(out: Path, r, model: Path, sim, lives, device: str) -> dict:
-    rep = build(r, model, sim, lives, device)
+def _overhead_ms(model: Path) -> float:
+    from calibrate.model_file import load_model_file
+
+    return load_model_file(model).step_overhead_ms
+
+
+def write_report(out: Path, r, model: Path, sim, lives, device: str,
+                 overhead: dict | None = None) -> dict:
+    rep = build(r, model, sim, lives, device, overhead)
     (out / "report.json").write_text(json.dumps(rep, indent=2, default=_plain) + "\n")
     (out / "report.md").write_text(markdown(rep))
     pd.concat([lv.steps.assign(run=f"live-{i}") for i, lv in enumerate(lives, 1)]).to_parquet(
@@ -108,7 +116,9 @@ def markdown(rep: dict) -> str:
                      f"{run['output_token_per_s']:.1f} | {load} |")
     held = rep["fitted_heldout_ape"]
     lines += ["", "Fitted model held-out error (median / p90 APE): " + ", ".join(
-        f"{op} {h['median_ape']:.1f}% / {h['p90_ape']:.1f}%" for op, h in held.items() if h)]
+        f"{op} {h['median_ape']:.1f}% / {h['p90_ape']:.1f}%" for op, h in held.items() if h)
+        + f"; per-step overhead {rep['fitted_step_overhead_ms']:.3f} ms"
+        + (" (measured on the live executor)" if rep["overhead_measurement"] else "") + "."]
     return "\n".join(lines) + "\n"
 
 

@@ -51,6 +51,11 @@ def test_report_numbers(report):
         ("ttft", "mean"), ("ttft", "p50"), ("ttft", "p90"), ("ttft", "p99")]
     assert len(rows) == 16 and all(r["sim_err"] == pytest.approx(r["sim"] / r["live-1"] - 1)
                                    for r in rows)
+    over = rep["overhead_measurement"]
+    assert len(over["shapes"]) == 8  # decode batches 1..16 (max_num_seqs), chunks 16..256
+    assert rep["fitted_step_overhead_ms"] == pytest.approx(over["overhead_ms"], abs=1e-6)
+    residual = [s["measured_ms"] - s["priced_ms"] for s in over["shapes"]]
+    assert over["overhead_ms"] == pytest.approx(max(0.0, float(np.median(residual))))
     noise = rep["noise"]["step_repeat"]
     assert noise["steps"] > 0 and noise["matched_of"] >= noise["steps"]
     md = (report / "report.md").read_text()

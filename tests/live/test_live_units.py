@@ -141,5 +141,5 @@ def test_triton_kernels_run_live_under_the_interpreter(tmp_path):
                            "warmup_steps: 0}",
                            "workload.lengths={dist: fixed, prompt: 20, output: 3}",
                            per_plan=2)
-    assert chk.executor.attn.name == "triton"
+    assert chk.executor.runner.attn.name == "triton"
     assert (res.generated == 3).all() and chk.checks >= 3 and chk.worst < 1e-5
