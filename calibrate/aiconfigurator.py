@@ -4,9 +4,12 @@ aiconfigurator-core ships tables measured on real GPUs under
 ``aiconfigurator_core/systems/data/<system>/<op>/<framework>/<version>/*.parquet``
 (latency in ms). Rows used, per system and framework (the newest version that has each):
 
-* ``gemm/gemm_perf``: ``gemm_dtype == bfloat16`` (m, n, k) -> our ``gemm`` rows;
-* ``attention/context_attention_perf``: bf16 attention, bf16 KV, no sliding window, the
-  system's most-measured kernel (FA3 on Hopper, FA2 on L40S, FlashInfer/TRT-LLM on B200).
+* ``gemm/gemm_perf``: ``gemm_dtype`` bfloat16 (m, n, k) -> our ``gemm`` rows, and fp8
+  (per-tensor fp8 weights, dynamically quantized fp8 activations: vLLM's
+  ``--quantization fp8``) -> ``gemm`` rows of dtype fp8 (the ``gemm.fp8`` table);
+* ``attention/context_attention_perf``: bf16 attention, no sliding window, the system's
+  most-measured kernel (FA3 on Hopper, FA2 on L40S, FlashInfer/TRT-LLM on B200), once with
+  a bf16 KV cache and once with an fp8 one (kv_dtype fp8: the ``*.fp8_kv`` tables).
   ``isl`` tokens per sequence, no cached prefix -> ``prefill_attn`` (q = isl, p = 0);
 * ``attention/generation_attention_perf``: same filters; the KV length is ``isl + step``
   (collector: isl = 1, step = sequence length - 1) -> ``decode_attn`` (ctx = step);
@@ -14,8 +17,11 @@ aiconfigurator-core ships tables measured on real GPUs under
   counts bf16 elements -> ``allreduce`` rows of 2 bytes per element.
 
 The roofline the tables are normalised by comes from the system's YAML (datasheet bf16
-FLOP/s, HBM and NVLink bandwidth). aiconfigurator has no per-step host cost; the model
-file takes the catalog GPU's ``step_overhead_s`` and says so.
+and fp8 FLOP/s, HBM and NVLink bandwidth). aiconfigurator has no elementwise tables (it
+prices norms, activation, RoPE and KV writes as bytes / (HBM bandwidth x
+``mem_bw_empirical_scaling_factor``) + ``mem_empirical_constant_latency``); the model file
+carries those two figures from the same YAML. It has no per-step host cost either:
+calibrate/overhead.py fits one to published end-to-end measurements.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ import pandas as pd
 import yaml
 
 from calibrate import work
-from calibrate.model_file import ModelFile, Norm
+from calibrate.model_file import Elementwise, HostOverhead, ModelFile, Norm
 from calibrate.profile import COLUMNS, SHAPE_COLUMNS
 from traces.errors import InputError
 
@@ -65,10 +71,11 @@ def newest_table(root: Path, system: str, op_dir: str, framework: str, name: str
     return max(found, key=lambda p: _version_key(p.parent.name), default=None)
 
 
-def _frame(op: str, name: str, rows: int, **cols) -> pd.DataFrame:
+def _frame(op: str, name: str, rows: int, dtype: str = "bfloat16", kv_dtype: str = "bfloat16",
+           **cols) -> pd.DataFrame:
     df = pd.DataFrame({c: 0 for c in SHAPE_COLUMNS}, index=range(rows))
     df["op"], df["name"], df["num_gpus"] = op, name, 1
-    df["dtype"], df["kv_dtype"] = "bfloat16", "bfloat16"
+    df["dtype"], df["kv_dtype"] = dtype, kv_dtype
     for c, v in cols.items():
         df[c] = np.asarray(v).astype(np.int64)
     return df
@@ -93,27 +100,39 @@ def _finish(df: pd.DataFrame, latency_ms, flops, nbytes, device: str, versions: 
     return df[COLUMNS].drop_duplicates("key")
 
 
-def _attention(path: Path) -> tuple[pd.DataFrame, str]:
+KV_DTYPES = {"bfloat16": 2, "fp8": 1}  # KV-cache dtypes imported, bytes per element
+GEMM_DTYPES = {"bfloat16": 2, "fp8": 1}  # weight dtypes imported, bytes per element
+
+
+def _attention(path: Path) -> list[tuple[pd.DataFrame, str, str]]:
+    """(rows, kernel, KV dtype) per KV dtype measured: bf16 attention, no sliding window,
+    the most-measured bf16-KV kernel (for fp8 KV the same kernel when it was measured,
+    else the most-measured fp8-KV one)."""
     t = pd.read_parquet(path)
-    t = t[(t["attn_dtype"] == "bfloat16") & (t["kv_cache_dtype"] == "bfloat16")
-          & (t["beam_width"] == 1)]
+    t = t[(t["attn_dtype"] == "bfloat16") & (t["beam_width"] == 1)]
     if "window_size" in t:
         t = t[t["window_size"] == 0]
-    if t.empty:
+    out, kernel = [], None
+    for kv in KV_DTYPES:
+        rows = t[t["kv_cache_dtype"] == kv]
+        if rows.empty:
+            continue
+        counts = rows["kernel_source"].value_counts()
+        k = kernel if kernel in counts.index else str(counts.index[0])
+        kernel = kernel or k
+        out.append((rows[rows["kernel_source"] == k], k, kv))
+    if not out or out[0][2] != "bfloat16":
         raise ImportDataError(f"{path}: no bf16 rows")
-    kernel = str(t["kernel_source"].value_counts().index[0])
-    return t[t["kernel_source"] == kernel], kernel
+    return out
 
 
-def _convert(path: Path, kind: str, ver: dict, rel: str) -> tuple[pd.DataFrame, str]:
+def convert_table(path: Path, kind: str, ver: dict, rel: str) -> tuple[pd.DataFrame, str]:
     """Profile rows of one aiconfigurator table and a note saying what was kept."""
     if kind == "gemm":
-        t = pd.read_parquet(path)
-        t = t[t["gemm_dtype"] == "bfloat16"]
-        df = _frame("gemm", "aiconfigurator", len(t), m=t["m"], n=t["n"], k=t["k"])
-        f, b = work.gemm_work(df["m"], df["n"], df["k"], 2)
-        note = f"gemm: {rel}, bfloat16, {len(t)} rows"
-    elif kind == "allreduce":
+        return _gemm(path, ver, rel)
+    if kind in ("prefill_attn", "decode_attn"):
+        return _attention_rows(path, kind, ver, rel)
+    if kind == "allreduce":
         t = pd.read_parquet(path)
         t = t[(t["backend"] == "vllm_graph") & (t["allreduce_dtype"] == "bfloat16")]
         msg = t["message_size"].to_numpy(np.int64) * 2
@@ -121,25 +140,53 @@ def _convert(path: Path, kind: str, ver: dict, rel: str) -> tuple[pd.DataFrame, 
                     message_bytes=msg)
         f, b = np.zeros(len(t)), work.allreduce_wire_bytes(msg, df["num_gpus"])
         note = f"allreduce: {rel}, vllm_graph backend, {len(t)} rows"
-    else:
-        t, kernel = _attention(path)
-        ver = {**ver, "kernel": kernel}
+        return _done(path, df, t, f, b, ver, rel), note
+    raise ValueError(f"unknown table kind {kind!r}")
+
+
+def _done(path: Path, df: pd.DataFrame, t: pd.DataFrame, f, b, ver: dict,
+          rel: str) -> pd.DataFrame:
+    ver = {**ver, "framework_version": path.parent.name}
+    return _finish(df, t["latency"], f, b, str(t["device"].iloc[0]), ver,
+                   f"{PACKAGE} {ver[PACKAGE]} {rel}")
+
+
+def _gemm(path: Path, ver: dict, rel: str) -> tuple[pd.DataFrame, str]:
+    """bf16 and fp8 GEMM rows (fp8: 1-byte weights, 16-bit activations in and out)."""
+    g = pd.read_parquet(path)
+    frames, counts = [], []
+    for dtype, w in GEMM_DTYPES.items():
+        t = g[g["gemm_dtype"] == dtype]
+        if t.empty:
+            continue
+        df = _frame("gemm", "aiconfigurator", len(t), dtype=dtype, m=t["m"], n=t["n"],
+                    k=t["k"])
+        f, b = work.gemm_work(df["m"], df["n"], df["k"], 2, w)
+        frames.append(_done(path, df, t, f, b, ver, rel))
+        counts.append(f"{dtype} {len(t)}")
+    return pd.concat(frames, ignore_index=True), f"gemm: {rel}, {', '.join(counts)} rows"
+
+
+def _attention_rows(path: Path, kind: str, ver: dict, rel: str) -> tuple[pd.DataFrame, str]:
+    frames, parts = [], []
+    for t, kernel, kv in _attention(path):
         heads = dict(batch=t["batch_size"], num_heads=t["num_heads"],
                      num_kv_heads=t["num_key_value_heads"], head_dim=t["head_dim"])
+        e = KV_DTYPES[kv]
         if kind == "prefill_attn":
-            df = _frame(kind, "aiconfigurator", len(t), q_len=t["isl"], ctx_len=0, **heads)
+            df = _frame(kind, "aiconfigurator", len(t), kv_dtype=kv, q_len=t["isl"], ctx_len=0,
+                        **heads)
             f, b = work.prefill_work(df["batch"], df["q_len"], 0, df["num_heads"],
-                                     df["num_kv_heads"], df["head_dim"])
+                                     df["num_kv_heads"], df["head_dim"], 2, e)
         else:
-            df = _frame(kind, "aiconfigurator", len(t), q_len=1,
+            df = _frame(kind, "aiconfigurator", len(t), kv_dtype=kv, q_len=1,
                         ctx_len=t["isl"] + t["step"] - 1, **heads)
             f, b = work.decode_work(df["batch"], df["ctx_len"] + 1, df["num_heads"],
-                                    df["num_kv_heads"], df["head_dim"])
-        note = f"{kind}: {rel}, kernel {kernel}, bf16 KV, no window, {len(t)} rows"
-    ver = {**ver, "framework_version": path.parent.name}
-    out = _finish(df, t["latency"], f, b, str(t["device"].iloc[0]), ver,
-                  f"{PACKAGE} {ver[PACKAGE]} {rel}")
-    return out, note
+                                    df["num_kv_heads"], df["head_dim"], 2, e)
+        frames.append(_done(path, df, t, f, b, {**ver, "kernel": kernel}, rel))
+        parts.append(f"{kv} KV: kernel {kernel}, {len(t)} rows")
+    return (pd.concat(frames, ignore_index=True),
+            f"{kind}: {rel}, no window; {'; '.join(parts)}")
 
 
 TABLES = (("gemm", "gemm", "gemm_perf"), ("prefill_attn", "attention", "context_attention_perf"),
@@ -164,14 +211,35 @@ def import_profile(system: str, framework: str = "vllm") -> tuple[pd.DataFrame, 
             notes.append("allreduce: no table; the cost model uses the catalog roofline")
             continue
         rel = str(path.relative_to(root))
-        df, note = _convert(path, kind, {PACKAGE: pkg_version}, rel)
+        df, note = convert_table(path, kind, {PACKAGE: pkg_version}, rel)
         frames.append(df)
         notes.append(note)
-    spec = yaml.safe_load((root / f"{system}.yaml").read_text())
-    norm = Norm(peak_flops=float(spec["gpu"]["bfloat16_tc_flops"]),
-                mem_bandwidth=float(spec["gpu"]["mem_bw"]),
-                link_bandwidth=float(spec["node"]["intra_node_bw"]), floor_s=5e-6)
+    gpu = system_spec(system)["gpu"]
+    has_fp8 = any((f["dtype"] == "fp8").any() for f in frames)
+    norm = Norm(peak_flops=float(gpu["bfloat16_tc_flops"]), mem_bandwidth=float(gpu["mem_bw"]),
+                link_bandwidth=float(system_spec(system)["node"]["intra_node_bw"]),
+                floor_s=5e-6,
+                fp8_peak_flops=float(gpu["fp8_tc_flops"]) if has_fp8 else None)
     return pd.concat(frames, ignore_index=True), norm, notes
+
+
+def system_spec(system: str) -> dict:
+    """aiconfigurator's system YAML (datasheet figures and empirical corrections)."""
+    root, _ = package_root()
+    return yaml.safe_load((root / f"{system}.yaml").read_text())
+
+
+def elementwise_of(system: str) -> Elementwise:
+    """aiconfigurator's own pricing of memory-bound ops on ``system``: bytes / (HBM
+    bandwidth x mem_bw_empirical_scaling_factor) + mem_empirical_constant_latency per kernel;
+    the embedding gather at efficiency 0.3 (its models' ``Embedding(..., 0.3)``)."""
+    gpu = system_spec(system)["gpu"]
+    eff = float(gpu.get("mem_bw_empirical_scaling_factor", 0.8))
+    floor = float(gpu.get("mem_empirical_constant_latency", 3e-6))
+    return Elementwise(mem_efficiency=eff, gather_efficiency=0.3, kernel_floor_s=floor,
+                       source=f"{PACKAGE} systems/{system}.yaml: mem_bw_empirical_scaling_factor "
+                       f"{eff}, mem_empirical_constant_latency {floor * 1e6:g} us; embedding "
+                       "efficiency 0.3 as its model definitions (no measured elementwise table)")
 
 
 def import_and_fit(system: str, framework: str = "vllm", seed: int = 0,
@@ -193,9 +261,48 @@ def import_and_fit(system: str, framework: str = "vllm", seed: int = 0,
                      heldout=heldout, norm=norm, gpu=gpu, framework=framework, notes=notes,
                      step_overhead_ms=overhead,
                      step_overhead_source="servesim catalog estimate (sim/catalog/gpus.py "
-                     "step_overhead_s); aiconfigurator has no per-step host cost")
+                     "step_overhead_s), used only without host_overhead; aiconfigurator has "
+                     "no per-step host cost")
     mf.provenance.source = f"{PACKAGE} {_pkg(df)} ({system}, {framework})"
+    mf.elementwise = elementwise_of(system)
+    mf.host_overhead = shipped_host_overhead(gpu)
+    drop_variants_over_bar(mf)
     return mf, df
+
+
+BAR = {"median_ape": 5.0, "p90_ape": 15.0}  # held-out error a table must meet to price (%)
+
+
+def drop_variants_over_bar(mf: ModelFile) -> list[str]:
+    """Remove dtype-variant tables (gemm.fp8, *.fp8_kv) whose held-out error misses ``BAR``
+    and say so in the notes: a model of that dtype is then refused, not priced from a noisy
+    table. (A base table that misses it keeps the whole GPU unshipped, as L40S.)"""
+    dropped = []
+    for key in [k for k in mf.ops if "." in k]:
+        h = mf.ops[key].heldout
+        if h is not None and (h.median_ape > BAR["median_ape"] or h.p90_ape > BAR["p90_ape"]):
+            del mf.ops[key]
+            dropped.append(key)
+            mf.provenance.notes.append(
+                f"{key}: not used, held-out median / p90 APE {h.median_ape:.2f} / "
+                f"{h.p90_ape:.2f} % above the {BAR['median_ape']:g} / {BAR['p90_ape']:g} % bar")
+    if "gemm.fp8" in dropped:
+        mf.dtype = ",".join(d for d in mf.dtype.split(",") if d != "fp8")
+    return dropped
+
+
+def shipped_host_overhead(gpu: str) -> HostOverhead | None:
+    """The host cost of the shipped ``<gpu>/vllm`` profile, else of any shipped profile (one
+    model serves every GPU: calibrate/overhead.py); refit with ``fit-overhead``."""
+    from calibrate.model_file import load_model_file, shipped_profiles
+
+    shipped = shipped_profiles()
+    names = [f"{gpu}/vllm"] + sorted(shipped)
+    for name in (n for n in names if n in shipped):
+        h = load_model_file(shipped[name]).host_overhead
+        if h is not None:
+            return h
+    return None
 
 
 def _pkg(df: pd.DataFrame) -> str:

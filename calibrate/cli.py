@@ -1,4 +1,5 @@
-"""`servesim calibrate ...`: profile, fit, validate, import-aiconfigurator, fit-steps.
+"""`servesim calibrate ...`: profile, fit, validate, import-aiconfigurator, fit-steps,
+fit-overhead.
 
 Bad input raises traces.errors.InputError subclasses (one line naming the file or option);
 the main CLI prints it and exits with status 2. Torch is imported only by `profile`.
@@ -6,6 +7,7 @@ the main CLI prints it and exits with status 2. Torch is imported only by `profi
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import Annotated
@@ -16,7 +18,7 @@ from rich.console import Console
 from traces.errors import InputError
 
 app = typer.Typer(help="Calibrate step times: time kernels, fit, validate, import databases.")
-_out = Console()
+_out = Console(width=None if sys.stdout.isatty() else 120)  # tables unclipped in logs
 _err = Console(stderr=True)
 
 
@@ -145,6 +147,14 @@ def validate(
     profile_path: Annotated[Path, typer.Argument(metavar="PROFILE", help="Profile parquet.")],
     all_rows: Annotated[bool, typer.Option("--all-rows", help="Also show every row, not only "
                                            "the held-out ones.")] = False,
+    slices: Annotated[bool, typer.Option("--slices", help="Also refit each table with whole "
+                                         "shape slices held out, and beyond the largest "
+                                         "batch, context and prompt (calibrate/slices.py; "
+                                         "seconds to minutes).")] = False,
+    noise_floor: Annotated[bool, typer.Option("--noise-floor", help="Also compare the "
+                                              "profile with aiconfigurator's SGLang and "
+                                              "TRT-LLM tables of the same GPU (needs the "
+                                              "aiconfigurator extra).")] = False,
 ) -> None:
     """Print the model's error per operation and shape region on PROFILE."""
     from calibrate.model_file import load_model_file
@@ -158,6 +168,25 @@ def validate(
     _print_errors(mf, df, str(model_path))
     if all_rows:
         _out.print(render(error_table(mf, df), f"{model_path}: all rows"))
+    if slices:
+        from calibrate import slices as sl
+
+        _out.print(sl.render(sl.slice_table(mf, df), f"{model_path}: leave-slice-out "
+                             "(tables refitted without the rows held out)"))
+    if noise_floor:
+        _print_noise_floor(mf, df, model_path)
+
+
+def _print_noise_floor(mf, df, model_path: Path) -> None:
+    from calibrate import noise
+
+    where = noise.system_of(mf)
+    if where is None:
+        raise InputError(f"{model_path}: --noise-floor needs a model imported from "
+                         "aiconfigurator (its provenance names the system)")
+    table = noise.noise_table(df, where[0])
+    _out.print(noise.render(table, f"noise floor: {where[0]} {where[1]} against other "
+                            "frameworks' measurements of the same shapes"))
 
 
 @app.command("import-aiconfigurator")
@@ -216,3 +245,55 @@ def fit_steps_cmd(
         typer.echo(f"held-out steps: {h.rows}, median APE {h.median_ape:.2f}%, "
                    f"p90 {h.p90_ape:.2f}%")
     typer.echo(f"model: {out}")
+
+
+@app.command("fit-overhead")
+def fit_overhead_cmd(
+    profiles: Annotated[list[str] | None, typer.Option(
+        "--profile", help="GPU=MODEL.yaml to fit with (repeatable; default: the shipped "
+        "<gpu>/vllm profiles).")] = None,
+    ship: Annotated[bool, typer.Option(help="Write the fitted host cost into every shipped "
+                                       "<gpu>/vllm profile.")] = False,
+) -> None:
+    """Fit the per-step host cost (base + per layer + per extra TP rank) to published vLLM
+    measurements (calibrate/published.py); print every point, fitted or held out."""
+    from calibrate.model_file import load_model_file, save_model_file, shipped_profiles
+    from calibrate.overhead import fit_overhead, predicted_ms
+
+    if profiles:
+        chosen = dict(_gpu_path(p) for p in profiles)
+    else:
+        chosen = {name.split("/")[0]: str(path) for name, path in shipped_profiles().items()
+                  if name.endswith("/vllm")}
+    h = fit_overhead(chosen)
+    for line in _overhead_lines(h, predicted_ms):
+        typer.echo(line)
+    typer.echo(f"host_ms = {h.base_ms:.4g} + {h.per_layer_ms:.4g} * layers + "
+               f"{h.per_tp_ms:.4g} * (tp - 1)")
+    if ship:
+        for name, path in shipped_profiles().items():
+            if name.endswith("/vllm"):
+                mf = load_model_file(path)
+                mf.host_overhead = h
+                save_model_file(mf, path)
+                typer.echo(f"wrote {path}")
+
+
+def _gpu_path(spec: str) -> tuple[str, str]:
+    gpu, sep, path = spec.partition("=")
+    if not sep or not Path(path).is_file():
+        raise InputError(f"--profile {spec!r}: expected GPU=MODEL.yaml with an existing file")
+    return gpu, path
+
+
+def _overhead_lines(h, predicted_ms) -> list[str]:
+    """One line per published point: measured, kernels alone, servesim, error."""
+    head = (f"{'point':44s} {'use':8s} {'measured':>9s} {'kernels':>9s} {'servesim':>9s} "
+            f"{'error':>7s}")
+    out = ["host overhead: published vLLM measurements (ms; batch latency or TPOT)", head]
+    for pt in h.points:
+        pred = predicted_ms(h, pt)
+        out.append(f"{pt.name:44s} {'fit' if pt.used else 'held out':8s} "
+                   f"{pt.measured_ms:9.2f} {pt.kernels_ms:9.2f} {pred:9.2f} "
+                   f"{100 * (pred / pt.measured_ms - 1):+6.1f}%")
+    return out

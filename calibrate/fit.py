@@ -22,10 +22,24 @@ import numpy as np
 import pandas as pd
 
 from calibrate import grid, work
-from calibrate.model_file import Errors, ModelFile, Norm, OpTable, Provenance
+from calibrate.model_file import Errors, ModelFile, Norm, OpTable, Provenance, table_key
 from calibrate.profile import profile_hash
 
 FIT_OPS = ("gemm", "prefill_attn", "decode_attn", "allreduce")
+BASE_OP = {"gemm.fp8": "gemm", "prefill_attn.fp8_kv": "prefill_attn",
+           "decode_attn.fp8_kv": "decode_attn"}  # table key -> the op it times
+
+
+def op_of(key: str) -> str:
+    """The operation a table key (calibrate/model_file.py ``table_key``) times."""
+    return BASE_OP.get(key, key)
+
+
+def table_keys(df: pd.DataFrame) -> np.ndarray:
+    """Table key of each profile row: its op, plus the dtype variant (fp8 weights, fp8 KV)."""
+    return np.array([table_key(op, w, kv) for op, w, kv in
+                     zip(df["op"], df["dtype"].astype(str), df["kv_dtype"].astype(str))],
+                    dtype=object)
 DEFAULT_FLOOR_S = 5e-6  # roofline floor: a kernel-launch latency scale (seconds)
 SMOOTH = 1e-3  # second-difference penalty vs one row's squared log2 error
 TOOL = "servesim calibrate fit"
@@ -55,12 +69,19 @@ def coords_of(op: str, df: pd.DataFrame) -> np.ndarray:
     raise ValueError(f"no fit table for operation {op!r}")
 
 
-def roofline_of(op: str, df: pd.DataFrame, norm: Norm) -> np.ndarray:
-    """Normalising roofline time (seconds) of each row."""
+def peak_of(key: str, norm: Norm) -> float:
+    """Compute roof of a table (FLOP/s): fp8 GEMMs against the fp8 peak."""
+    if key == "gemm.fp8" and norm.fp8_peak_flops:
+        return norm.fp8_peak_flops
+    return norm.peak_flops
+
+
+def roofline_of(key: str, df: pd.DataFrame, norm: Norm) -> np.ndarray:
+    """Normalising roofline time (seconds) of each row of table ``key``."""
     flops, nbytes = df["flops"].to_numpy(np.float64), df["bytes"].to_numpy(np.float64)
-    if op == "allreduce":  # bytes = ring wire bytes
+    if key == "allreduce":  # bytes = ring wire bytes
         return nbytes / norm.link_bandwidth + norm.floor_s
-    return work.roofline_s(flops, nbytes, norm.peak_flops, norm.mem_bandwidth, norm.floor_s)
+    return work.roofline_s(flops, nbytes, peak_of(key, norm), norm.mem_bandwidth, norm.floor_s)
 
 
 def errors(pred_s: np.ndarray, meas_s: np.ndarray) -> Errors:
@@ -95,12 +116,14 @@ def data_norm(df: pd.DataFrame, floor_s: float = DEFAULT_FLOOR_S) -> Norm:
                 link_bandwidth=max(link_bw, 1.0), floor_s=floor_s)
 
 
-def fit_op(op: str, train: pd.DataFrame, test: pd.DataFrame, norm: Norm,
+def fit_op(key: str, train: pd.DataFrame, test: pd.DataFrame, norm: Norm,
            smooth: float = SMOOTH) -> OpTable:
-    """Fit one operation's table on ``train``; report its error on ``train`` and ``test``."""
+    """Fit one table (``key``: an op or its dtype variant) on ``train``; report its error
+    on ``train`` and ``test``."""
+    op = op_of(key)
     x = coords_of(op, train)
     meas = train["median_ms"].to_numpy(np.float64) * 1e-3
-    roof = roofline_of(op, train, norm)
+    roof = roofline_of(key, train, norm)
     nodes = [np.asarray(choose_nodes(x[:, d], *policy))
              for d, (_, policy) in enumerate(work.AXES[op])]
     values = grid.fit_grid(nodes, x, np.log2(meas / roof), smooth=smooth)
@@ -109,26 +132,29 @@ def fit_op(op: str, train: pd.DataFrame, test: pd.DataFrame, norm: Norm,
             for (name, _), ax in zip(work.AXES[op], nodes)]
     table = OpTable(axes=axes, offset=offset, scale=scale, values=enc,
                     train=Errors(rows=0, median_ape=0, p90_ape=0, max_ape=0))
-    table.train = errors(_predict_op(table, op, train, norm), meas)
+    table.train = errors(predict_table(table, key, train, norm), meas)
     if len(test):
-        table.heldout = errors(_predict_op(table, op, test, norm),
+        table.heldout = errors(predict_table(table, key, test, norm),
                                test["median_ms"].to_numpy(np.float64) * 1e-3)
     return table
 
 
-def _predict_op(table: OpTable, op: str, df: pd.DataFrame, norm: Norm) -> np.ndarray:
-    return roofline_of(op, df, norm) * np.exp2(table.log2_ratio(coords_of(op, df)))
+def predict_table(table: OpTable, key: str, df: pd.DataFrame, norm: Norm) -> np.ndarray:
+    """Seconds the table ``key`` predicts for profile rows ``df`` (of that table)."""
+    op = op_of(key)
+    return roofline_of(key, df, norm) * np.exp2(table.log2_ratio(coords_of(op, df)))
 
 
 def predict(mf: ModelFile, df: pd.DataFrame) -> np.ndarray:
     """Predicted seconds for each profile row (NaN where the file has no model of its op)."""
     out = np.full(len(df), np.nan)
-    for op in df["op"].unique():
-        rows = (df["op"] == op).to_numpy()
-        if op == "step_overhead":
+    keys = table_keys(df)
+    for key in np.unique(keys):
+        rows = keys == key
+        if key == "step_overhead":
             out[rows] = mf.step_overhead_ms * 1e-3
-        elif op in mf.ops and mf.norm is not None:
-            out[rows] = _predict_op(mf.ops[op], op, df[rows], mf.norm)
+        elif key in mf.ops and mf.norm is not None:
+            out[rows] = predict_table(mf.ops[key], key, df[rows], mf.norm)
     return out
 
 
@@ -148,8 +174,9 @@ def fit_profile(df: pd.DataFrame, *, profile: str = "", seed: int = 0, heldout: 
     held = heldout_mask(df["key"], seed, heldout)
     train, test = df[~held], df[held]
     norm = norm or data_norm(train)
-    ops = {op: fit_op(op, train[train["op"] == op], test[test["op"] == op], norm)
-           for op in FIT_OPS if (train["op"] == op).any()}
+    k_train, k_test = table_keys(train), table_keys(test)
+    ops = {k: fit_op(k, train[k_train == k], test[k_test == k], norm)
+           for k in sorted(set(k_train)) if op_of(k) in FIT_OPS}
     over = train[train["op"] == "step_overhead"]["median_ms"]
     if step_overhead_ms is None:
         step_overhead_ms = float(over.median()) if len(over) else 0.0
@@ -162,7 +189,7 @@ def fit_profile(df: pd.DataFrame, *, profile: str = "", seed: int = 0, heldout: 
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         tool=TOOL, profile=profile, profile_sha256=profile_hash(df), rows=len(df),
         versions=_versions(df), seed=seed, heldout_fraction=heldout, notes=notes or [])
-    dtypes = sorted(set(df["dtype"].astype(str)))
+    dtypes = sorted(set(df["dtype"].astype(str)), key=lambda d: (d == "fp8", d))
     return ModelFile(gpu=gpu or devices[0], framework=framework, dtype=",".join(dtypes),
                      model=model, provenance=prov, norm=norm, ops=ops,
                      step_overhead_ms=round(step_overhead_ms, 6),

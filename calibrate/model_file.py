@@ -8,8 +8,13 @@ Pure pydantic + numpy + yaml (no torch): the simulator's ``fitted`` cost model i
     provenance                 source, device, versions, date, profile hash, seed, notes
     norm                       the roofline each table is relative to (peak FLOP/s, B/s, floor)
     ops: {gemm, prefill_attn, decode_attn, allreduce}: each a table of
-         log2(measured / roofline) on log2 axes (calibrate/work.py), with its held-out error
+         log2(measured / roofline) on log2 axes (calibrate/work.py), with its held-out error;
+         dtype variants beside them: gemm.fp8 (fp8 weights), prefill_attn.fp8_kv,
+         decode_attn.fp8_kv (fp8 KV cache)
+    elementwise                norms, activation, RoPE, KV write, embedding, sampling: the
+                               bandwidth roofline's efficiency and per-kernel floor
     step_overhead_ms           fixed per-step cost added once per engine step
+    host_overhead              per-step host cost: base + per layer + per extra TP rank
     steps                      (kind steps) base + per-token/-sequence coefficients
 
 Table values are stored compactly: int16-quantised (error < 1e-4 in log2), zlib, base64.
@@ -100,6 +105,8 @@ class Norm(BaseModel):
     mem_bandwidth: float = Field(gt=0, description="Memory roof (bytes/s).")
     link_bandwidth: float = Field(gt=0, description="All-reduce link roof per GPU (bytes/s).")
     floor_s: float = Field(ge=0, description="Added to every roofline time (seconds).")
+    fp8_peak_flops: float | None = Field(
+        None, gt=0, description="Compute roof of fp8 GEMMs (FLOP/s); None: no fp8 tables.")
 
 
 class Provenance(BaseModel):
@@ -129,6 +136,59 @@ class StepsFit(BaseModel):
     heldout: Errors | None = None
 
 
+class Elementwise(BaseModel):
+    """Memory-bound kernels priced as bytes / (bandwidth x efficiency) + a per-kernel floor."""
+
+    model_config = _STRICT
+    mem_efficiency: float = Field(gt=0, le=1, description="Achieved / peak HBM bandwidth of "
+                                  "norms, activation, RoPE, KV write, sampling (fraction).")
+    gather_efficiency: float = Field(gt=0, le=1, description="Achieved / peak HBM bandwidth "
+                                     "of the embedding gather (fraction).")
+    kernel_floor_s: float = Field(ge=0, description="Fixed GPU time of one such kernel (s).")
+    source: str = Field(description="Where the figures come from.")
+
+
+class OverheadPoint(BaseModel):
+    """One published end-to-end measurement the host overhead was fitted to (or checked on)."""
+
+    model_config = _STRICT
+    name: str = Field(description="Which measurement (benchmark, model, GPU, tp).")
+    layers: int = Field(ge=1, description="Transformer blocks of the model (count).")
+    tp: int = Field(ge=1, description="Tensor-parallel size (GPUs).")
+    steps: int = Field(ge=1, description="Engine steps the measurement spans (count).")
+    measured_ms: float = Field(gt=0, description="The published figure (ms).")
+    kernels_ms: float = Field(ge=0, description="servesim's kernel time alone (ms).")
+    used: bool = Field(description="Fitted to (true) or held out and only checked (false).")
+
+
+class HostOverhead(BaseModel):
+    """Per-step host cost (scheduler, input preparation, launch gaps, rank sync) in ms:
+    ``base_ms + per_layer_ms * layers + per_tp_ms * (tp - 1)``."""
+
+    model_config = _STRICT
+    base_ms: float = Field(ge=0, description="Per step, any model (ms).")
+    per_layer_ms: float = Field(ge=0, description="Per step and transformer block (ms).")
+    per_tp_ms: float = Field(ge=0, description="Per step and tensor-parallel rank beyond the "
+                             "first (ms).")
+    source: str = Field(description="What it was fitted to.")
+    points: list[OverheadPoint] = Field(default_factory=list,
+                                        description="The measurements behind the fit.")
+
+    def ms(self, layers: int, tp: int) -> float:
+        """Host time of one step (ms) for a model of ``layers`` blocks at ``tp``."""
+        return self.base_ms + self.per_layer_ms * layers + self.per_tp_ms * (tp - 1)
+
+
+def table_key(op: str, weights: str = "", kv: str = "") -> str:
+    """Key of an op's table in ``ModelFile.ops``: the op for the file's serving dtype,
+    ``gemm.fp8`` for fp8 weights, ``<attn>.fp8_kv`` for an fp8 KV cache."""
+    if op == "gemm" and weights == "fp8":
+        return "gemm.fp8"
+    if op in ("prefill_attn", "decode_attn") and kv == "fp8":
+        return f"{op}.fp8_kv"
+    return op
+
+
 class ModelFile(BaseModel):
     model_config = _STRICT
     schema_version: Literal[1] = SCHEMA_VERSION
@@ -143,7 +203,17 @@ class ModelFile(BaseModel):
     ops: dict[str, OpTable] = Field(default_factory=dict)
     step_overhead_ms: float = Field(0.0, ge=0, description="Fixed cost per engine step (ms).")
     step_overhead_source: str = Field("", description="Where step_overhead_ms comes from.")
+    host_overhead: HostOverhead | None = Field(
+        None, description="Per-step host cost by layers and tp; replaces step_overhead_ms.")
+    elementwise: Elementwise | None = Field(
+        None, description="Elementwise kernels' roofline; None: not priced.")
     steps: StepsFit | None = None
+
+    def overhead_ms(self, layers: int, tp: int) -> float:
+        """Host time of one step (ms): the fitted host model, else the flat figure."""
+        if self.host_overhead is not None:
+            return self.host_overhead.ms(layers, tp)
+        return self.step_overhead_ms
 
 
 def save_model_file(mf: ModelFile, path: str | Path) -> Path:

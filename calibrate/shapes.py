@@ -55,14 +55,14 @@ class Shape:
     def work(self) -> tuple[float, float]:
         """(FLOPs, bytes) of this operation (calibrate/work.py)."""
         e, kv = ELEM_BYTES[self.dtype], ELEM_BYTES[self.kv_dtype]
-        if self.op == "gemm":
-            f, b = work.gemm_work(self.m, self.n, self.k, e)
+        if self.op == "gemm":  # fp8 weights multiply 16-bit activations
+            f, b = work.gemm_work(self.m, self.n, self.k, max(e, 2), e)
         elif self.op == "prefill_attn":
             f, b = work.prefill_work(self.batch, self.q_len, self.ctx_len, self.num_heads,
-                                     self.num_kv_heads, self.head_dim, e, kv)
+                                     self.num_kv_heads, self.head_dim, max(e, 2), kv)
         elif self.op == "decode_attn":
             f, b = work.decode_work(self.batch, self.ctx_len + 1, self.num_heads,
-                                    self.num_kv_heads, self.head_dim, e, kv)
+                                    self.num_kv_heads, self.head_dim, max(e, 2), kv)
         elif self.op == "allreduce":
             f, b = 0.0, work.allreduce_wire_bytes(self.message_bytes, self.num_gpus)
         else:

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 from rich.table import Table
 
-from calibrate.fit import heldout_mask, predict
+from calibrate.fit import heldout_mask, op_of, predict, table_keys
 from calibrate.model_file import ModelFile
 from calibrate.profile import profile_hash
 
@@ -48,14 +48,16 @@ def split_of(mf: ModelFile, df: pd.DataFrame) -> tuple[np.ndarray, bool]:
 
 
 def error_table(mf: ModelFile, df: pd.DataFrame, rows: np.ndarray | None = None) -> pd.DataFrame:
-    """One line per (op, region) plus an 'all' line per op: rows, median, p90, max APE (%)."""
+    """One line per (table, region) plus an 'all' line per table (an op or its dtype
+    variant, e.g. gemm.fp8): rows, median, p90, max APE (%)."""
     pred = predict(mf, df)
     ape = np.abs(pred / (df["median_ms"].to_numpy(np.float64) * 1e-3) - 1.0) * 100.0
     keep = np.isfinite(ape) if rows is None else np.isfinite(ape) & rows
+    keys = table_keys(df)
     out = []
-    for op in sorted(set(df["op"][keep])):
-        sel = keep & (df["op"] == op).to_numpy()
-        regions, names = _regions(op, df[sel])
+    for op in sorted(set(keys[keep])):
+        sel = keep & (keys == op)
+        regions, names = _regions(op_of(op), df[sel])
         groups = [("all", ape[sel])] + [(r, ape[sel][regions == r])
                                         for r in names if (regions == r).any()]
         for region, a in groups:
@@ -71,7 +73,7 @@ def render(table: pd.DataFrame, title: str) -> Table:
     t = Table(title=title)
     for col, just in (("op", "left"), ("region", "left"), ("rows", "right"),
                       ("median APE %", "right"), ("p90 APE %", "right"), ("max APE %", "right")):
-        t.add_column(col, justify=just)
+        t.add_column(col, justify=just, no_wrap=True)
     for r in table.itertuples():
         style = "bold" if r.region == "all" else None
         t.add_row(r.op if r.region == "all" else "", r.region, str(r.rows),

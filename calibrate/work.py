@@ -6,7 +6,8 @@ priced. Every function takes arrays (or scalars) and broadcasts.
 
 Operations, per transformer layer on one GPU of the tensor-parallel group:
 
-* ``gemm``: ``[m, k] @ [k, n]`` (m = token rows); FLOPs ``2mnk``, bytes ``e(mk + kn + mn)``.
+* ``gemm``: ``[m, k] @ [k, n]`` (m = token rows); FLOPs ``2mnk``, bytes ``e(mk + mn) + w kn``
+  (``e`` activation, ``w`` weight bytes per element: fp8 weights, 16-bit activations).
 * ``prefill_attn``: ``batch`` sequences, each ``q`` query tokens attending causally to
   ``p`` cached tokens plus themselves; FLOPs ``4 h d (q p + q (q + 1) / 2)`` per sequence,
   bytes = K/V of ``p + q`` tokens + Q in and O out.
@@ -40,10 +41,14 @@ def _f(x) -> np.ndarray:
     return np.asarray(x, dtype=np.float64)
 
 
-def gemm_work(m, n, k, elem_bytes=2):
-    """(FLOPs, bytes) of ``[m, k] @ [k, n]``: weights + activations in and out."""
+def gemm_work(m, n, k, elem_bytes=2, weight_bytes=None):
+    """(FLOPs, bytes) of ``[m, k] @ [k, n]``: weights + activations in and out.
+
+    ``elem_bytes``: activation element size; ``weight_bytes``: weight element size
+    (default: the same)."""
     m, n, k = _f(m), _f(n), _f(k)
-    return 2.0 * m * n * k, elem_bytes * (m * k + k * n + m * n)
+    w = elem_bytes if weight_bytes is None else weight_bytes
+    return 2.0 * m * n * k, elem_bytes * (m * k + m * n) + w * k * n
 
 
 def prefill_work(batch, q, p, heads, kv_heads, head_dim, act_bytes=2, kv_bytes=2):

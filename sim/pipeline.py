@@ -58,9 +58,11 @@ def run(loaded: LoadedScenario, out: Path | None = None, *, step_log: bool = Fal
         on_plan=None) -> RunOutput:
     """Simulate and (if ``out``) write results; ``prepared`` reuses a ``prepare`` result.
 
-    ``executor`` replaces the scenario's cost model (see ``simulate``); what it adds to the
-    run (live mode: a ``live`` summary section and per-step measurements) is written too.
-    ``on_plan`` is called after each committed plan, after the step log."""
+    The results folder is checked, locked and staged before simulating, so a bad or busy
+    ``out`` fails fast. ``executor`` replaces the scenario's cost model (see ``simulate``);
+    what it adds to the run (live mode: a ``live`` summary section and per-step
+    measurements) is written too. ``on_plan`` is called after each committed plan, after
+    the step log."""
     r, specs, source = prepared or prepare(loaded)
     writer = ResultWriter(out) if out is not None else None
     try:

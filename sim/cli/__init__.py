@@ -7,7 +7,9 @@ Typer's own (also exit status 2).
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 import warnings
 
 from pydantic import ValidationError
@@ -23,12 +25,30 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     print(f"servesim: warning: {message}", file=sys.stderr)
 
 
+MESSAGE_MAX = 299  # characters of the one error line (a safety net; messages clip values)
+
+
+def _terminate(signum, frame):
+    raise SystemExit(128 + signum)  # unwinds like an exception: staged results are removed
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns the exit status."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("default")
-        warnings.showwarning = _show_warning
-        return _main(argv)
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminate) if in_main else None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("default")
+            warnings.showwarning = _show_warning
+            return _main(argv)
+    finally:
+        if in_main:
+            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+
+
+def _one_line(msg: str) -> str:
+    msg = " ".join(msg.split())
+    return msg if len(msg) <= MESSAGE_MAX else msg[: MESSAGE_MAX - 3] + "..."
 
 
 def _main(argv: list[str] | None) -> int:
@@ -38,8 +58,11 @@ def _main(argv: list[str] | None) -> int:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except (InputError, ValidationError) as e:
         msg = first_error(e) if isinstance(e, ValidationError) else str(e)
-        print(f"servesim: error: {msg}", file=sys.stderr)
+        print(_one_line(f"servesim: error: {msg}"), file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("servesim: interrupted", file=sys.stderr)
+        return 130
     return 0
 
 

@@ -13,6 +13,7 @@ from sim import pipeline
 from sim.cli import live as live_cli
 from sim.config.load import load_scenario
 from sim.report.console import print_summary
+from sim.report.outpath import check_out, default_out
 
 SetOpt = Annotated[list[str] | None, typer.Option(
     "--set", "-s", help="Override a scenario field, e.g. --set engine.max_num_seqs=64.")]
@@ -42,7 +43,9 @@ def run(
         "--format", help="Trace format for --trace: auto, azure, mooncake, lengths, native.")
     ] = None,
     out: Annotated[Path | None, typer.Option(
-        "--out", "-o", help="Results folder (default: results/<scenario name>).")] = None,
+        "--out", "-o", help="Results folder (default: results/<scenario name>, plus the "
+        "--set overrides and --trace file when given). Only a folder servesim wrote is ever "
+        "replaced.")] = None,
     step_log: Annotated[bool, typer.Option(
         "--step-log", help="Also write steps.jsonl, one JSON object per engine step.")] = False,
     plots: Annotated[bool, typer.Option(help="Write the PNG plots.")] = True,
@@ -57,7 +60,9 @@ def run(
     sets = tuple(set_ or ()) + ((f"workload.format={fmt}",) if fmt else ())
     loaded = load_scenario(scenario, sets, str(trace) if trace else None)
     loaded = live_cli.apply_live(loaded, live, device)
-    out = out or Path("results") / loaded.scenario.name
+    if out is None:
+        out = default_out(loaded.scenario.name, sets, str(trace) if trace else None)
+    check_out(out)  # a bad --out fails before any trace is read
     console = Console(stderr=True)
     prepared = pipeline.prepare(loaded)  # fail fast, before the progress bar
     if live_cli.is_live(loaded):
@@ -80,4 +85,12 @@ def run(
 def _report(res, quiet: bool) -> None:
     if not quiet:
         print_summary(res.summary, res.config["derived"])
-    typer.echo(f"results: {res.out_dir}")
+    typer.echo(f"results: {_shown(res.out_dir)}")
+
+
+def _shown(path: Path) -> str:
+    """The path relative to the current folder when it lies inside it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)

@@ -28,9 +28,14 @@ class ModelSpec(BaseModel):
     max_position_embeddings: PositiveInt = Field(
         description="Longest context the model supports (tokens); max_model_len defaults to it."
     )
-    dtype_bytes: PositiveInt = Field(2, description="Bytes per weight element (2 = bf16/fp16).")
+    dtype_bytes: PositiveInt = Field(
+        2, description="Bytes per element of the transformer blocks' linear weights (2 = "
+        "bf16/fp16; 1 = fp8, as vLLM's --quantization fp8: activations, embeddings and the LM "
+        "head stay 16-bit)."
+    )
     kv_dtype_bytes: PositiveInt | None = Field(
-        None, description="Bytes per KV-cache element (default: dtype_bytes; 1 = fp8 KV)."
+        None, description="Bytes per KV-cache element (default: the activation dtype, 2 for "
+        "fp8 or 16-bit weights, as vLLM's --kv-cache-dtype auto; 1 = fp8 KV)."
     )
     qkv_bias: bool = Field(False, description="Q/K/V projections carry a bias (Qwen2).")
     tie_word_embeddings: bool = Field(
@@ -39,9 +44,16 @@ class ModelSpec(BaseModel):
     source: str = Field("", description="Where the figures come from (config.json URL).")
 
     @property
+    def act_bytes(self) -> int:
+        """Bytes per activation element: quantized weights (fp8, 1 byte) still compute with
+        16-bit activations (vLLM: the model's dtype stays bf16/fp16)."""
+        return max(self.dtype_bytes, 2)
+
+    @property
     def kv_bytes(self) -> int:
-        """Bytes per KV-cache element."""
-        return self.kv_dtype_bytes or self.dtype_bytes
+        """Bytes per KV-cache element: ``kv_dtype_bytes``, else the activation dtype (vLLM's
+        ``--kv-cache-dtype auto``: fp8 weights with bf16 KV read 2 bytes per element)."""
+        return self.kv_dtype_bytes or self.act_bytes
 
     @property
     def q_size(self) -> int:
@@ -68,8 +80,14 @@ class ModelSpec(BaseModel):
         return self.num_layers * self.layer_params + embed + head + self.hidden_size
 
     def weight_bytes_per_gpu(self, tp: int) -> int:
-        """Weight bytes one GPU holds under tensor parallelism ``tp`` (all matrices sharded)."""
-        return -(-self.num_params * self.dtype_bytes // tp)
+        """Weight bytes one GPU holds under tensor parallelism ``tp`` (all matrices sharded):
+        the blocks' linear weights at ``dtype_bytes``, their norms and bias, the embedding,
+        LM head and final norm at the activation dtype."""
+        h = self.hidden_size
+        linear = self.layer_params - 2 * h - ((self.q_size + 2 * self.kv_size)
+                                               if self.qkv_bias else 0)
+        rest = self.num_params - self.num_layers * linear
+        return -(-(self.num_layers * linear * self.dtype_bytes + rest * self.act_bytes) // tp)
 
     def kv_heads_per_gpu(self, tp: int) -> int:
         """KV heads per GPU: heads are split across ranks, replicated when tp > num_kv_heads."""

@@ -8,7 +8,7 @@ vLLM measures the activation peak with a dummy forward pass of
 requests; we estimate the same two terms from the model's shapes:
 
 * the forward pass: the widest intermediate (gate+up output, 2 * intermediate / TP)
-  plus four hidden-size buffers per token, in the model dtype;
+  plus four hidden-size buffers per token, in the activation dtype (16-bit for fp8 weights);
 * the sampler: fp32 logits and probabilities for max_num_seqs x vocab.
 
 ``NON_TORCH_BYTES`` stands for the CUDA context, NCCL and allocator slack that
@@ -45,7 +45,7 @@ class MemoryPlan:
 
 
 def activation_bytes(model: ModelSpec, tp: int, max_tokens: int, max_seqs: int) -> int:
-    per_token = (2 * model.intermediate_size // tp + 4 * model.hidden_size) * model.dtype_bytes
+    per_token = (2 * model.intermediate_size // tp + 4 * model.hidden_size) * model.act_bytes
     sampler = 2 * 4 * max_seqs * model.vocab_size // tp
     return max_tokens * per_token + sampler
 

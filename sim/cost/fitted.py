@@ -4,19 +4,28 @@ Reads a model file written by ``servesim calibrate fit`` / ``import-aiconfigurat
 ``fit-steps`` (schema: calibrate/model_file.py). For an ``ops`` file, one step on one GPU
 of the tensor-parallel group costs
 
-    step = overhead + L * (GEMMs(T) + prefill_attn + decode_attn + 2 all-reduce(T))
-                    + LM-head GEMM(R)
+    step = host(L, tp) + L * (GEMMs(T) + prefill_attn + decode_attn + 2 all-reduce(T))
+                       + all-reduce(T) [embedding, tp > 1] + LM-head GEMM(R)
+                       + elementwise(T, R)
 
-with T tokens computed, R requests (logit rows), L layers. Each operation is
+with T tokens computed, R requests (logit rows), L layers; ``host`` is the file's
+per-step host cost (base + per layer + per extra rank). Each operation is
 ``roofline * 2^table(coords)`` (calibrate/work.py); the tables are restricted to this
 model's shapes once, at construction, so pricing a step is a few 1-D/2-D interpolations:
 
-* GEMMs: QKV, O, gate+up, down at m = T (and the LM head at m = R), memoised per (T, R);
+* GEMMs: QKV, O, gate+up, down at m = T from the table of the model's weight dtype
+  (``gemm`` or ``gemm.fp8``; the LM head, never quantized, from ``gemm`` at m = R),
+  memoised per (T, R);
 * prefill attention: per prefill-shaped request (q, p), at the step's count of such
   requests (they share one kernel launch); times add up FLOP-for-FLOP;
 * decode attention: the decode requests as one batch at their mean context (vectorised
   over the steps of a decode run);
-* all-reduce: the file's table for this tp, else the GPU's roofline interconnect figures.
+* attention from the tables of the model's KV dtype (``*_attn`` or ``*_attn.fp8_kv``);
+* all-reduce: the file's table for this tp, else the GPU's roofline interconnect figures;
+* elementwise kernels (sim/cost/elementwise.py) at the file's stated efficiency and floor.
+
+A model whose weight or KV dtype has no table in the file is refused (one line naming
+both); fp8 is never priced with bf16 tables.
 
 A ``steps`` file prices ``base + prefill_token * P + decode_seq * D + context_token * C``.
 Never imports torch or triton.
@@ -28,9 +37,16 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from calibrate import grid, work
-from calibrate.model_file import ModelFile, load_model_file, resolve_profile, shipped_profiles
+from calibrate.model_file import (
+    ModelFile,
+    load_model_file,
+    resolve_profile,
+    shipped_profiles,
+    table_key,
+)
 from calibrate.shapes import ELEM_BYTES, model_gemms
 from sim.cost.base import COST_MODELS, CostModel, StepShape
+from sim.cost.elementwise import ElementwiseWork
 from traces.errors import InputError
 
 AUTO = "auto"
@@ -49,7 +65,8 @@ class FittedParams(BaseModel):
         AUTO, description="Shipped '<gpu>/<framework>' profile (calibrate/models), a path to "
         "a model YAML, or 'auto': the shipped '<gpu>/vllm' of the scenario's GPU.")
     step_overhead_ms: float | None = Field(
-        None, ge=0, description="Override the file's fixed per-step cost (ms).")
+        None, ge=0, description="Override the file's per-step host cost (ms; replaces its "
+        "base + per-layer + per-TP model).")
 
     @field_validator("profile")
     @classmethod
@@ -95,10 +112,11 @@ class FittedCost(CostModel):
             if spec is None:
                 raise InputError(f"cost fitted: no shipped profile for GPU {self.gpu.name!r}; "
                                  f"shipped: {', '.join(shipped_profiles()) or 'none'}")
+        self.spec = spec
         self.file: ModelFile = load_model_file(resolve_profile(spec))
-        ms = self.params.step_overhead_ms
-        self.overhead = (self.file.step_overhead_ms if ms is None else ms) * 1e-3
         self.layers = self.model.num_layers
+        ms = self.params.step_overhead_ms
+        self.overhead = (self.file.overhead_ms(self.layers, self.tp) if ms is None else ms) * 1e-3
         self._memo: dict[tuple[int, int], float] = {}
         if self.file.kind == "ops":
             missing = [op for op in ("gemm", "prefill_attn", "decode_attn")
@@ -110,22 +128,46 @@ class FittedCost(CostModel):
             raise InputError(f"cost fitted: {spec}: kind steps without a steps section")
 
     # -- set-up: restrict every table to this model's shapes ---------------------------
+    def _variant(self, what: str, nbytes: int, key: str) -> str:
+        """The table key serving the model's ``what`` dtype of ``nbytes`` bytes; InputError
+        when the profile has none (never a silent stand-in from another dtype)."""
+        base = ELEM_BYTES.get(self.file.dtype.split(",")[0], 2)  # the profile's serving dtype
+        if nbytes in (2, base) or (nbytes == 1 and key in self.file.ops):
+            return key if nbytes == 1 else key.split(".")[0]
+        have = ", ".join(k for k in self.file.ops if k.split(".")[0] == key.split(".")[0])
+        name = {1: "fp8", 2: "16-bit", 4: "float32"}.get(nbytes, f"{nbytes}-byte")
+        raise InputError(f"cost fitted: profile {self.spec} has no {name} {what} table for "
+                         f"{self.model.name} (tables: {have}); choose a dtype it has, another "
+                         "profile, or cost roofline")
+
     def _setup_ops(self) -> None:
         f, m, tp = self.file, self.model, self.tp
         self.norm = f.norm
-        self.e = ELEM_BYTES.get(f.dtype.split(",")[0], 2)  # the profile's element size
-        self.kv_e = self.e * m.kv_bytes / m.dtype_bytes  # fp8 KV: half the bytes
+        base = ELEM_BYTES.get(f.dtype.split(",")[0], 2)  # the profile's element size
+        gkey = self._variant("weight (dtype_bytes)", m.dtype_bytes, table_key("gemm", "fp8"))
+        akey, pkey = (self._variant("KV-cache (kv_dtype_bytes)", m.kv_bytes,
+                                    table_key(op, kv="fp8"))
+                      for op in ("decode_attn", "prefill_attn"))
+        fp8_kv = akey.endswith("fp8_kv")
+        # element sizes the tables were normalised with (calibrate/aiconfigurator.py)
+        self.base_e = base
+        self.e = base if gkey == "gemm" else 2  # activations
+        self.w_e = base if gkey == "gemm" else 1  # weights
+        self.kv_e, self.attn_e = (1, 2) if fp8_kv else (base, base)
+        self.peak = f.norm.fp8_peak_flops if gkey != "gemm" and f.norm.fp8_peak_flops \
+            else f.norm.peak_flops
         self.heads, self.kv_heads = m.num_attention_heads // tp, m.kv_heads_per_gpu(tp)
         self.head_dim = m.head_dim
         group = self.heads / self.kv_heads
         lg = np.log2
         self.gemms = {}
         for name, (n, k) in model_gemms(m, tp).items():
-            self.gemms[name] = (n, k, *_ratio_1d(f.ops["gemm"], {1: lg(n), 2: lg(k)}))
-        pre = f.ops["prefill_attn"]
+            table = f.ops["gemm" if name == "lm_head" else gkey]
+            self.gemms[name] = (n, k, *_ratio_1d(table, {1: lg(n), 2: lg(k)}))
+        pre = f.ops[pkey]
         self.pre_grid, self.pre_nodes = grid.restrict(
             pre.grid(), pre.nodes(), {3: lg(self.heads), 4: lg(group), 5: lg(self.head_dim)})
-        dec = f.ops["decode_attn"]
+        dec = f.ops[akey]
         self.dec_grid, self.dec_nodes = grid.restrict(
             dec.grid(), dec.nodes(), {2: lg(self.kv_heads), 3: lg(group), 4: lg(self.head_dim)})
         self._pre_memo: dict[int, tuple[np.ndarray, list[np.ndarray]]] = {}
@@ -133,20 +175,34 @@ class FittedCost(CostModel):
         self._dec_memo: dict[int, np.ndarray] = {}
         ar = f.ops.get("allreduce")
         self.ar = _ratio_1d(ar, {1: lg(tp)}) if ar is not None and tp > 1 else None
+        self.elem = ElementwiseWork.of(m, tp) if f.elementwise is not None else None
 
     # -- pieces --------------------------------------------------------------------------
-    def _roof(self, flops, nbytes):
+    def _roof(self, flops, nbytes, peak=None):
         """Roofline time without the floor (seconds)."""
-        return np.maximum(flops / self.norm.peak_flops, nbytes / self.norm.mem_bandwidth)
+        return np.maximum(flops / (peak or self.norm.peak_flops), nbytes / self.norm.mem_bandwidth)
 
     def _gemm(self, name: str, rows: np.ndarray) -> np.ndarray:
         n, k, xs, ys = self.gemms[name]
-        flops, nbytes = work.gemm_work(rows, n, k, self.e)
-        r = self._roof(flops, nbytes) + self.norm.floor_s
-        return r * np.exp2(np.interp(np.log2(rows), xs, ys))
+        if name == "lm_head":  # bf16 even for fp8 models (vLLM quantizes the blocks only)
+            flops, nbytes = work.gemm_work(rows, n, k, self.base_e)
+            r = self._roof(flops, nbytes)
+        else:
+            flops, nbytes = work.gemm_work(rows, n, k, self.e, self.w_e)
+            r = self._roof(flops, nbytes, self.peak)
+        return (r + self.norm.floor_s) * np.exp2(np.interp(np.log2(rows), xs, ys))
+
+    def _elementwise(self, tokens: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(per-token-count, per-request-count) elementwise seconds; zeros if unpriced."""
+        if self.elem is None:
+            return np.zeros_like(tokens), np.zeros_like(rows)
+        ew, bw = self.file.elementwise, self.norm.mem_bandwidth
+        return (self.elem.token_seconds(self.layers, tokens, bw, ew.mem_efficiency,
+                                        ew.gather_efficiency, ew.kernel_floor_s),
+                self.elem.request_seconds(rows, bw, ew.mem_efficiency))
 
     def _allreduce(self, tokens: np.ndarray) -> np.ndarray:
-        msg = tokens * float(self.model.hidden_size * self.model.dtype_bytes)
+        msg = tokens * float(self.model.hidden_size * self.model.act_bytes)
         wire = work.allreduce_wire_bytes(msg, self.tp)
         if self.ar is None:  # no measured table for this tp: the GPU's roofline figures
             g = self.gpu
@@ -162,12 +218,15 @@ class FittedCost(CostModel):
         if tokens >= len(self._layer):
             t = np.arange(1, max(2 * len(self._layer), tokens + 1, 256), dtype=np.float64)
             layer = sum(self._gemm(g, t) for g in ("qkv", "o", "gate_up", "down"))
-            if self.tp > 1:
+            step = self._elementwise(t, t)[0]
+            if self.tp > 1:  # two per block, one after the vocab-parallel embedding
                 layer = layer + 2 * self._allreduce(t)
-            self._layer = np.concatenate(([0.0], self.layers * layer))
+                step = step + self._allreduce(t)
+            self._layer = np.concatenate(([0.0], self.layers * layer + step))
         if rows >= len(self._head):
             r = np.arange(1, max(2 * len(self._head), rows + 1, 256), dtype=np.float64)
-            self._head = np.concatenate(([0.0], self._gemm("lm_head", r)))
+            self._head = np.concatenate(([0.0], self._gemm("lm_head", r)
+                                         + self._elementwise(r, r)[1]))
 
     def _per_token_count(self, tokens: int, rows: int) -> float:
         """All layers' GEMMs + all-reduces for ``tokens`` and the LM head for ``rows``."""
@@ -188,7 +247,7 @@ class FittedCost(CostModel):
                                                     {0: np.log2(k)})
         qf, pf = q.astype(np.float64), p.astype(np.float64)
         flops, nbytes = work.prefill_work(1, qf, pf, self.heads, self.kv_heads, self.head_dim,
-                                          self.e, self.kv_e)
+                                          self.attn_e, self.kv_e)
         r = self._roof(flops, nbytes) + self.norm.floor_s / k
         return float((r * np.exp2(_bilinear(sub, np.log2(qf), np.log2(1 + pf / qf)))).sum())
 
@@ -201,7 +260,7 @@ class FittedCost(CostModel):
                                                    {0: np.log2(n)})[0]
         kv_len = ctx / n + 1.0  # mean context + the token just written
         flops, nbytes = work.decode_work(n, kv_len, self.heads, self.kv_heads, self.head_dim,
-                                         self.e, self.kv_e)
+                                         self.attn_e, self.kv_e)
         r = self._roof(flops, nbytes) + self.norm.floor_s
         return r * np.exp2(np.interp(np.log2(kv_len), self.dec_nodes[1], ys))
 

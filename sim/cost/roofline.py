@@ -3,7 +3,8 @@
 Per transformer layer and step, on one GPU of a tensor-parallel group:
 
 * four GEMMs (QKV, O, gate+up, down), each ``max(FLOPs / (peak * gemm_eff),
-  bytes / (bandwidth * mem_eff))`` with bytes = the weight shard + activations;
+  bytes / (bandwidth * mem_eff))`` with bytes = the weight shard (``dtype_bytes`` per
+  element) + activations (16-bit); fp8 weights run against the GPU's fp8 peak;
 * prefill attention: FLOPs of each chunk's queries against its prefix plus the
   causal half of the chunk, ``4 * heads * head_dim * (q*p + q*(q+1)/2)``, priced
   against ``attention_efficiency``; bytes = K/V read for prefix + chunk;
@@ -11,9 +12,11 @@ Per transformer layer and step, on one GPU of a tensor-parallel group:
 * two all-reduces of the step's activations when ``tp > 1`` (ring: 2(tp-1)/tp of
   the message crosses each link), plus a fixed latency;
 
-then the LM head for one row per scheduled request (vLLM computes logits for the
-last scheduled token of every request) and a fixed per-step overhead. Efficiency
-and overhead figures come from the GPU catalog entry (see sim/catalog/SOURCES.md).
+then the LM head (never quantized) for one row per scheduled request (vLLM computes
+logits for the last scheduled token of every request), the elementwise kernels' bytes
+(norms, RoPE, KV write, activation, embedding, sampler: sim/cost/elementwise.py) at the
+achieved bandwidth, and a fixed per-step overhead. Efficiency and overhead figures come
+from the GPU catalog entry (see sim/catalog/SOURCES.md).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from sim.cost.base import COST_MODELS, CostModel, StepShape
+from sim.cost.elementwise import ElementwiseWork
 
 
 class RooflineParams(BaseModel):
@@ -54,6 +58,9 @@ class RooflineCost(CostModel):
         super().__init__(*args, **kw)
         g, p = self.gpu, self.params
         self.peak_gemm = g.bf16_flops * (p.gemm_efficiency or g.gemm_efficiency)
+        fp8 = self.model.dtype_bytes == 1 and g.fp8_flops  # else fp8 weights upcast to bf16
+        self.peak_layer_gemm = (g.fp8_flops / g.bf16_flops) * self.peak_gemm if fp8 \
+            else self.peak_gemm
         self.peak_attn = g.bf16_flops * (p.attention_efficiency or g.attention_efficiency)
         self.bw = g.mem_bandwidth * (p.mem_efficiency or g.mem_efficiency)
         ms = p.step_overhead_ms
@@ -65,6 +72,7 @@ class RooflineCost(CostModel):
                       (inter // tp, h)]
         self.heads = m.num_attention_heads // tp
         self.kv_token_layer = m.kv_bytes_per_token(tp) // m.num_layers  # bytes/token/layer
+        self.elem = ElementwiseWork.of(m, tp)
         self._memo: dict[tuple[int, int], float] = {}
 
     def _per_token_count(self, tokens: int, rows: int) -> float:
@@ -74,15 +82,16 @@ class RooflineCost(CostModel):
         t = self._memo.get(key)
         if t is None:
             layer = self._gemm_time(tokens) + self._allreduce(tokens)
-            t = self._memo[key] = self.model.num_layers * layer + self._lm_head(rows)
+            elem = float(self.elem.bytes_per_step(self.model.num_layers, tokens, rows)) / self.bw
+            t = self._memo[key] = self.model.num_layers * layer + self._lm_head(rows) + elem
         return t
 
     def _gemm_time(self, tokens: int) -> float:
-        b, t = self.model.dtype_bytes, 0.0
+        w, a, t = self.model.dtype_bytes, self.model.act_bytes, 0.0
         for k, n in self.gemms:
             flops = 2.0 * tokens * k * n
-            nbytes = b * (k * n + tokens * (k + n))
-            t += max(flops / self.peak_gemm, nbytes / self.bw)
+            nbytes = w * k * n + a * tokens * (k + n)
+            t += max(flops / self.peak_layer_gemm, nbytes / self.bw)
         return t
 
     def _prefill_attention(self, q: np.ndarray, p: np.ndarray) -> float:
@@ -104,7 +113,7 @@ class RooflineCost(CostModel):
         if self.tp == 1:
             return 0.0
         g = self.gpu
-        msg = tokens * self.model.hidden_size * self.model.dtype_bytes
+        msg = tokens * self.model.hidden_size * self.model.act_bytes
         wire = 2.0 * (self.tp - 1) / self.tp * msg
         return 2 * (wire / (g.interconnect_bandwidth * g.allreduce_efficiency)
                     + g.allreduce_latency_s)
@@ -113,7 +122,7 @@ class RooflineCost(CostModel):
         m = self.model
         n = m.vocab_size // self.tp
         flops = 2.0 * rows * m.hidden_size * n
-        nbytes = m.dtype_bytes * (m.hidden_size * n + rows * (m.hidden_size + n))
+        nbytes = m.act_bytes * (m.hidden_size * n + rows * (m.hidden_size + n))
         return max(flops / self.peak_gemm, nbytes / self.bw)
 
     def step_times(self, plan):

@@ -1,43 +1,90 @@
-"""Write a run's results to a folder, all or nothing.
+"""Write a run's results to a folder, all or nothing, never over anything but a result.
 
 Files: summary.json, config.json (the resolved scenario with derived values),
-requests.parquet, steps.parquet, ttft_cdf.png, kv_vs_waiting.png, and
-steps.jsonl with --step-log. Everything is written into a sibling temporary
-folder that replaces the destination only when complete, so a failed run never
-leaves half a result behind.
+requests.parquet, steps.parquet, ttft_cdf.png, kv_vs_waiting.png, steps.jsonl with
+--step-log, and the marker ``.servesim-result``.
+
+    ResultWriter(out)   checks --out (sim.report.outpath), locks it, cleans up after dead
+                        runs, opens a hidden staging folder next to it     (before simulating)
+    .write(...)         fills the staging folder
+    .commit()           marks it complete and swaps it in atomically (sim.report.staging)
+    .abort()            removes the staging folder and any parent folders it created
+
+JSON is strict (RFC 8259): a metric with no value (NaN, an infinite rate) is written as null.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
+import math
+import os
 from pathlib import Path
 
-from sim.report import plots
+from sim.report import plots, staging
+from sim.report.outpath import MARKER, OutPathError, check_out
 from sim.report.tables import requests_table, steps_table
 from sim.runner import RunResult
+from traces.errors import clip
+
+
+def finite(obj):
+    """``obj`` with numpy values made plain and NaN/infinities replaced by None."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [finite(v) for v in obj]
+    if hasattr(obj, "tolist"):  # numpy scalars and arrays
+        return finite(obj.tolist())
+    return obj
 
 
 def dump_json(obj, path: Path) -> None:
-    path.write_text(json.dumps(obj, indent=2, sort_keys=True, default=_jsonable) + "\n")
+    text = json.dumps(finite(obj), indent=2, sort_keys=True, allow_nan=False)
+    path.write_text(text + "\n")
 
 
-def _jsonable(x):
-    if hasattr(x, "item"):
-        return x.item()
-    if hasattr(x, "tolist"):
-        return x.tolist()
-    raise TypeError(f"cannot serialize {type(x).__name__}")
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("servesim")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 class ResultWriter:
-    """Stages files in a temporary folder; ``commit`` moves it into place."""
+    """Stages files in a hidden sibling folder; ``commit`` swaps it in (see module doc)."""
 
     def __init__(self, out: Path):
-        self.out = Path(out)
-        self.out.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.", dir=self.out.parent))
+        self.out = check_out(out)
+        self.tmp: Path | None = None
+        self._lock: staging.OutLock | None = None
+        self._made: list[Path] = []  # parent folders this run created
+        try:
+            self._open()
+        except OSError as e:
+            self.abort()
+            raise OutPathError(f"--out {clip(str(out))!r}: cannot write there "
+                               f"({e.strerror or e})") from None
+        except BaseException:
+            self.abort()
+            raise
+
+    def _open(self) -> None:
+        missing = []
+        p = self.out.parent
+        while not os.path.lexists(p):
+            missing.append(p)
+            p = p.parent
+        for p in reversed(missing):
+            os.mkdir(p, 0o777)
+            self._made.append(p)
+        self._lock = staging.acquire(self.out)
+        check_out(self.out)  # again, now that no other run can change it
+        staging.clean_stale(self.out.parent, self.out)
+        self.tmp = staging.make_staging(self.out)
 
     def path(self, name: str) -> Path:
         return self.tmp / name
@@ -55,10 +102,34 @@ class ResultWriter:
                                 f"{title}: KV occupancy vs waiting queue")
 
     def commit(self) -> Path:
-        if self.out.exists():
-            shutil.rmtree(self.out)
-        self.tmp.rename(self.out)
+        """Mark the staged folder complete and swap it in; the lock is released after."""
+        try:
+            dump_json({"servesim": _version(), "result": self.out.name}, self.path(MARKER))
+            staging.swap_in(self.tmp, self.out)
+            self.tmp = None
+        except BaseException:
+            self.abort()
+            raise
+        self._release()
         return self.out
 
     def abort(self) -> None:
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        """Remove what this run created; never anything else."""
+        if self.tmp is not None and os.path.isdir(self.tmp):
+            try:
+                staging.remove_tree(self.tmp)
+            except OSError:
+                pass  # left with its owner record: the next run removes it
+        self.tmp = None
+        self._release()
+        for p in reversed(self._made):
+            try:
+                os.rmdir(p)  # only if still empty
+            except OSError:
+                break
+        self._made = []
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None

@@ -78,9 +78,12 @@ def test_prices_a_model_it_was_not_fitted_to():
 
 
 def test_overhead_override_and_unknown_profile():
-    base = cost().step_times(plan([1], [10]))[0]
+    c = cost()
+    base = c.step_times(plan([1], [10]))[0]
+    h = c.file.host_overhead  # base + per layer + per extra rank, fitted (calibrate/overhead.py)
+    assert c.overhead == pytest.approx(1e-3 * (h.base_ms + 32 * h.per_layer_ms))
     assert cost(step_overhead_ms=0).step_times(plan([1], [10]))[0] == pytest.approx(
-        base - H100.step_overhead_s)
+        base - c.overhead)
     with pytest.raises(ValueError, match="h100-sxm/vllm"):
         FittedParams(profile="nope/vllm")
     with pytest.raises(ValueError, match="no shipped profile for GPU 'l40s'"):
@@ -110,8 +113,11 @@ def test_fitted_summary_differs_from_roofline(tmp_path):
                 f"cost.name={name}", "--set", "workload.num_requests=200"]
         assert main(args) == 0
         out[name] = json.loads((tmp_path / name / "summary.json").read_text())
-    tpot = [out[n]["latency_ms"]["tpot"]["median"] for n in ("roofline", "fitted")]
-    assert tpot[0] != pytest.approx(tpot[1], rel=0.01)
+    # deterministic runs priced by different models: the step-time distributions differ
+    # (their medians happen to land within 1 % of each other on this mix: 8.07 vs 8.10 ms)
+    steps = [out[n]["steps"] for n in ("roofline", "fitted")]
+    assert steps[0]["duration_ms_p99"] != pytest.approx(steps[1]["duration_ms_p99"], rel=0.01)
+    assert steps[0]["busy_s"] != steps[1]["busy_s"]
 
 
 def test_the_cost_model_imports_neither_torch_nor_triton():

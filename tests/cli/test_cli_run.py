@@ -19,7 +19,7 @@ def test_run_writes_every_output(tmp_path, capsys):
     assert "TTFT" in printed and "TPOT" in printed and f"results: {out}" in printed
     names = {p.name for p in out.iterdir()}
     assert names == {"summary.json", "config.json", "requests.parquet", "steps.parquet",
-                     "ttft_cdf.png", "kv_vs_waiting.png", "steps.jsonl"}
+                     "ttft_cdf.png", "kv_vs_waiting.png", "steps.jsonl", ".servesim-result"}
     summary = json.loads((out / "summary.json").read_text())
     assert summary["requests"] == {"total": 20, "finished": 20, "rejected": 0, "unfinished": 0,
                                    "dropped_after_horizon": 0}
