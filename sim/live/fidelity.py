@@ -110,8 +110,8 @@ def fitted_model(r, device: str, out: Path, profile: Path | None,
     over = measure_overhead(r, r.scenario.cost.params, path)
     mf.step_overhead_ms = round(over["overhead_ms"], 6)
     mf.step_overhead_source = (
-        "live executor: median over synthetic steps of measured minus priced without "
-        "overhead (inputs, embedding, norms, RoPE, KV write, activation, sampling)")
+        "live executor: a one-request decode step measured minus priced without overhead "
+        "(inputs, embedding, norms, RoPE, KV write, activation, sampling)")
     return save_model_file(mf, path), over
 
 

@@ -6,8 +6,12 @@ and residual adds, the final norm, the sampler, the host round trip) is the file
 per-step overhead, which a profile only estimates with an empty step. For live mode,
 ``servesim fidelity`` measures it on the executor itself, with synthetic steps that are
 not the trace's: decode batches and prefill chunks run through the live ``StepRunner``,
-each priced by the fitted model with no overhead; the overhead is the median over the
-shapes of (measured - priced), each shape's measurement the median of a few repeats.
+each priced by the fitted model with no overhead, each measured as the median of a few
+repeats. The overhead is the residual (measured - priced) of the smallest step, one
+request decoding one token: the cost every step pays. The residual of larger steps grows
+with their requests and tokens (input building, per-token norms and RoPE, one sampled
+row per request, all of which the per-operation tables do not time); the report lists
+every shape's residual, and that growth stays in the fitted model's error.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import numpy as np
 DECODE_BATCHES = (1, 2, 4, 8, 16, 32)
 PREFILL_CHUNKS = (16, 64, 256)
 DECODE_CONTEXT = 128  # tokens cached before each synthetic decode (tokens)
-REPEATS = 5
+REPEATS = 9
 
 
 def _shapes(r) -> list[tuple[int, int]]:
@@ -60,5 +64,6 @@ def measure_overhead(r, params, model_file: Path) -> dict:
                          "priced_ms": 1e3 * priced})
     finally:
         runner.close()
-    residual = [row["measured_ms"] - row["priced_ms"] for row in rows]
-    return {"overhead_ms": max(0.0, float(np.median(residual))), "shapes": rows}
+    smallest = rows[0]  # one request, one decode token
+    return {"overhead_ms": max(0.0, smallest["measured_ms"] - smallest["priced_ms"]),
+            "shapes": rows}
