@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from sim.cli.live import DEVICES, live_bar
+from sim.cli.live import DEVICES, live_bar, live_sets
 from sim.cli.run import SetOpt
 from sim.config.load import load_scenario
 from traces.errors import InputError
@@ -46,10 +46,11 @@ def fidelity(
     if device not in DEVICES:
         raise InputError(f"--device {device!r}: expected cpu or cuda")
     sets = tuple(set_ or ()) + ((f"workload.format={fmt}",) if fmt else ())
-    loaded = load_scenario(scenario, sets, str(trace) if trace else None)
+    loaded = load_scenario(scenario, live_sets(scenario, True, device) + sets,
+                           str(trace) if trace else None)  # the live variant
     out = out or Path("results") / f"{loaded.scenario.name}-fidelity"
     console = Console(stderr=True)
-    rep = run_fidelity(loaded, out, device=device, profile=profile, repeats=repeats,
+    rep = run_fidelity(loaded, out, profile=profile, repeats=repeats,
                        bars=lambda label: live_bar(console, quiet, label),
                        echo=lambda s: None if quiet else console.print(s))
     if not quiet:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from contextlib import contextmanager
 
@@ -16,29 +15,31 @@ from rich.progress import (
 )
 
 from sim.config.load import LoadedScenario
-from sim.config.scenario import CostChoice
 
 DEVICES = ("cpu", "cuda")
 
 
-def apply_live(loaded: LoadedScenario, live: bool, device: str | None) -> LoadedScenario:
-    """The scenario with ``cost: {name: live}`` when ``--live`` (its other live knobs kept
-    if the scenario already runs live) and ``device`` set when given."""
+def live_sets(scenario, live: bool, device: str | None) -> tuple[str, ...]:
+    """``--set`` overrides, applied before the user's, for ``--live`` / ``--device``: the
+    cost becomes ``{name: live}`` unless the scenario already runs live (its live knobs are
+    kept), so ``--live --set cost.layers=4`` works on any scenario."""
+    from sim.config.load import load_scenario
     from traces.errors import InputError
 
     if device is not None and device not in DEVICES:
         raise InputError(f"--device {device!r}: expected cpu or cuda")
-    cost = loaded.scenario.cost
-    is_live = cost is not None and cost.name == "live"
-    if not live and not is_live:
-        if device is not None:
-            raise InputError("--device applies to live runs: add --live")
-        return loaded
-    params = dict(cost.extras) if is_live else {}
-    if device is not None:
-        params["device"] = device
-    scenario = loaded.scenario.model_copy(update={"cost": CostChoice(name="live", **params)})
-    return dataclasses.replace(loaded, scenario=scenario)
+    if not live and device is None:
+        return ()
+    already = is_live(load_scenario(scenario))
+    if not live and not already:
+        raise InputError("--device applies to live runs: add --live")
+    out = () if already else ("cost={name: live}",)
+    return out + ((f"cost.device={device}",) if device is not None else ())
+
+
+def out_name_parts(live: bool, device: str | None) -> tuple[str, ...]:
+    """What ``--live`` / ``--device`` add to a default results folder name."""
+    return (("live",) if live else ()) + ((f"device={device}",) if device else ())
 
 
 def is_live(loaded: LoadedScenario) -> bool:

@@ -58,10 +58,11 @@ def run(
 ) -> None:
     """Simulate SCENARIO and write summary.json, requests/steps parquet, config.json, plots."""
     sets = tuple(set_ or ()) + ((f"workload.format={fmt}",) if fmt else ())
-    loaded = load_scenario(scenario, sets, str(trace) if trace else None)
-    loaded = live_cli.apply_live(loaded, live, device)
+    loaded = load_scenario(scenario, live_cli.live_sets(scenario, live, device) + sets,
+                           str(trace) if trace else None)
     if out is None:
-        out = default_out(loaded.scenario.name, sets, str(trace) if trace else None)
+        out = default_out(loaded.scenario.name, live_cli.out_name_parts(live, device) + sets,
+                          str(trace) if trace else None)
     check_out(out)  # a bad --out fails before any trace is read
     console = Console(stderr=True)
     prepared = pipeline.prepare(loaded)  # fail fast, before the progress bar

@@ -19,6 +19,7 @@ import hashlib
 import os
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -110,8 +111,8 @@ def fitted_model(r, device: str, out: Path, profile: Path | None,
     over = measure_overhead(r, r.scenario.cost.params, path)
     mf.step_overhead_ms = round(over["overhead_ms"], 6)
     mf.step_overhead_source = (
-        "live executor: a one-request decode step measured minus priced without overhead "
-        "(inputs, embedding, norms, RoPE, KV write, activation, sampling)")
+        "live executor: fixed part of (measured - priced without overhead) over synthetic "
+        "steps (inputs, embedding, norms, RoPE, KV write, activation, sampling)")
     return save_model_file(mf, path), over
 
 
@@ -147,39 +148,31 @@ def run_live(live: LoadedScenario, model: Path, out: Path, bar=None) -> LiveRun:
     return LiveRun(res, steps, (load0, os.getloadavg()[0]))
 
 
-def fidelity(loaded: LoadedScenario, out: Path, *, device: str = "cpu",
-             profile: Path | None = None, repeats: int = 2, bars=None,
-             echo: Callable[[str], None] = print) -> dict:
-    """Profile/fit, run fitted and live, write the report into ``out``; its numbers."""
-    from sim.cli.live import apply_live
+def fidelity(live: LoadedScenario, out: Path, *, profile: Path | None = None,
+             repeats: int = 2, bars=None, echo: Callable[[str], None] = print) -> dict:
+    """Profile/fit, run fitted and live, write the report into ``out``; its numbers.
+    ``live``: the scenario with ``cost: {name: live, ...}`` (its device is profiled)."""
     from sim.live.report import write_report
 
     if repeats < 1:
         raise InputError(f"--repeats {repeats}: at least one live run is needed")
     if profile is not None and not profile.exists():
         raise InputError(f"--profile {profile}: file not found")
-    live = apply_live(loaded, True, device)
     r = pipeline.prepare(live)[0]  # fail fast on a bad scenario, before profiling
+    device = r.scenario.cost.params.device
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    with bars("profiling") if bars else _null() as bar:
+    with bars("profiling") if bars else nullcontext() as bar:
         shapes_bar = (lambda i, n, what: bar(i, i, n)) if bar else None  # noqa: E731
         model, overhead = fitted_model(r, device, out, profile, progress=shapes_bar)
     echo(f"fitted model: {model} ({time.perf_counter() - t0:.0f} s)")
-    sim = run_fitted(loaded, model, out / "sim")
+    sim = run_fitted(live, model, out / "sim")
     echo(f"fitted run: {sim.out_dir} ({sim.result.wall_s:.1f} s)")
     lives = []
     for i in range(1, repeats + 1):
-        with bars(f"live {i}/{repeats}") if bars else _null() as bar:
+        with bars(f"live {i}/{repeats}") if bars else nullcontext() as bar:
             lives.append(run_live(live, model, out / f"live-{i}", bar))
         echo(f"live run {i}: {lives[-1].output.out_dir} "
              f"({lives[-1].output.summary['live']['run_wall_s']:.0f} s)")
     return write_report(out, r, model, sim, lives, device, overhead)
 
-
-class _null:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False

@@ -7,11 +7,15 @@ per-step overhead, which a profile only estimates with an empty step. For live m
 ``servesim fidelity`` measures it on the executor itself, with synthetic steps that are
 not the trace's: decode batches and prefill chunks run through the live ``StepRunner``,
 each priced by the fitted model with no overhead, each measured as the median of a few
-repeats. The overhead is the residual (measured - priced) of the smallest step, one
-request decoding one token: the cost every step pays. The residual of larger steps grows
-with their requests and tokens (input building, per-token norms and RoPE, one sampled
-row per request, all of which the per-operation tables do not time); the report lists
-every shape's residual, and that growth stays in the fitted model's error.
+repeats. The residual (measured - priced) grows with a step's requests and tokens (input
+building, per-token norms and RoPE, one sampled row per request: work the per-operation
+tables do not time), so it is fitted by least squares as
+
+    residual = fixed + per_request * requests + per_token * tokens
+
+and the overhead is ``fixed`` (not below 0): the cost every step pays, estimated from all
+shapes rather than from one noisy step. The per-request and per-token terms are reported
+(the report lists every shape) and stay in the fitted model's error.
 """
 
 from __future__ import annotations
@@ -64,6 +68,15 @@ def measure_overhead(r, params, model_file: Path) -> dict:
                          "priced_ms": 1e3 * priced})
     finally:
         runner.close()
-    smallest = rows[0]  # one request, one decode token
-    return {"overhead_ms": max(0.0, smallest["measured_ms"] - smallest["priced_ms"]),
-            "shapes": rows}
+    return {**fit_residual(rows), "shapes": rows}
+
+
+def fit_residual(rows: list[dict]) -> dict:
+    """Least-squares ``fixed + per_request * requests + per_token * tokens`` (ms) of the
+    rows' residuals; ``overhead_ms`` is ``fixed`` clamped at 0."""
+    req = np.array([row["requests"] for row in rows], dtype=np.float64)
+    tok = np.array([row["requests"] * row["tokens"] for row in rows], dtype=np.float64)
+    res = np.array([row["measured_ms"] - row["priced_ms"] for row in rows])
+    coef = np.linalg.lstsq(np.column_stack((np.ones_like(req), req, tok)), res, rcond=None)[0]
+    return {"overhead_ms": max(0.0, float(coef[0])), "fixed_ms": float(coef[0]),
+            "per_request_ms": float(coef[1]), "per_token_ms": float(coef[2])}

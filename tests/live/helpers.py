@@ -18,7 +18,7 @@ model: tiny-2l
 gpu: h100-sxm
 engine: {{max_num_batched_tokens: 256, max_num_seqs: 16, max_model_len: 512,
           num_gpu_blocks_override: {blocks}}}
-cost: {{name: live}}
+cost: {{name: {cost}}}
 workload:
   arrival: {{process: poisson, rate: {rate}}}
   lengths: {{dist: lognormal, prompt_p50: 24, prompt_p90: 96, output_p50: 6, output_p90: 24,
@@ -27,9 +27,9 @@ workload:
 """
 
 
-def write_scenario(tmp_path, n=200, rate=40.0, blocks=257, name="s.yaml"):
+def write_scenario(tmp_path, n=200, rate=40.0, blocks=257, name="s.yaml", cost="live"):
     path = tmp_path / name
-    path.write_text(TINY.format(n=n, rate=rate, blocks=blocks))
+    path.write_text(TINY.format(n=n, rate=rate, blocks=blocks, cost=cost))
     return path
 
 

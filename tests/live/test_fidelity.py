@@ -10,6 +10,7 @@ import pytest
 
 from sim.cli import main
 from sim.live.compare import ape_block, latency_rows, rel_error, repeat_noise, step_errors
+from sim.live.overhead import fit_residual
 from tests.live.helpers import write_scenario
 
 # one worker builds the module's run (its fixture) and runs every test that reads it
@@ -54,10 +55,8 @@ def test_report_numbers(report):
     over = rep["overhead_measurement"]
     assert len(over["shapes"]) == 8  # decode batches 1..16 (max_num_seqs), chunks 16..256
     assert rep["fitted_step_overhead_ms"] == pytest.approx(over["overhead_ms"], abs=1e-6)
-    first = over["shapes"][0]
-    assert (first["requests"], first["tokens"]) == (1, 1)
-    assert over["overhead_ms"] == pytest.approx(max(0.0, first["measured_ms"]
-                                                    - first["priced_ms"]))
+    assert over["overhead_ms"] == pytest.approx(max(0.0, over["fixed_ms"]))
+    assert over == {**fit_residual(over["shapes"]), "shapes": over["shapes"]}
     noise = rep["noise"]["step_repeat"]
     assert noise["steps"] > 0 and noise["matched_of"] >= noise["steps"]
     md = (report / "report.md").read_text()
@@ -82,6 +81,19 @@ def test_a_missing_profile_is_refused(tmp_path, capsys):
     assert main(["fidelity", str(path), "--profile", str(tmp_path / "nope.yaml"), "-q",
                  "--out", str(tmp_path / "o")]) == 2
     assert "nope.yaml: file not found" in capsys.readouterr().err
+
+
+def test_overhead_is_the_fixed_part_of_the_residual():
+    """residual = 0.5 + 0.1 * requests + 0.02 * tokens (ms), exactly: the fit finds it."""
+    shapes = [(1, 1), (2, 1), (8, 1), (1, 16), (1, 64), (4, 16)]
+    rows = [{"requests": b, "tokens": q, "priced_ms": 10.0,
+             "measured_ms": 10.0 + 0.5 + 0.1 * b + 0.02 * b * q} for b, q in shapes]
+    fit = fit_residual(rows)
+    assert fit["overhead_ms"] == pytest.approx(0.5)
+    assert fit["per_request_ms"] == pytest.approx(0.1)
+    assert fit["per_token_ms"] == pytest.approx(0.02)
+    rows = [{**row, "measured_ms": row["priced_ms"] - 1.0} for row in rows]
+    assert fit_residual(rows)["overhead_ms"] == 0.0  # never a negative overhead
 
 
 def test_error_helpers():

@@ -82,9 +82,8 @@ def test_cli_refuses_a_pool_larger_than_memory(tmp_path, capsys):
     (["--live", "--set", "tensor_parallel_size=2"], "runs one device"),
 ])
 def test_cli_errors(tmp_path, capsys, args, message):
-    path = write_scenario(tmp_path, n=5)
-    code = main(["run", str(path), "--set", "cost={name: linear}", *args, "-q",
-                 "--out", str(tmp_path / "o")])
+    path = write_scenario(tmp_path, n=5, cost="linear")
+    code = main(["run", str(path), *args, "-q", "--out", str(tmp_path / "o")])
     assert code == 2 and message in capsys.readouterr().err
 
 
@@ -97,8 +96,9 @@ def test_cuda_without_a_gpu_is_refused(tmp_path, capsys):
 
 
 def test_fewer_layers_scale_the_measured_layer_time(tmp_path):
-    path, out = write_scenario(tmp_path, n=8), tmp_path / "o"
-    assert main(["run", str(path), "--set", "cost.layers=1", "-q", "--no-plots",
+    """--live turns a priced scenario live; --set then reaches the live knobs."""
+    path, out = write_scenario(tmp_path, n=8, cost="linear"), tmp_path / "o"
+    assert main(["run", str(path), "--live", "--set", "cost.layers=1", "-q", "--no-plots",
                  "--out", str(out)]) == 0
     live = json.loads((out / "summary.json").read_text())["live"]
     assert (live["layers_executed"], live["model_layers"], live["layer_scale"]) == (1, 2, 2.0)
