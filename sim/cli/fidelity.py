@@ -51,7 +51,8 @@ def fidelity(
     out = out or Path("results") / f"{loaded.scenario.name}-fidelity"
     console = Console(stderr=True)
     rep = run_fidelity(loaded, out, profile=profile, repeats=repeats,
-                       bars=lambda label: live_bar(console, quiet, label),
+                       bars=lambda label: live_bar(console, quiet, label,
+                                                   "shapes" if label == "profiling" else "tokens"),
                        echo=lambda s: None if quiet else console.print(s))
     if not quiet:
         typer.echo((out / "report.md").read_text())

@@ -50,9 +50,9 @@ def is_live(loaded: LoadedScenario) -> bool:
 class LiveBar:
     """Steps done, tokens computed of all to compute, elapsed and estimated time left."""
 
-    def __init__(self, progress: Progress, label: str):
-        self.p = progress
-        self.task = progress.add_task(label, total=1, steps=0)  # the real total comes with step 1
+    def __init__(self, progress: Progress, label: str, unit: str):
+        self.p, self.unit = progress, unit
+        self.task = progress.add_task(label, total=1, steps="", unit=unit)  # total: at step 1
         self._last = 0.0
 
     def __call__(self, steps: int, done: int, total: int) -> None:
@@ -60,17 +60,18 @@ class LiveBar:
         if now - self._last < 0.2 and done < total:
             return
         self._last = now
-        self.p.update(self.task, completed=done, total=total, steps=steps)
+        shown = f"{steps:,} steps" if self.unit == "tokens" else ""
+        self.p.update(self.task, completed=done, total=total, steps=shown)
 
 
 @contextmanager
-def live_bar(console: Console, quiet: bool, label: str = "live"):
-    columns = (TextColumn("{task.description}"), BarColumn(),
-               TextColumn("{task.fields[steps]:,} steps"),
-               TextColumn("{task.completed:,.0f}/{task.total:,.0f} tokens"),
+def live_bar(console: Console, quiet: bool, label: str = "live", unit: str = "tokens"):
+    """A progress bar for live steps (``unit`` tokens) or profiled shapes (``shapes``)."""
+    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[steps]}"),
+               TextColumn("{task.completed:,.0f}/{task.total:,.0f} {task.fields[unit]}"),
                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
     with Progress(*columns, console=console, transient=True, disable=quiet) as progress:
-        yield LiveBar(progress, label)
+        yield LiveBar(progress, label, unit)
 
 
 def live_executor(resolved, progress):

@@ -143,3 +143,20 @@ def test_triton_kernels_run_live_under_the_interpreter(tmp_path):
                            per_plan=2)
     assert chk.executor.runner.attn.name == "triton"
     assert (res.generated == 3).all() and chk.checks >= 3 and chk.worst < 1e-5
+
+
+def test_progress_bar_shows_steps_tokens_and_time_left():
+    import io
+
+    from rich.console import Console
+
+    from sim.cli.live import live_bar
+
+    buf = io.StringIO()
+    console = Console(file=buf, force_terminal=True, width=160)
+    with live_bar(console, False, "live") as bar:
+        bar(3, 50, 200)
+        task = bar.p.tasks[0]
+        assert (task.completed, task.total, task.fields["steps"]) == (50, 200, "3 steps")
+    out = buf.getvalue()
+    assert "50/200 tokens" in out and "3 steps" in out and "ETA" in out
