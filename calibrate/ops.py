@@ -4,9 +4,10 @@ On ``cuda`` the operations are what a vLLM-style step runs: ``torch.matmul`` GEM
 model dtype, the Triton PagedAttention kernels of ``kernels/`` (prefill over a paged prefix,
 flash-decoding), ``torch.distributed.all_reduce``. On ``cpu`` the same shapes run through
 plain torch in float32 (CPU bf16 matmul is an emulation, not a kernel anyone serves with):
-``torch.matmul`` and ``scaled_dot_product_attention`` over contiguous K/V. The CPU path
-exists so the whole pipeline (profile, fit, validate, simulate) runs in CI; its timings
-describe the CPU, not a GPU.
+``torch.matmul`` and the paged kernels' torch paths (kernels/torch_paged.py: each
+sequence's pages gathered, then ``scaled_dot_product_attention``), which is what live mode
+executes on the CPU. The CPU path exists so the whole pipeline (profile, fit, validate,
+simulate, live) runs in CI; its timings describe the CPU, not a GPU.
 
 Each builder returns ``(fn, wall)``: ``fn()`` runs the operation once; ``wall`` says the
 operation is host work and must be timed by wall clock (the empty step).
@@ -57,10 +58,11 @@ def _paged_cache(batch: int, kv_len: int, shape: Shape, dt, device: str):
     return k, v, table
 
 
-def _prefill_kernel(shape: Shape, device: str):
+def _prefill_kernel(shape: Shape, device: str, torch_path: bool = False):
     import torch
 
     from kernels import paged_prefill
+    from kernels.torch_paged import paged_prefill_torch
 
     dt = _dtype(shape, device)
     b, q, p = shape.batch, shape.q_len, shape.ctx_len
@@ -69,15 +71,18 @@ def _prefill_kernel(shape: Shape, device: str):
     prefix = torch.full((b,), p, dtype=torch.int32, device=device)
     starts = torch.arange(0, (b + 1) * q, q, dtype=torch.int32, device=device)
     out = torch.empty_like(query)
+    if torch_path:
+        return lambda: paged_prefill_torch(query, k, v, table, prefix, starts, out=out)
     paged_prefill(query, k, v, table, prefix, starts, out=out, max_query_len=q)  # validates
     return lambda: paged_prefill(query, k, v, table, prefix, starts, out=out, max_query_len=q,
                                  validate=False)
 
 
-def _decode_kernel(shape: Shape, device: str):
+def _decode_kernel(shape: Shape, device: str, torch_path: bool = False):
     import torch
 
     from kernels import paged_decode
+    from kernels.torch_paged import paged_decode_torch
 
     dt = _dtype(shape, device)
     b, s = shape.batch, shape.ctx_len + 1
@@ -85,24 +90,11 @@ def _decode_kernel(shape: Shape, device: str):
     query = torch.randn(b, shape.num_heads, shape.head_dim, dtype=dt, device=device)
     lens = torch.full((b,), s, dtype=torch.int32, device=device)
     out = torch.empty_like(query)
+    if torch_path:
+        return lambda: paged_decode_torch(query, k, v, table, lens, out=out)
     paged_decode(query, k, v, table, lens, out=out, max_seq_len=s)  # validates once
     return lambda: paged_decode(query, k, v, table, lens, out=out, max_seq_len=s,
                                 validate=False)
-
-
-def _attention_torch(shape: Shape, device: str):
-    import torch
-    import torch.nn.functional as F
-
-    dt = _dtype(shape, device)
-    b, q, p = shape.batch, shape.q_len, shape.ctx_len
-    h, hkv, d = shape.num_heads, shape.num_kv_heads, shape.head_dim
-    query = torch.randn(b, h, q, d, dtype=dt, device=device)
-    k = torch.randn(b, hkv, p + q, d, dtype=dt, device=device)
-    v = torch.randn(b, hkv, p + q, d, dtype=dt, device=device)
-    # query i (position p + i) sees keys 0 .. p + i: causal, aligned bottom-right
-    mask = torch.ones(q, p + q, dtype=torch.bool, device=device).tril(p) if q > 1 else None
-    return lambda: F.scaled_dot_product_attention(query, k, v, attn_mask=mask, enable_gqa=True)
 
 
 def _allreduce(shape: Shape, device: str):
@@ -137,14 +129,13 @@ def build(shape: Shape, device: str, attention: str | None = None
 
     ``attention``: ``kernels`` (the Triton kernels; the default on cuda, and on cpu under
     TRITON_INTERPRET=1, which the tests use to exercise the cuda path) or ``torch``
-    (the default on cpu)."""
+    (their torch paths, kernels/torch_paged.py; the default on cpu)."""
     if shape.op == "gemm":
         return _gemm(shape, device), False
     if shape.op in ("prefill_attn", "decode_attn"):
-        if (attention or ("kernels" if device == "cuda" else "torch")) == "torch":
-            return _attention_torch(shape, device), False
+        torch_path = (attention or ("kernels" if device == "cuda" else "torch")) == "torch"
         kernel = _prefill_kernel if shape.op == "prefill_attn" else _decode_kernel
-        return kernel(shape, device), False
+        return kernel(shape, device, torch_path), False
     if shape.op == "allreduce":
         return _allreduce(shape, device), False
     if shape.op == "step_overhead":

@@ -17,7 +17,7 @@ from sim.engine.requests import RequestSpecs
 from sim.metrics.summary import summarize
 from sim.report.steplog import StepLog
 from sim.report.write import ResultWriter, dump_json
-from sim.runner import RunResult, simulate
+from sim.runner import RunResult, chain_hooks, simulate
 from sim.timing import PhaseTimer
 from traces.spec import build_workload
 
@@ -57,13 +57,16 @@ def prepare(loaded: LoadedScenario) -> tuple[Resolved, RequestSpecs, str]:
 
 
 def run(loaded: LoadedScenario, out: Path | None = None, *, step_log: bool = False,
-        plots: bool = True, progress=None, prepared=None,
+        plots: bool = True, progress=None, prepared=None, executor=None, on_plan=None,
         timer: PhaseTimer | None = None) -> RunOutput:
     """Simulate and (if ``out``) write results; ``prepared`` reuses a ``prepare`` result.
 
     The results folder is checked, locked and staged before simulating, so a bad or busy
-    ``out`` fails fast. ``timer`` carries phases timed by the caller (the CLI times loading
-    the scenario); the run adds its own and records them all in ``summary["sim"]["wall_s"]``.
+    ``out`` fails fast. ``executor`` replaces the scenario's cost model (see ``simulate``);
+    what it adds to the run (live mode: a ``live`` summary section and per-step
+    measurements) is written too. ``on_plan`` is called after each committed plan, after
+    the step log. ``timer`` carries phases timed by the caller (the CLI times loading the
+    scenario); the run adds its own and records them all in ``summary["sim"]["wall_s"]``.
     """
     timer = timer or PhaseTimer()
     if prepared is None:
@@ -73,13 +76,17 @@ def run(loaded: LoadedScenario, out: Path | None = None, *, step_log: bool = Fal
     writer = ResultWriter(out) if out is not None else None
     try:
         with timer.phase("simulate"):
-            res = _simulate(r, specs, writer if step_log else None, progress)
+            res = _simulate(r, specs, writer if step_log else None, progress, executor, on_plan)
         with timer.phase("summarize"):
             summary = summarize(res)
+            if res.extras is not None:
+                summary[res.extras.section] = res.extras.summary
             config = resolved_config(r, source)
         if writer:
             with timer.phase("write"):
                 writer.write(res, summary, config, plot=plots)
+                for name, table in (res.extras.tables if res.extras else {}).items():
+                    table.to_parquet(writer.path(name), index=False)
         summary["sim"]["wall_s"] = timer.block()
         if writer:  # again, now with the write phase's time
             dump_json(summary, writer.path("summary.json"))
@@ -92,9 +99,12 @@ def run(loaded: LoadedScenario, out: Path | None = None, *, step_log: bool = Fal
 
 
 def _simulate(r: Resolved, specs: RequestSpecs, writer: ResultWriter | None,
-              progress) -> RunResult:
+              progress, executor=None, on_plan=None) -> RunResult:
     """Simulate, writing steps.jsonl into ``writer``'s folder when given."""
     if writer is None:
-        return simulate(r, specs, progress=progress)
+        return simulate(r, specs, on_plan=on_plan, progress=progress, executor=executor)
+    with open(writer.path("steps.jsonl"), "w") as fh:
+        hook = chain_hooks(StepLog(fh, specs.request_id), on_plan)
+        return simulate(r, specs, on_plan=hook, progress=progress, executor=executor)
     with open(writer.path("steps.jsonl"), "w") as fh:
         return simulate(r, specs, on_plan=StepLog(fh, specs.request_id), progress=progress)

@@ -11,7 +11,7 @@ import numpy as np
 
 from sim.config.memory import GIB
 from sim.config.resolve import Resolved
-from sim.cost.base import COST_MODELS, CostModel
+from sim.cost.base import COST_MODELS, CostModel, RunExtras
 from sim.engine.arrivals import ArrivalSource, Gated, OpenLoop
 from sim.engine.clock import ns, to_ns
 from sim.engine.engine import Engine, RunStatus, admissible
@@ -52,6 +52,7 @@ class RunResult:
     egress_s: float = 0.0  # step end -> token at the client (s)
     warnings: tuple[str, ...] = ()  # said once per run (e.g. a fitted model's ranges left)
     client_queue_s: np.ndarray | None = None  # gated arrivals: sent - ready, per request (s)
+    extras: RunExtras | None = None  # what the executor adds (live mode: measurements)
 
 
 class RunWarning(UserWarning):
@@ -140,10 +141,24 @@ def engine_delays(r: Resolved, cost: CostModel | None) -> tuple[float, float]:
     return ingress, egress
 
 
+def chain_hooks(first, second):
+    """One on_plan hook calling ``first`` then ``second`` (either may be None)."""
+    if first is None or second is None:
+        return first or second
+
+    def both(*args):
+        first(*args)
+        second(*args)
+
+    return both
+
+
 def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
              progress=None) -> RunResult:
-    """Replay ``specs`` through the resolved scenario. ``executor`` defaults to the cost model.
+    """Replay ``specs`` through the resolved scenario.
 
+    ``executor``: a plain ``plan -> durations`` callable, or a CostModel (whose run hooks
+    are called); default: the scenario's cost model (``cost: {name: live}`` executes).
     The engine sees each request ``ingress`` after the client sends it (its arrival in
     ``specs``); the recorder adds ``egress`` to client-visible times; the result's ``specs``
     keep the client's send times, so latencies are measured as a client measures them."""
@@ -153,23 +168,32 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
     specs = specs.head(int(np.searchsorted(specs.arrival_s, stop, side="left")))
     specs, shortened = serve(specs, r.limits.max_model_len, r.scenario.engine.strict_max_model_len)
     n = len(specs)
-    cost = build_cost(r) if executor is None else None
+    cost = build_cost(r) if executor is None else executor  # live mode checks memory here
+    if not isinstance(cost, CostModel):
+        cost = None
     ingress, egress = engine_delays(r, cost)
     seen = specs if not ingress else dataclasses.replace(
         specs, arrival_s=_frozen(specs.arrival_s + ingress))
     kv = build_kv(r, seen)
     sched = build_scheduler(r, seen, kv)
     recorder = Recorder(len(specs), egress_s=egress)
-    if executor is None:
+    if cost is not None:
         executor = cost.step_times
-    if cost is not None and type(cost).observe is not CostModel.observe:
-        on_plan = _observed(cost, on_plan)
+        overridden = type(cost).after_plan is not CostModel.after_plan
+        on_plan = chain_hooks(cost.after_plan if overridden else None, on_plan)
+        if type(cost).observe is not CostModel.observe:
+            on_plan = _observed(cost, on_plan)
     drain = _DrainLimit(executor)
     source = arrival_source(r, seen, sched, ingress + egress)
     engine = Engine(seen, sched, drain, recorder, stop_s=stop, num_arrivals=n,
                     on_plan=on_plan, progress=progress, source=source)
     drain.engine = engine
-    status = engine.run()
+    if cost is not None:
+        cost.start_run(kv, engine)
+    try:
+        status = engine.run()
+    finally:
+        extras = cost.end_run() if cost is not None else None
     kv.check_integrity()
     if drain.cut:
         warnings.warn(f"the backlog left at the last arrival did not drain within "
@@ -188,7 +212,7 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
                   "preemption_mode": r.scenario.engine.preemption_mode, **kv.counters()},
         kv_total_blocks=kv.num_blocks, run=status, never_sent=n_all - n,
         wall_s=time.perf_counter() - t0, drain_cut=drain.cut, shortened=shortened,
-        ingress_s=ingress, egress_s=egress, warnings=said,
+        ingress_s=ingress, egress_s=egress, warnings=said, extras=extras,
     )
     return res if isinstance(source, OpenLoop) else _as_sent(
         res, source.arrival_times() - ingress)

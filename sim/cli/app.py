@@ -14,6 +14,7 @@ from sim.cli import (
     catalog,
     compare,
     export,
+    fidelity,
     plot,
     policies,
     replay_bench,
@@ -55,6 +56,7 @@ app.command(name="capacity")(capacity.capacity)
 app.command(name="plot")(plot.plot)
 app.command(name="catalog")(catalog.catalog)
 app.command(name="compare")(compare.compare)
+app.command(name="fidelity")(fidelity.fidelity)
 app.add_typer(scenario.app, name="scenario")
 trace_app.command(name="export")(export.export)
 app.add_typer(trace_app, name="trace")

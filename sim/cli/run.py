@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sim import pipeline
+from sim.cli import live as live_cli
 from sim.config.load import load_scenario
 from sim.report.console import print_summary
 from sim.report.outpath import check_out, default_out
@@ -53,17 +54,30 @@ def run(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary table.")] = False,
     verbose: Annotated[bool, typer.Option(
         "--verbose", "-v", help="Also print the wall time of each phase.")] = False,
+    live: Annotated[bool, typer.Option(
+        "--live", help="Execute every step for real (cost: {name: live}) and measure it.")
+    ] = False,
+    device: Annotated[str | None, typer.Option(
+        "--device", help="Live mode: cpu (torch paths) or cuda (Triton kernels).")] = None,
 ) -> None:
     """Simulate SCENARIO and write summary.json, requests/steps parquet, config.json, plots."""
     sets = tuple(set_ or ()) + ((f"workload.format={fmt}",) if fmt else ())
     timer = PhaseTimer()
     with timer.phase("load"):
-        loaded = load_scenario(scenario, sets, str(trace) if trace else None)
+        loaded = load_scenario(scenario, live_cli.live_sets(scenario, live, device) + sets,
+                               str(trace) if trace else None)
         if out is None:
-            out = default_out(loaded.scenario.name, sets, str(trace) if trace else None)
+            out = default_out(loaded.scenario.name, live_cli.out_name_parts(live, device) + sets,
+                              str(trace) if trace else None)
         check_out(out)  # a bad --out fails before any trace is read
         prepared = pipeline.prepare(loaded)  # fail fast, before the progress bar
     console = Console(stderr=True)
+    if live_cli.is_live(loaded):
+        with live_cli.live_bar(console, quiet) as bar:
+            res = pipeline.run(loaded, out, step_log=step_log, plots=plots, prepared=prepared,
+                               executor=live_cli.live_executor(prepared[0], bar), timer=timer)
+        _report(res, quiet, verbose)
+        return
     specs = prepared[1]
     horizon = float(specs.arrival_s[-1]) if len(specs) else 0.0
     with Progress(TextColumn("{task.description}"), BarColumn(),
@@ -73,6 +87,10 @@ def run(
         res = pipeline.run(loaded, out, step_log=step_log, plots=plots,
                            progress=_SimProgress(progress, horizon), prepared=prepared,
                            timer=timer)
+    _report(res, quiet, verbose)
+
+
+def _report(res, quiet: bool, verbose: bool) -> None:
     if not quiet:
         print_summary(res.summary, res.config["derived"])
     if verbose:

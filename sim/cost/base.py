@@ -8,7 +8,7 @@ multi-step decode run it returns one duration per step: step ``j`` reads
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -46,6 +46,15 @@ class StepShape:
         return StepShape(k, total, len(tok), pq, pc, n_dec, decode_ctx)
 
 
+@dataclass(frozen=True)
+class RunExtras:
+    """What an executor adds to a run's results: a summary section and parquet tables."""
+
+    section: str  # summary.json key, e.g. "live"
+    summary: dict
+    tables: dict = field(default_factory=dict)  # file name -> pandas DataFrame
+
+
 class CostModel(ABC):
     """Prices step plans. Subclasses declare ``Params`` and implement ``step_times``."""
 
@@ -76,6 +85,18 @@ class CostModel(ABC):
     def run_warnings(self) -> list[str]:
         """Things to say once at the end of a run (e.g. steps outside the fitted ranges)."""
         return []
+
+    # ---- run hooks: no-ops for models that only price plans; the live executor uses them
+    def start_run(self, kv, engine) -> None:  # noqa: B027
+        """Called once before a run's first step with its KV manager and engine (the live
+        executor reads block tables, the engine's clock and its decode-run limit)."""
+
+    def after_plan(self, plan: StepPlan, starts, durations, outcome) -> None:  # noqa: B027
+        """Called after the scheduler committed ``plan`` (cut to the steps that ran)."""
+
+    def end_run(self) -> RunExtras | None:
+        """What the run adds to its results (summary section, tables); None for pricing."""
+        return None
 
     def swap_time(self, plan: StepPlan) -> float:
         """Seconds to move swapped KV over the host link before the step."""

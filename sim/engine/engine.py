@@ -128,13 +128,23 @@ class Engine:
         if self.progress is not None:
             self.progress(self.clock / 1e9)
 
-    def _cut(self, plan, durations, times):
-        """Shorten a decode run to the steps that start before the next event that matters."""
-        if plan.num_steps == 1:
-            return plan, durations, times
+    def run_limit(self, plan: StepPlan) -> int:
+        """Steps of ``plan`` after its first must start before this time (ns): the stop time,
+        or the next arrival when the plan is an interruptible decode run. An executor that
+        runs steps for real (live mode) stops there too, so it never runs a cut step."""
         limit, nxt = self.stop, self.source.next_time()
         if plan.interruptible and nxt is not None:
             limit = min(limit, nxt)
+        return limit
+
+    def _cut(self, plan, durations, times):
+        """Shorten a decode run to the steps that start before the next event that matters.
+
+        An executor may return fewer durations than the plan has steps when it stopped at
+        ``run_limit`` itself; the run is then cut to the steps it returned."""
+        if plan.num_steps == 1:
+            return plan, durations, times
+        limit = self.run_limit(plan)
         k = max(1, int(np.searchsorted(times[:-1], limit, side="left")))
         if k == plan.num_steps:
             return plan, durations, times

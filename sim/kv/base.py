@@ -195,7 +195,13 @@ class KVManager(ABC):
 
     @abstractmethod
     def block_table(self, req: int) -> list[int]:
-        """Physical block ids of ``req``, in logical order."""
+        """Physical block ids of ``req``, in logical order (a copy: read-only)."""
+
+    def next_free_blocks(self, n: int) -> list[int]:
+        """The physical blocks the next ``n`` block allocations will take, as a set listed
+        in take order (read-only). Live mode writes a decode run's KV into them before the
+        scheduler commits the run's allocations."""
+        raise NotImplementedError(f"{type(self).__name__} does not expose its free list")
 
     @abstractmethod
     def check_integrity(self) -> None:

@@ -46,6 +46,11 @@ class BlockPool:
     def table(self, req: int) -> list[int]:
         return list(self._tables.get(req, ()))
 
+    def peek(self, n: int) -> list[int]:
+        """The blocks the next ``n`` single-block takes would return, top of the stack first
+        (takes of several blocks at once take the same set)."""
+        return self._free[max(0, len(self._free) - n):][::-1]
+
     def check(self, held_total: int) -> None:
         """Assert conservation: every usable block is free or in exactly one table."""
         in_tables = [b for t in self._tables.values() for b in t]

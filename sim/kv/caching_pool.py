@@ -143,6 +143,10 @@ class CachingBlockPool:
     def table(self, req: int) -> list[int]:
         return list(self.tables.get(req, ()))
 
+    def peek(self, n: int) -> list[int]:
+        """The blocks the next ``n`` takes would pop (evicting their keys), head first."""
+        return list(islice(self.free_q, n))
+
     def num_cached_free(self) -> int:
         free = np.fromiter(self.free_q, dtype=np.int64, count=len(self.free_q))
         return int((self.key[free] != 0).sum())

@@ -81,6 +81,9 @@ class PagedKV(KVManager):
     def block_table(self, req):
         return self.pool.table(req)
 
+    def next_free_blocks(self, n):
+        return self.pool.peek(n)
+
     def check_integrity(self):
         self.pool.check(int(self.held.sum()))
         if self.host is not None:
