@@ -31,7 +31,7 @@ from typing import Literal
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from calibrate.grid import evaluate
 from traces.errors import InputError
@@ -207,6 +207,31 @@ class Elementwise(BaseModel):
     source: str = Field(description="Where the figures come from.")
 
 
+class OverheadByRequests(BaseModel):
+    """Per-step cost outside the timed operations by the step's request count, measured
+    (servesim fidelity): linear between the counts, constant beyond the ends."""
+
+    model_config = _STRICT
+    requests: list[int] = Field(min_length=1, description="Request counts of a step, "
+                                "strictly increasing (count).")
+    ms: list[float] = Field(min_length=1, description="Cost at each count (ms, >= 0).")
+
+    @model_validator(mode="after")
+    def _check(self) -> OverheadByRequests:
+        if len(self.requests) != len(self.ms):
+            raise ValueError("requests and ms must have the same length")
+        if any(b <= a for a, b in zip(self.requests, self.requests[1:])) or \
+                self.requests[0] < 1:
+            raise ValueError("requests must be strictly increasing counts >= 1")
+        if any(not np.isfinite(v) or v < 0 for v in self.ms):
+            raise ValueError("ms must be finite and >= 0")
+        return self
+
+    def at(self, requests):
+        """Cost (ms) at ``requests`` (a number or an array)."""
+        return np.interp(requests, self.requests, self.ms)
+
+
 class OverheadPoint(BaseModel):
     """One published end-to-end measurement the host overhead was fitted to (or checked on)."""
 
@@ -268,6 +293,10 @@ class ModelFile(BaseModel):
     step_overhead_per_token_ms: float = Field(
         0.0, ge=0, description="Cost per token of a step outside the timed operations (ms "
         "per token: norms, RoPE, KV write, activations); added to the per-step overhead.")
+    step_overhead_by_requests: OverheadByRequests | None = Field(
+        None, description="Per-step cost by the step's request count (ms); replaces "
+        "step_overhead_ms + step_overhead_per_request_ms x requests when set "
+        "(step_overhead_per_token_ms is still added).")
     host_overhead: HostOverhead | None = Field(
         None, description="Per-step host cost by layers and tp; replaces step_overhead_ms.")
     elementwise: Elementwise | None = Field(

@@ -66,7 +66,8 @@ class FittedParams(BaseModel):
         "a model YAML, or 'auto': the shipped '<gpu>/vllm' of the scenario's GPU.")
     step_overhead_ms: float | None = Field(
         None, ge=0, description="Override the file's per-step host cost (ms; replaces its "
-        "base + per-layer + per-TP model).")
+        "base + per-layer + per-TP model and its measured per-request, per-token and "
+        "by-request-count terms).")
 
     @field_validator("profile")
     @classmethod
@@ -117,9 +118,12 @@ class FittedCost(CostModel):
         self.layers = self.model.num_layers
         ms = self.params.step_overhead_ms
         self.overhead = (self.file.overhead_ms(self.layers, self.tp) if ms is None else ms) * 1e-3
-        # per request and per token of a step (s); 0 unless measured (servesim fidelity)
-        self.over_req = self.file.step_overhead_per_request_ms * 1e-3
-        self.over_tok = self.file.step_overhead_per_token_ms * 1e-3
+        # per request and per token of a step (s), or by request count: 0 / None unless
+        # measured (servesim fidelity); an override replaces these too
+        f = self.file
+        self.over_req = (f.step_overhead_per_request_ms if ms is None else 0.0) * 1e-3
+        self.over_tok = (f.step_overhead_per_token_ms if ms is None else 0.0) * 1e-3
+        self.over_by_req = f.step_overhead_by_requests if ms is None else None
         self._memo: dict[tuple[int, int], float] = {}
         if self.file.kind == "ops":
             missing = [op for op in ("gemm", "prefill_attn", "decode_attn")
@@ -269,6 +273,12 @@ class FittedCost(CostModel):
         r = self._roof(flops, nbytes) + self.norm.floor_s
         return r * np.exp2(np.interp(np.log2(kv_len), self.dec_nodes[1], ys))
 
+    def _overhead(self, requests: int) -> float:
+        """Per-step cost outside the timed operations, but its per-token part (seconds)."""
+        if self.over_by_req is not None:
+            return float(self.over_by_req.at(requests)) * 1e-3
+        return self.overhead + self.over_req * requests
+
     # -- kind steps: sim/cost/stepfit.py --------------------------------------------------
     def fitted_delays_s(self):
         st = self.file.steps if self.file.kind == "steps" else None
@@ -289,8 +299,8 @@ class FittedCost(CostModel):
             out[0] += self.swap_time(plan)
             return out
         s = StepShape.of(plan)
-        fixed = (self._per_token_count(s.total_tokens, s.num_reqs) + self.overhead
-                 + self.over_req * s.num_reqs + self.over_tok * s.total_tokens)
+        fixed = (self._per_token_count(s.total_tokens, s.num_reqs) + self._overhead(s.num_reqs)
+                 + self.over_tok * s.total_tokens)
         if len(s.prefill_q):
             fixed += self.layers * self._prefill(s.prefill_q, s.prefill_ctx)
         if s.num_decode:

@@ -30,7 +30,9 @@ from sim.config.load import LoadedScenario
 from sim.config.scenario import CostChoice
 from traces.errors import InputError
 
-PROFILE_WARMUP, PROFILE_REPEATS = 2, 7
+# the profile is timed in PROFILE_PASSES passes over every shape, each row's median pass
+# kept: a slow minute of a shared machine then moves one pass of a row, not a block of rows
+PROFILE_PASSES, PROFILE_WARMUP, PROFILE_REPEATS = 3, 1, 3
 
 
 def with_cost(loaded: LoadedScenario, name: str, **params) -> LoadedScenario:
@@ -87,8 +89,8 @@ def fitted_model(r, device: str, out: Path, profile: Path | None,
     profile of the scenario's shapes on ``device``, whose overhead is then measured on the
     live executor (sim/live/overhead.py)."""
     from calibrate.fit import fit_profile
-    from calibrate.model_file import load_model_file, save_model_file
-    from calibrate.profile import read_profile, run_profile
+    from calibrate.model_file import OverheadByRequests, load_model_file, save_model_file
+    from calibrate.profile import read_profile
     from calibrate.shapes import derive_shapes
     from sim.live.overhead import measure_overhead
 
@@ -102,21 +104,53 @@ def fitted_model(r, device: str, out: Path, profile: Path | None,
                                max_num_seqs=lim.max_num_seqs, max_model_len=lim.max_model_len,
                                grid=profile_grid(r, device), dtype=dtype)
         profile = out / "profile.parquet"
-        run_profile(shapes, profile, device, warmup=PROFILE_WARMUP, repeats=PROFILE_REPEATS,
-                    progress=progress)
+        profile_in_passes(shapes, profile, device, progress)
     df = read_profile(profile)
     mf = fit_profile(df, profile=str(profile), gpu=device, framework="servesim-live",
                      model=r.model.name)
     path = save_model_file(mf, out / "model.yaml")
     over = measure_overhead(r, r.scenario.cost.params, path)
-    mf.step_overhead_ms = round(over["fixed_ms"], 6)
-    mf.step_overhead_per_request_ms = round(over["per_request_ms"], 6)
+    by_req = OverheadByRequests(**over["by_requests"])
+    mf.step_overhead_by_requests = by_req
+    mf.step_overhead_ms = round(float(by_req.ms[0]), 6)  # one request; the table rules
+    mf.step_overhead_per_request_ms = 0.0
     mf.step_overhead_per_token_ms = round(over["per_token_ms"], 6)
     mf.step_overhead_source = (
         "live executor: (measured - priced without overhead) over synthetic steps (inputs, "
-        "embedding, norms, RoPE, KV write, activation, sampling), fitted as fixed + "
-        "per request + per token")
+        "embedding, norms, RoPE, KV write, activation, sampling): by request count from "
+        "decode batches, plus per token from prefill chunks")
     return save_model_file(mf, path), over
+
+
+def profile_in_passes(shapes, path: Path, device: str, progress: Callable | None = None,
+                      passes: int = PROFILE_PASSES) -> None:
+    """Profile ``shapes`` into ``path`` in ``passes`` passes (each all shapes, in order);
+    per shape the row of the pass with the median time, its repeats the passes' sum.
+    Passes spread each row's timing over the whole profiling time, as a live run's steps
+    spread over theirs: on a shared CPU the memory bandwidth left to the timed core moves
+    by 10-20 % from one minute to the next (NOTES.md), and a single pass lets such a
+    minute bias every row timed in it (a run of neighbouring shapes, e.g. the LM head at
+    small batches)."""
+    import tempfile
+
+    from calibrate.profile import read_profile, run_profile, write_profile
+
+    shapes = list(shapes)
+    with tempfile.TemporaryDirectory(dir=path.parent, prefix=".passes-") as tmp:
+        frames = []
+        for i in range(passes):
+            bar = (lambda j, n, what, i=i: progress(i * n + j, passes * n, what)) \
+                if progress else None  # noqa: E731
+            part = Path(tmp) / f"pass-{i}.parquet"
+            run_profile(shapes, part, device, warmup=PROFILE_WARMUP, repeats=PROFILE_REPEATS,
+                        progress=bar)
+            frames.append(read_profile(part))
+        df = pd.concat(frames, ignore_index=True)
+        rank = df.groupby("key")["median_ms"].rank(method="first")
+        count = df.groupby("key")["median_ms"].transform("size")
+        mid = df[rank == (count + 1) // 2].copy()
+        mid["repeats"] = mid["key"].map(df.groupby("key")["repeats"].sum())
+        write_profile(mid.sort_index(), path)
 
 
 # ---- the runs ----------------------------------------------------------------------------

@@ -5,18 +5,25 @@ does (build its inputs, embedding lookup, per layer the norms, RoPE, KV write, a
 and residual adds, the final norm, the sampler, the host round trip) is the file's
 per-step overhead, which a profile only estimates with an empty step. For live mode,
 ``servesim fidelity`` measures it on the executor itself, with synthetic steps that are
-not the trace's: decode batches and prefill chunks run through the live ``StepRunner``,
-each priced by the fitted model with no overhead, each measured as the median of a few
-repeats. The residual (measured - priced) grows with a step's requests and tokens (input
-building, per-token norms and RoPE, one sampled row per request: work the per-operation
-tables do not time), so it is fitted by least squares as
+not the trace's: decode batches of every size up to 8 and a geometric ladder beyond (up to
+``max_num_seqs``), and prefill chunks, run through the live ``StepRunner`` and priced by
+the fitted model with no overhead. The residual (measured - priced) is what the model
+misses. It is not linear in the step's requests: on the CPU a one-row step runs its GEMMs
+as matrix-vector products, which leave the caches warmer for the step's other work than
+the two-row and larger matrix products do, and the profile's per-row timings carry their
+own noise at each batch size; a line through all batch sizes over-predicted one-request
+decode steps by 7 % and under-predicted two to eight requests by 4-6 % (NOTES.md). So:
 
-    residual = fixed + per_request * requests + per_token * tokens
+    residual(step) = by_requests(R) + per_token * T
 
-with every coefficient >= 0. All three go into the model file (``step_overhead_ms``,
-``step_overhead_per_request_ms``, ``step_overhead_per_token_ms``), which the fitted model
-adds to every step: a decode-heavy run is mostly small steps, where these terms are 5-15 %
-of the step (a fixed term alone under-predicted live decode steps by 4-8 %).
+``by_requests`` is the decode residual at each measured batch size (minus its per-token
+part), linear between them; ``per_token`` (>= 0) is the least-squares slope of the
+one-request chunks' residual over their extra tokens. Every shape is measured in
+``ROUNDS`` interleaved rounds (the median kept), so a drift of the machine during the
+measurement spreads over all shapes instead of biasing the ones measured during it. In a
+round each shape runs twice and the second step is timed, as a live run's steps mostly
+follow a step of their own shape. ``fit_residual`` (fixed + per request + per token, the linear
+form) is kept for files and reports that predate the table.
 """
 
 from __future__ import annotations
@@ -25,23 +32,33 @@ from pathlib import Path
 
 import numpy as np
 
-DECODE_BATCHES = (1, 2, 4, 8, 16, 32)
+DENSE_BATCHES = 8  # every decode batch size up to this is measured
 PREFILL_CHUNKS = (16, 64, 256)
 DECODE_CONTEXT = 128  # tokens cached before each synthetic decode (tokens)
-REPEATS = 9
+ROUNDS = 15
+
+
+def decode_batches(max_num_seqs: int) -> list[int]:
+    """1..8, then 12, 16, 24, 32, 48, ... (2^k and 1.5 x 2^k) below max_num_seqs, and
+    max_num_seqs itself."""
+    out = list(range(1, min(DENSE_BATCHES, max_num_seqs) + 1))
+    ladder = sorted({2 ** k for k in range(4, 24)} | {3 * 2 ** k for k in range(2, 23)})
+    return out + [b for b in ladder if b < max_num_seqs] + \
+        ([max_num_seqs] if max_num_seqs > DENSE_BATCHES else [])
 
 
 def _shapes(r) -> list[tuple[int, int]]:
     """(requests, tokens per request) of the synthetic steps the scenario allows."""
     lim = r.limits
-    decode = [(b, 1) for b in DECODE_BATCHES if b <= lim.max_num_seqs]
+    decode = [(b, 1) for b in decode_batches(lim.max_num_seqs)]
     prefill = [(1, q) for q in PREFILL_CHUNKS
                if q <= lim.max_num_batched_tokens and q < lim.max_model_len]
     return decode + prefill
 
 
 def measure_overhead(r, params, model_file: Path) -> dict:
-    """{"overhead_ms", "shapes": [{requests, tokens, measured_ms, priced_ms}, ...]}."""
+    """{"by_requests": {"requests", "ms"}, "per_token_ms", "linear": the linear fit,
+    "shapes": [{requests, tokens, measured_ms, priced_ms}, ...]}."""
     from sim.cost.fitted import FittedCost, FittedParams
     from sim.engine.plan import StepPlan
     from sim.engine.requests import RequestSpecs
@@ -55,21 +72,37 @@ def measure_overhead(r, params, model_file: Path) -> dict:
     cost = FittedCost(r.model, r.gpu, 1, FittedParams(profile=str(model_file),
                                                       step_overhead_ms=0.0))
     tables = {i: list(range(1 + i * per, 1 + (i + 1) * per)) for i in range(n)}
+    args = [(np.arange(b, dtype=np.int64), np.full(b, q, dtype=np.int64),
+             np.full(b, DECODE_CONTEXT if q == 1 else 0, dtype=np.int64)) for b, q in shapes]
+    times = np.zeros((ROUNDS, len(shapes)))
     runner = StepRunner(r, params, specs, num_blocks=n * per)
-    rows = []
     try:
-        for b, q in shapes:
-            ids = np.arange(b, dtype=np.int64)
-            tok = np.full(b, q, dtype=np.int64)
-            ctx = np.full(b, DECODE_CONTEXT if q == 1 else 0, dtype=np.int64)
-            priced = float(cost.step_times(StepPlan.build(ids, tok, ctx))[0])
-            measured = np.median([runner.step(ids, tok, ctx, tables)[0]
-                                  for _ in range(REPEATS)])
-            rows.append({"requests": b, "tokens": q, "measured_ms": 1e3 * measured,
-                         "priced_ms": 1e3 * priced})
+        for i in range(ROUNDS):
+            for j, a in enumerate(args):
+                runner.step(*a, tables)  # untimed: the step after one of its own shape
+                times[i, j] = runner.step(*a, tables)[0]
     finally:
         runner.close()
-    return {**fit_residual(rows), "shapes": rows}
+    rows = [{"requests": b, "tokens": q, "measured_ms": 1e3 * float(np.median(times[:, j])),
+             "priced_ms": 1e3 * float(cost.step_times(StepPlan.build(*args[j]))[0])}
+            for j, (b, q) in enumerate(shapes)]
+    return {**fit_by_requests(rows), "linear": fit_residual(rows), "shapes": rows}
+
+
+def fit_by_requests(rows: list[dict]) -> dict:
+    """``by_requests`` and ``per_token_ms`` of the rows' residuals (module docstring): the
+    per-token slope from the one-request rows (>= 0), then each decode batch's residual
+    less its per-token part (>= 0)."""
+    res = {(row["requests"], row["tokens"]): row["measured_ms"] - row["priced_ms"]
+           for row in rows}
+    dec = sorted(b for b, q in res if q == 1)
+    one = res.get((1, 1), 0.0)
+    extra = np.array([q - 1 for b, q in res if b == 1 and q > 1], dtype=np.float64)
+    d = np.array([res[(1, q + 1)] - one for q in extra.astype(int)])
+    per_token = max(0.0, float(extra @ d / (extra @ extra))) if len(extra) else 0.0
+    return {"by_requests": {"requests": dec,
+                            "ms": [max(0.0, res[(b, 1)] - per_token * b) for b in dec]},
+            "per_token_ms": per_token}
 
 
 def fit_residual(rows: list[dict]) -> dict:

@@ -35,7 +35,8 @@ def build(r, model: Path, sim, lives, device: str, overhead: dict | None = None)
     return {
         "scenario": r.scenario.name, "device": device, "model": r.model.name,
         "fitted_model": str(model), "fitted_heldout_ape": _heldout(model),
-        "fitted_step_overhead_ms": _overhead_ms(model), "overhead_measurement": overhead,
+        "fitted_step_overhead_ms": _overhead_ms(model),
+        "fitted_step_overhead": _overhead(model), "overhead_measurement": overhead,
         "runs": runs,
         "step_error": {n: step_errors(lv.steps) for n, lv in zip(names, lives)},
         "latency": {ref: latency_rows(summaries, ref) for ref in names},
@@ -48,6 +49,29 @@ def _overhead_ms(model: Path) -> float:
     from calibrate.model_file import load_model_file
 
     return load_model_file(model).step_overhead_ms
+
+
+def _overhead(model: Path) -> dict:
+    """The model file's per-step overhead terms (ms)."""
+    from calibrate.model_file import load_model_file
+
+    mf = load_model_file(model)
+    table = mf.step_overhead_by_requests
+    return {"fixed_ms": mf.step_overhead_ms, "per_request_ms": mf.step_overhead_per_request_ms,
+            "per_token_ms": mf.step_overhead_per_token_ms,
+            "by_requests": table.model_dump() if table is not None else None}
+
+
+def _overhead_text(rep: dict) -> str:
+    o = rep["fitted_step_overhead"]
+    where = " (measured on the live executor)" if rep["overhead_measurement"] else ""
+    if o["by_requests"]:
+        t = o["by_requests"]
+        pairs = ", ".join(f"{n}: {v:.2f}" for n, v in zip(t["requests"], t["ms"]))
+        return (f"per-step overhead by requests ({pairs}) ms + {o['per_token_ms']:.3f} "
+                f"ms/token{where}")
+    return (f"per-step overhead {o['fixed_ms']:.3f} ms + {o['per_request_ms']:.3f} "
+            f"ms/request + {o['per_token_ms']:.3f} ms/token{where}")
 
 
 def write_report(out: Path, r, model: Path, sim, lives, device: str,
@@ -117,11 +141,7 @@ def markdown(rep: dict) -> str:
     held = rep["fitted_heldout_ape"]
     lines += ["", "Fitted model held-out error (median / p90 APE): " + ", ".join(
         f"{op} {h['median_ape']:.1f}% / {h['p90_ape']:.1f}%" for op, h in held.items() if h)
-        + f"; per-step overhead {rep['fitted_step_overhead_ms']:.3f} ms"
-        + ("" if not rep["overhead_measurement"] else
-           " + {per_request_ms:.3f} ms/request + {per_token_ms:.3f} ms/token".format(
-               **rep["overhead_measurement"]))
-        + (" (measured on the live executor)" if rep["overhead_measurement"] else "") + "."]
+        + "; " + _overhead_text(rep) + "."]
     return "\n".join(lines) + "\n"
 
 

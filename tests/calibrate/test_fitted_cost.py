@@ -129,3 +129,30 @@ def test_the_cost_model_imports_neither_torch_nor_triton():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=root).stdout.split()
     assert out == ["False", "False"]
+
+
+def test_overhead_by_requests_replaces_fixed_and_per_request(tmp_path):
+    """A measured table prices each request count (linear between, flat beyond); the
+    per-token term still adds; a scenario's step_overhead_ms override ignores the table."""
+    from calibrate.model_file import (
+        OverheadByRequests,
+        load_model_file,
+        resolve_profile,
+        save_model_file,
+    )
+
+    mf = load_model_file(resolve_profile("h100-sxm/vllm")).model_copy(deep=True)
+    mf.host_overhead = None
+    mf.step_overhead_ms, mf.step_overhead_per_request_ms = 9.0, 9.0  # not used with a table
+    mf.step_overhead_per_token_ms = 0.5
+    mf.step_overhead_by_requests = OverheadByRequests(requests=[1, 2, 4], ms=[1.0, 3.0, 4.0])
+    path = save_model_file(mf, tmp_path / "m.yaml")
+    c, bare = cost(profile=str(path)), cost(profile=str(path), step_overhead_ms=0)
+    for reqs, table_ms in ((1, 1.0), (2, 3.0), (3, 3.5), (4, 4.0), (8, 4.0)):
+        p = plan([1] * reqs, [100] * reqs)
+        extra = c.step_times(p)[0] - bare.step_times(p)[0]
+        assert extra == pytest.approx(1e-3 * (table_ms + 0.5 * reqs)), reqs
+    for bad in ({"requests": [2, 1], "ms": [1.0, 1.0]}, {"requests": [1], "ms": [-1.0]},
+                {"requests": [1, 2], "ms": [1.0]}):
+        with pytest.raises(ValueError):
+            OverheadByRequests(**bad)

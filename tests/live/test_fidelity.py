@@ -10,7 +10,7 @@ import pytest
 
 from sim.cli import main
 from sim.live.compare import ape_block, latency_rows, rel_error, repeat_noise, step_errors
-from sim.live.overhead import fit_residual
+from sim.live.overhead import decode_batches, fit_by_requests, fit_residual
 from tests.live.helpers import write_scenario
 
 # one worker builds the module's run (its fixture) and runs every test that reads it
@@ -53,10 +53,16 @@ def test_report_numbers(report):
     assert len(rows) == 16 and all(r["sim_err"] == pytest.approx(r["sim"] / r["live-1"] - 1)
                                    for r in rows)
     over = rep["overhead_measurement"]
-    assert len(over["shapes"]) == 8  # decode batches 1..16 (max_num_seqs), chunks 16..256
-    assert rep["fitted_step_overhead_ms"] == pytest.approx(over["overhead_ms"], abs=1e-6)
-    assert over["overhead_ms"] == pytest.approx(max(0.0, over["fixed_ms"]))
-    assert over == {**fit_residual(over["shapes"]), "shapes": over["shapes"]}
+    # decode batches 1..8, 12, 16 (max_num_seqs); chunks 16, 64, 256
+    assert [(s["requests"], s["tokens"]) for s in over["shapes"]] == [
+        *[(b, 1) for b in (1, 2, 3, 4, 5, 6, 7, 8, 12, 16)], (1, 16), (1, 64), (1, 256)]
+    assert over == {**fit_by_requests(over["shapes"]), "linear": fit_residual(over["shapes"]),
+                    "shapes": over["shapes"]}
+    fitted = rep["fitted_step_overhead"]
+    assert fitted["by_requests"] == over["by_requests"]
+    assert fitted["per_token_ms"] == pytest.approx(over["per_token_ms"], abs=1e-6)
+    assert rep["fitted_step_overhead_ms"] == pytest.approx(over["by_requests"]["ms"][0],
+                                                           abs=1e-6)
     noise = rep["noise"]["step_repeat"]
     assert noise["steps"] > 0 and noise["matched_of"] >= noise["steps"]
     md = (report / "report.md").read_text()
@@ -99,6 +105,31 @@ def test_overhead_is_the_fixed_part_of_the_residual():
              "measured_ms": 11.0 + 0.2 * b - 0.001 * b * q} for b, q in shapes]
     fit = fit_residual(rows)
     assert fit["per_token_ms"] == 0.0 and fit["fixed_ms"] >= 0 and fit["per_request_ms"] > 0
+
+
+def test_overhead_by_requests_follows_each_batch():
+    """Residual 2.0 ms at one request, 3.0 at two, 3.2 at four (decode steps), and one-request
+    chunks adding 0.01 ms per extra token: per_token 0.01, the table those less 0.01/request."""
+    dec = {1: 2.0, 2: 3.0, 4: 3.2}
+    rows = [{"requests": b, "tokens": 1, "priced_ms": 5.0, "measured_ms": 5.0 + v}
+            for b, v in dec.items()]
+    rows += [{"requests": 1, "tokens": q, "priced_ms": 9.0, "measured_ms": 11.0 + 0.01 * (q - 1)}
+             for q in (16, 64)]
+    fit = fit_by_requests(rows)
+    assert fit["per_token_ms"] == pytest.approx(0.01)
+    assert fit["by_requests"]["requests"] == [1, 2, 4]
+    assert fit["by_requests"]["ms"] == pytest.approx([1.99, 2.98, 3.16])
+    # chunks cheaper than a decode: no negative per-token cost; a negative residual: 0
+    rows[-1]["measured_ms"] = rows[-2]["measured_ms"] = 9.0
+    rows[1]["measured_ms"] = 4.0
+    fit = fit_by_requests(rows)
+    assert fit["per_token_ms"] == 0.0 and fit["by_requests"]["ms"] == pytest.approx([2, 0, 3.2])
+
+
+def test_decode_batches_are_dense_then_geometric():
+    assert decode_batches(4) == [1, 2, 3, 4]
+    assert decode_batches(32) == [1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32]
+    assert decode_batches(100) == [1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64, 96, 100]
 
 
 def test_error_helpers():
