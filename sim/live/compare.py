@@ -44,15 +44,18 @@ def latency_rows(runs: dict[str, dict], reference: str) -> list[dict]:
 
 
 def ape_block(predicted: np.ndarray, measured: np.ndarray) -> dict:
-    """Median / p90 / mean absolute percentage error and the signed median bias (%)."""
+    """Median / p90 / mean absolute percentage error, the signed median bias and the
+    time bias (sum predicted / sum measured - 1) (%)."""
     if len(measured) == 0:
         return {"steps": 0, "median_ape": None, "p90_ape": None, "mean_ape": None,
-                "median_bias": None}
-    err = np.asarray(predicted) / np.asarray(measured) - 1.0
+                "median_bias": None, "time_bias": None}
+    pred, meas = np.asarray(predicted, dtype=np.float64), np.asarray(measured, np.float64)
+    err = pred / meas - 1.0
     ape = 100.0 * np.abs(err)
     return {"steps": int(len(ape)), "median_ape": float(np.median(ape)),
             "p90_ape": float(np.percentile(ape, 90)), "mean_ape": float(ape.mean()),
-            "median_bias": float(100.0 * np.median(err))}
+            "median_bias": float(100.0 * np.median(err)),
+            "time_bias": float(100.0 * (pred.sum() / meas.sum() - 1.0))}
 
 
 def step_errors(table: pd.DataFrame) -> dict:
@@ -62,6 +65,23 @@ def step_errors(table: pd.DataFrame) -> dict:
     for kind in KINDS:
         part = table[table["kind"] == kind]
         out[kind] = ape_block(part["predicted_s"], part["duration_s"])
+    return out
+
+
+BATCH_GROUPS = ((1, 1), (2, 2), (3, 4), (5, 8), (9, 16), (17, 32), (33, 1 << 30))
+
+
+def decode_by_batch(table: pd.DataFrame) -> list[dict]:
+    """Decode steps' error by batch size (``table``: kind, requests, predicted_s,
+    duration_s): the shape of the model's error in the batch, group by group."""
+    dec = table[table["kind"] == "decode"]
+    out = []
+    for lo, hi in BATCH_GROUPS:
+        part = dec[(dec["requests"] >= lo) & (dec["requests"] <= hi)]
+        if len(part):
+            label = str(lo) if lo == hi else (f"{lo}-{hi}" if hi < 1 << 30 else f"{lo}+")
+            out.append({"requests": label,
+                        **ape_block(part["predicted_s"], part["duration_s"])})
     return out
 
 

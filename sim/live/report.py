@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from sim.live.compare import KINDS, latency_rows, repeat_noise, step_errors
+from sim.live.compare import KINDS, decode_by_batch, latency_rows, repeat_noise, step_errors
 
 COLORS = {"prefill": "tab:blue", "mixed": "tab:orange", "decode": "tab:green"}
 
@@ -39,6 +39,7 @@ def build(r, model: Path, sim, lives, device: str, overhead: dict | None = None)
         "fitted_step_overhead": _overhead(model), "overhead_measurement": overhead,
         "runs": runs,
         "step_error": {n: step_errors(lv.steps) for n, lv in zip(names, lives)},
+        "decode_by_batch": {n: decode_by_batch(lv.steps) for n, lv in zip(names, lives)},
         "latency": {ref: latency_rows(summaries, ref) for ref in names},
         "noise": {"step_repeat": (repeat_noise(lives[0].steps, lives[1].steps)
                                   if len(lives) > 1 else None)},
@@ -97,6 +98,26 @@ def _num(x) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.2f}"
 
 
+def _by_batch(rep: dict, names: list[str]) -> list[str]:
+    """Decode steps by batch size: median bias and time bias per live run."""
+    groups = {g["requests"]: g for g in rep["decode_by_batch"][names[0]]}
+    if not groups:
+        return []
+    per = {n: {g["requests"]: g for g in rep["decode_by_batch"][n]} for n in names}
+    lines = ["", "Decode steps by batch size: median bias / time bias (sum predicted / sum "
+             "measured - 1).", "", "| requests | " + " | ".join(
+                 f"{n} steps | {n} bias" for n in names) + " |",
+             "|---|" + "---|---|" * len(names)]
+    for label in groups:
+        cells = []
+        for n in names:
+            g = per[n].get(label)
+            cells += ([str(g["steps"]), f"{g['median_bias']:+.1f}% / {g['time_bias']:+.1f}%"]
+                      if g else ["0", "-"])
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def markdown(rep: dict) -> str:
     names = [n for n in rep["runs"] if n != "sim"]
     live1 = rep["runs"][names[0]]["live"]
@@ -116,6 +137,7 @@ def markdown(rep: dict) -> str:
             if e["steps"]:
                 lines.append(f"| {n} | {e['steps']} | {kind} | {e['median_ape']:.1f}% | "
                              f"{e['p90_ape']:.1f}% | {e['median_bias']:+.1f}% |")
+    lines += _by_batch(rep, names)
     noise = rep["noise"]["step_repeat"]
     if noise and noise["steps"]:
         lines += ["", f"Repeat noise: {noise['steps']} steps with identical plans in "

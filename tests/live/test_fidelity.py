@@ -9,7 +9,14 @@ import pandas as pd
 import pytest
 
 from sim.cli import main
-from sim.live.compare import ape_block, latency_rows, rel_error, repeat_noise, step_errors
+from sim.live.compare import (
+    ape_block,
+    decode_by_batch,
+    latency_rows,
+    rel_error,
+    repeat_noise,
+    step_errors,
+)
 from sim.live.overhead import decode_batches, fit_by_requests, fit_residual
 from tests.live.helpers import write_scenario
 
@@ -67,7 +74,8 @@ def test_report_numbers(report):
     assert noise["steps"] > 0 and noise["matched_of"] >= noise["steps"]
     md = (report / "report.md").read_text()
     for needle in ("## Per-step time error", "| live-1 |", "## Latency (ms)",
-                   "sim vs live-2", "live-2 vs live-1", "Repeat noise"):
+                   "sim vs live-2", "live-2 vs live-1", "Repeat noise",
+                   "Decode steps by batch size"):
         assert needle in md, needle
 
 
@@ -143,6 +151,15 @@ def test_error_helpers():
     errs = step_errors(table)
     assert errs["decode"]["median_ape"] == pytest.approx(25.0)
     assert errs["prefill"]["median_ape"] == pytest.approx(50.0) and errs["mixed"]["steps"] == 0
+    assert block["time_bias"] == pytest.approx(22.5)  # 4.9 / 4 - 1
+    steps = pd.DataFrame({"kind": ["decode"] * 4 + ["mixed"], "requests": [1, 1, 3, 40, 2],
+                          "predicted_s": [1.1, 1.3, 2.0, 5.0, 9.0],
+                          "duration_s": [1.0, 1.0, 2.5, 4.0, 1.0]})
+    groups = decode_by_batch(steps)
+    assert [g["requests"] for g in groups] == ["1", "3-4", "33+"]
+    assert [g["steps"] for g in groups] == [2, 1, 1]
+    assert groups[0]["median_bias"] == pytest.approx(20.0)
+    assert groups[1]["time_bias"] == pytest.approx(-20.0)
     a = pd.DataFrame({"signature": [1, 2, 3], "duration_s": [1.0, 2.0, 3.0]})
     b = pd.DataFrame({"signature": [2, 3, 4], "duration_s": [2.2, 2.7, 9.0]})
     noise = repeat_noise(a, b)
