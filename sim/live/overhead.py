@@ -8,11 +8,11 @@ per-step overhead, which a profile only estimates with an empty step. For live m
 not the trace's: decode batches of every size up to 8 and a geometric ladder beyond (up to
 ``max_num_seqs``), and prefill chunks, run through the live ``StepRunner`` and priced by
 the fitted model with no overhead. The residual (measured - priced) is what the model
-misses. It is not linear in the step's requests: on the CPU a one-row step runs its GEMMs
-as matrix-vector products, which leave the caches warmer for the step's other work than
-the two-row and larger matrix products do, and the profile's per-row timings carry their
-own noise at each batch size; a line through all batch sizes over-predicted one-request
-decode steps by 7 % and under-predicted two to eight requests by 4-6 % (NOTES.md). So:
+misses. It is not linear in the step's requests: on the CPU the untimed work of a step
+(norms, RoPE, KV write, sampler, ...) measured 1.67 ms at one request, 2.41 at two and
+2.50 at four, and the profile's per-row timings carry their own error at each batch
+size; a line through all batch sizes over-predicted one-request decode steps by 7 % and
+under-predicted two to eight requests by 4-6 % (NOTES.md). So:
 
     residual(step) = by_requests(R) + per_token * T
 
