@@ -127,10 +127,10 @@ def profile_in_passes(shapes, path: Path, device: str, progress: Callable | None
     """Profile ``shapes`` into ``path`` in ``passes`` passes (each all shapes, in order);
     per shape the row of the pass with the median time, its repeats the passes' sum.
     Passes spread each row's timing over the whole profiling time, as a live run's steps
-    spread over theirs: on a shared CPU the memory bandwidth left to the timed core moves
-    by 10-20 % from one minute to the next (NOTES.md), and a single pass lets such a
-    minute bias every row timed in it (a run of neighbouring shapes, e.g. the LM head at
-    small batches)."""
+    spread over theirs: on a shared CPU a row's time moves by 15-30 % within minutes (the
+    LM head at one and two rows, NOTES.md), and a single pass lets a slow minute bias
+    every row timed in it (a run of neighbouring shapes, e.g. the LM head at small
+    batches)."""
     import tempfile
 
     from calibrate.profile import read_profile, run_profile, write_profile
