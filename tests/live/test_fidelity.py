@@ -172,3 +172,30 @@ def test_error_helpers():
     assert rows[0] == {"metric": "ttft", "stat": "mean", "sim": 2.0, "live-1": 4.0,
                        "sim_err": -0.5}
     assert rows[1]["sim_err"] == pytest.approx(1.0)
+
+
+def test_profile_in_passes_keeps_each_rows_median_pass(tmp_path, monkeypatch):
+    """Three passes timing a GEMM at 3, 1, 2 ms and an attention shape at 5, 6, 4 ms: the
+    profile keeps 2 and 5 ms (each row's median pass), with the passes' repeats summed."""
+    import calibrate.profile as prof
+    from calibrate.shapes import Shape
+    from calibrate.timing import Timing
+    from sim.live.fidelity import profile_in_passes
+
+    shapes = [Shape("gemm", "qkv", m=1, n=8, k=8, dtype="float32"),
+              Shape("decode_attn", "decode", batch=1, ctx_len=16, num_heads=2, num_kv_heads=1,
+                    head_dim=8, dtype="float32", kv_dtype="float32")]
+    times = iter([3.0, 5.0, 1.0, 6.0, 2.0, 4.0])  # pass by pass, shape by shape
+    real = prof.run_profile
+
+    def fake(shapes, path, device, **kw):
+        return real(shapes, path, device, builder=lambda s, d: (None, False),
+                    timer=lambda fn, d, **_: Timing(next(times), 0.5, 9.0, kw["repeats"]),
+                    **kw)
+
+    monkeypatch.setattr(prof, "run_profile", fake)
+    profile_in_passes(shapes, tmp_path / "p.parquet", "cpu")
+    df = prof.read_profile(tmp_path / "p.parquet").set_index("op")
+    assert df.loc["gemm", "median_ms"] == 2.0 and df.loc["decode_attn", "median_ms"] == 5.0
+    assert (df["repeats"] == 9).all() and len(df) == 2
+    assert [p.name for p in tmp_path.iterdir()] == ["p.parquet"]  # the passes are removed
