@@ -36,7 +36,7 @@ def bench(trace: Path, scale: float, repeat: int) -> dict:
         wall = time.perf_counter() - t0
         best = wall if best is None else min(best, wall)
     s = summarize(res)
-    plans = len(res.recorder._plan_steps)
+    plans = res.recorder.num_plans
     return {"scale": scale, "wall_s": best, "cost": r.scenario.cost.name, "requests": len(specs),
             "steps": res.recorder.num_steps, "plans": plans,
             "req_per_wall_s": len(specs) / best, "steps_per_wall_s": res.recorder.num_steps / best,
