@@ -65,14 +65,25 @@ class PagedKV(KVManager):
         nz = np.flatnonzero(extra)
         if not len(nz):
             return
-        take = self.pool.take
-        for req, n in zip(req_ids[nz].tolist(), extra[nz].tolist()):
-            take(req, n)
-        self.held[req_ids[nz]] += extra[nz]
+        reqs, counts = req_ids[nz], extra[nz]
+        if type(self.pool) is BlockPool:
+            self.pool.take_many(reqs.tolist(), counts.tolist())
+        else:  # the prefix-caching pool takes (and may evict) block by block
+            for req, n in zip(reqs.tolist(), counts.tolist()):
+                self.pool.take(req, n)
+        self.held[reqs] += counts
 
     def free(self, req):
         self.pool.release(req)
         self.held[req] = 0
+
+    def free_many(self, reqs):
+        if type(self).free is not PagedKV.free:  # a subclass frees its own way
+            return super().free_many(reqs)
+        release = self.pool.release
+        for req in reqs:
+            release(req)
+        self.held[reqs] = 0
 
     def usage(self):
         used = int(self.held.sum())

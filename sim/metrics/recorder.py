@@ -72,9 +72,11 @@ class Recorder:
         em = outcome.emitted
         prev = self.last_token_s[em]
         seen = ~np.isnan(prev)
-        gaps = ends[0] - prev[seen]
+        if seen.all():  # every emitter had a token before (decode steps): no masking
+            gaps, idx = ends[0] - prev, em
+        else:
+            gaps, idx = ends[0] - prev[seen], em[seen]
         if len(gaps):
-            idx = em[seen]
             self.itl.add_own(gaps, idx)
             self.max_itl_s[idx] = np.maximum(self.max_itl_s[idx], gaps)
         if plan.num_steps > 1:

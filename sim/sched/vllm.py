@@ -38,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 
 from sim.engine.plan import StepPlan
-from sim.sched.base import SCHEDULERS, Scheduler, Status
+from sim.sched.base import _RUNNING, SCHEDULERS, Scheduler
 from sim.sched.batch import BatchBuilder
 
 MAX_RUN_STEPS = 4096  # bound on one decode run (steps): bounds per-plan arrays
@@ -253,7 +253,7 @@ class VllmScheduler(Scheduler):
     def _admit(self, req: int, computed: int, queue=None) -> None:
         (self.waiting if queue is None else queue).pop()
         self.running = np.append(self.running, req)
-        self.status[req] = Status.RUNNING
+        self.status[req] = _RUNNING
         self.computed[req] = computed
         if self.cached_tokens[req] < 0:
             self.cached_tokens[req] = computed
