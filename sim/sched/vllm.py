@@ -145,6 +145,14 @@ class VllmScheduler(Scheduler):
         # never binds for admitted requests (prompt + output <= max_model_len), kept for parity
         return np.minimum(need, self.limits.max_model_len - 1 - comp, out=need)
 
+    def _demand_one(self, req: int, comp: int) -> int:
+        """``_demand`` of one request, in Python ints."""
+        need = int(self.known_tokens[req]) - comp
+        cap = self.long_prefill_cap()
+        if cap > 0:
+            need = min(need, cap)
+        return min(need, self.limits.max_model_len - 1 - comp)
+
     def _schedule_running(self, budget: int, batch: BatchBuilder, preempted: list) -> int:
         order = self.running_order()
         pos = 0
@@ -214,7 +222,7 @@ class VllmScheduler(Scheduler):
                 break
             comp = int(self.computed[req]) or self.kv.lookup_prefix(
                 req, int(self.known_tokens[req]))
-            need = int(self._demand(np.array([req]), np.array([comp]))[0])
+            need = self._demand_one(req, comp)
             if not self.limits.enable_chunked_prefill and need > budget:
                 self._blocked = BUDGET
                 break
