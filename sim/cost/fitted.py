@@ -334,7 +334,10 @@ class FittedCost(CostModel):
         fixed = self._per_token_count(s.total_tokens, s.num_reqs) + self.overhead
         if len(s.prefill_q):
             fixed += self.layers * self._prefill(s.prefill_q, s.prefill_ctx)
-        if s.num_decode:
+        if s.num_decode and s.num_steps == 1:
+            out = np.array([self.layers * self._decode_one(s.num_decode, int(s.decode_ctx[0]))
+                            + fixed])
+        elif s.num_decode:
             out = self.layers * self._decode(s.num_decode, s.decode_ctx) + fixed
         else:
             out = np.full(s.num_steps, fixed)
