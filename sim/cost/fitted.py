@@ -120,6 +120,9 @@ class FittedCost(CostModel):
         self.layers = self.model.num_layers
         ms = self.params.step_overhead_ms
         self.overhead = (self.file.overhead_ms(self.layers, self.tp) if ms is None else ms) * 1e-3
+        # per request and per token of a step (s); 0 unless measured (servesim fidelity)
+        self.over_req = self.file.step_overhead_per_request_ms * 1e-3
+        self.over_tok = self.file.step_overhead_per_token_ms * 1e-3
         self._memo: dict[tuple[int, int], float] = {}
         if self.file.kind == "ops":
             missing = [op for op in ("gemm", "prefill_attn", "decode_attn")
@@ -331,7 +334,8 @@ class FittedCost(CostModel):
                 out[0] += self.swap_time(plan)
             return out
         s = StepShape.of(plan)
-        fixed = self._per_token_count(s.total_tokens, s.num_reqs) + self.overhead
+        fixed = (self._per_token_count(s.total_tokens, s.num_reqs) + self.overhead
+                 + self.over_req * s.num_reqs + self.over_tok * s.total_tokens)
         if len(s.prefill_q):
             fixed += self.layers * self._prefill(s.prefill_q, s.prefill_ctx)
         if s.num_decode and s.num_steps == 1:
