@@ -323,7 +323,8 @@ class FittedCost(CostModel):
         tok, k = plan.num_tokens, plan.num_steps
         total, n = int(tok.sum()), len(tok)
         if total == n:  # every request decode-shaped: the hot path, without StepShape
-            fixed = self._per_token_count(total, n) + self.overhead
+            fixed = (self._per_token_count(total, n) + self.overhead
+                     + self.over_req * n + self.over_tok * total)
             ctx0 = int(plan.context_lens.sum())
             if k == 1:
                 out = np.array([self.layers * self._decode_one(n, ctx0) + fixed])
