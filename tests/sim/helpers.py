@@ -160,7 +160,7 @@ def folded_and_single(run_fn, *args, **kw):
         single = run_fn(*args, **kw)
     finally:
         vllm_mod.MAX_RUN_STEPS = saved
-    assert single.recorder.num_steps == len(single.recorder._plan_steps)
+    assert single.recorder.num_steps == single.recorder.num_plans
     return folded, single
 
 
