@@ -68,6 +68,7 @@ class Engine:
         self.stop = min(ns(stop_s), MAX_NS)  # no step starts at or after this time (ns)
         self.env = simpy.Environment()  # its clock counts integer nanoseconds
         self.clock = 0  # the replica's simulated time (ns)
+        self.last_start: int | None = None  # start of the last step executed (ns)
         self.source = source or OpenLoop(to_ns(specs.arrival_s[:num_arrivals]),
                                          admissible(specs, scheduler)[:num_arrivals])
 
@@ -90,6 +91,12 @@ class Engine:
                     break
                 continue
             yield from self._execute(plan)
+        if self.clock >= self.stop and self.last_start is not None:
+            # a decode run no arrival could join (interruptible False) ran on past arrivals;
+            # hand them over as single steps would have at the steps they ran through, so a
+            # folded run and its unfolded twin end with the same requests delivered
+            for i in self.source.due(self.last_start):
+                sched.add_request(i)
         return RunStatus(self.clock / 1e9, self.clock >= self.stop, len(sched.waiting))
 
     def _deliver(self) -> None:
@@ -117,6 +124,7 @@ class Engine:
         else:
             times = self.clock + np.concatenate(([0], np.cumsum(durations)))  # (ns)
         plan, durations, times = self._cut(plan, durations, times)
+        self.last_start = int(times[-2])  # the last step's start (ns)
         yield _late(self.env, int(times[-1]) - self.env.now)
         self.clock = int(times[-1])
         durations_s = to_s(durations)

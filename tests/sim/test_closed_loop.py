@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from sim.cli import main
 from sim.engine.clock import to_ns
+from sim.sched.base import Status
 from tests.cli.test_cli_errors import assert_one_line_error, write
 from tests.sim.helpers import assert_same_results, folded_and_single, ms, run
 from tests.sim.test_invariants import runs
@@ -140,3 +141,22 @@ def test_bad_closed_loop_configs_fail_in_one_line(tmp_path, capsys, workload, ne
     code = main(["run", str(write(tmp_path, text)), "-o", str(tmp_path / "o"), "-q"])
     assert_one_line_error(code, capsys.readouterr().err, needle)
     assert not (tmp_path / "o").exists()
+
+
+def test_a_decode_run_past_a_release_hands_it_over_as_single_steps_do():
+    """max_num_seqs 1: request 8's decode run cannot take an arrival (not interruptible) and
+    runs past request 11's release (0.164223 s) to the horizon (0.2 s). Single steps hand
+    request 11 over at the next step start; the folded run must end the same way: sent at
+    0.164223 s and waiting, not counted as never sent (found by hypothesis)."""
+    from sim.cost.linear import LinearParams
+
+    prompt = [1, 1, 1, 33, 1, 18, 24, 5, 1, 1, 1, 4, 1, 1, 1, 1, 1, 1, 1, 1, 1]
+    output = [1, 1, 1, 3, 1, 1, 28, 30, 30, 1, 1, 1, 6, 1, 1, 1, 1, 11, 1, 1, 8]
+    knobs = dict(usable_blocks=12, block_size=16, max_num_seqs=1, max_num_batched_tokens=81,
+                 max_model_len=48, chunked=False, threshold=5, full_isl=False, adaptive=False,
+                 cost=LinearParams(base_ms=2.0, prefill_token_ms=0.05, decode_seq_ms=0.1,
+                                   context_token_ms=0.001), stop_s=0.2)
+    folded, single = folded_and_single(run, [0.0] * 21, prompt, output, concurrency=4,
+                                       think_s=0.003, **knobs)
+    assert folded.engine.source.sent[11] == single.engine.source.sent[11] == 164_223_000
+    assert folded.scheduler.status[11] == single.scheduler.status[11] == Status.WAITING
