@@ -50,8 +50,9 @@ def client_view(fr: FleetResult, views: dict) -> RunResult:
     return combine(parts, arrivals)
 
 
-def fleet_summary(fr: FleetResult) -> dict:
-    views = {rep.name: replica_view(fr, rep) for rep in fr.replicas}
+def fleet_summary(fr: FleetResult, views: dict | None = None) -> dict:
+    """The fleet's summary (``views``: replica_view of each replica, if already made)."""
+    views = views or {rep.name: replica_view(fr, rep) for rep in fr.replicas}
     per_replica = {name: summarize(v) for name, (v, _) in views.items()}
     out = summarize(client_view(fr, views))
     _fleet_blocks(out, list(per_replica.values()), list(per_replica))
