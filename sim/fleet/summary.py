@@ -79,7 +79,8 @@ def fleet_summary(fr: FleetResult, views: dict | None = None) -> dict:
 def _fleet_blocks(out: dict, parts: list[dict], names: list[str]) -> None:
     worst = max(range(len(parts)), key=lambda i: _RANK[parts[i]["stability"]["verdict"]])
     out["stability"] = {**parts[worst]["stability"], "replica": names[worst]}
-    out["waiting"] = {"mean_waiting": float(sum(p["waiting"]["mean_waiting"] for p in parts))}
+    keys = dict.fromkeys(k for p in parts for k in p["waiting"])
+    out["waiting"] = {k: float(sum(p["waiting"].get(k, 0.0) for p in parts)) for k in keys}
     fracs = [p["kv_cache"].get("mean_used_fraction", 0.0) for p in parts]
     out["kv_cache"] = {**out["kv_cache"], "mean_used_fraction": float(np.mean(fracs)),
                        "peak_used_fraction": float(max(p["kv_cache"].get(
