@@ -49,14 +49,14 @@ class Sizing:
 
 def _check(loaded: LoadedScenario) -> None:
     sc = loaded.scenario
+    if sc.cluster is not None and sc.cluster.pools:
+        raise InputError("--target-rate sizes cluster.replicas of one pool; for pools, "
+                         "search each pool's count with --grid cluster.pools.N.replicas=...")
     key, _ = load_axis(sc)
     if key != RATE_KEY:
         raise InputError("--target-rate: the workload must have an arrival rate "
                          "(workload.arrival.rate); a replayed trace has none: use "
                          "--grid cluster.replicas=... with rate_scale instead")
-    if sc.cluster is not None and sc.cluster.pools:
-        raise InputError("--target-rate sizes cluster.replicas of one pool; for pools, "
-                         "search each pool's count with --grid cluster.pools.N.replicas=...")
 
 
 def size_fleet(loaded: LoadedScenario, rate: float, budgets: tuple[Budget, ...],
