@@ -59,6 +59,7 @@ class Router(ABC):
     """One routing policy for one pool; ``choose`` is its whole decision."""
 
     Params: type[BaseModel] = NoParams
+    description: str = ""  # one line for `servesim policies`
 
     def __init__(self, num_replicas: int, params: BaseModel, rng: np.random.Generator):
         self.num_replicas, self.params, self.rng = num_replicas, params, rng

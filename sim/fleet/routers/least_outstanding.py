@@ -8,5 +8,7 @@ from sim.fleet.routers.base import ROUTERS, Router, tie_key
 
 @ROUTERS.register("least_outstanding")
 class LeastOutstanding(Router):
+    description = "fewest requests sent and not finished (join the shortest queue)"
+
     def choose(self, req, replicas) -> int:
         return min(replicas, key=lambda r: (r.outstanding, *tie_key(r))).index

@@ -42,6 +42,8 @@ def _match(seen: set, hashes) -> int:
 
 @ROUTERS.register("prefix_affinity")
 class PrefixAffinity(Router):
+    description = ("longest remembered prompt-prefix match, unless the load is "
+                   "unbalanced (SGLang's cache-aware rule)")
     Params = PrefixParams
 
     def __init__(self, *args):

@@ -7,6 +7,8 @@ from sim.fleet.routers.base import ROUTERS, Router
 
 @ROUTERS.register("round_robin")
 class RoundRobin(Router):
+    description = "replicas in turn, whatever their load"
+
     def __init__(self, *args):
         super().__init__(*args)
         self.next = 0
