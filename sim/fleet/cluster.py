@@ -29,7 +29,7 @@ from sim.fleet import replica as rp
 from sim.fleet.disagg import TransferredPrompts
 from sim.fleet.plan import DECODE, PREFILL, FleetPlan, PoolPlan
 from sim.fleet.routers import ROUTERS, ReplicaState, RouteRequest
-from sim.runner import RunResult, _stop_time
+from sim.runner import _stop_time
 
 
 @dataclass
@@ -219,5 +219,3 @@ def simulate_fleet(plan: FleetPlan, specs: RequestSpecs, *, seed: int = 0,
             raise ConfigError("cluster: live mode runs one replica; drop the cluster section")
     return Fleet(plan, specs, seed=seed, log=log).run()
 
-
-__all__ = ["FleetResult", "RunResult", "simulate_fleet"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import simpy
@@ -58,12 +58,7 @@ class Replica:
     source: Pushed
     busy_until: int = -1  # end of the step being executed (ns); -1 before the first
     done: bool = False  # its process has ended
-    status: RunStatus | None = None
-    said: tuple = field(default_factory=tuple)
-
-    @property
-    def process_value(self):
-        return self.status
+    status: RunStatus | None = None  # how its event loop ended
 
 
 def build(env: simpy.Environment, pool: PoolPlan, index: int, ps: PoolSpecs, stop_s: float,

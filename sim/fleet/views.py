@@ -2,9 +2,8 @@
 
 Every replica of a fleet indexes requests as the run does (request i is i everywhere), so
 its arrays also hold rows for requests it never saw. ``restrict`` keeps a replica's own
-requests, renumbered 0..m-1: what that replica would report run alone. ``merge`` puts each
-request's record from the replica that served it (in a disaggregated fleet: the decode
-replica, which emits the tokens the client sees) into one fleet-wide result.
+requests, renumbered 0..m-1: what that replica would report run alone. ``combine`` joins
+several such views into one result (a pool, or the fleet as its clients see it).
 """
 
 from __future__ import annotations
