@@ -55,3 +55,19 @@ def test_two_replica_event_log():
         ("default/0", 0.0, {"0": 8}), ("default/1", 0.005, {"1": 4}),
         ("default/0", 0.018, {"0": 1}), ("default/1", 0.019, {"1": 1}),
         ("default/0", 0.028, {"2": 2}), ("default/1", 0.029, {"3": 3})]
+
+
+def test_stale_kv_reports():
+    """least_kv with reports every 30 ms: decisions inside a window see the usage of its
+    start (here: the empty caches at 0 until the report at 30 ms)."""
+    sc = {**SCENARIO, "cluster": {"replicas": 2, "router": {"name": "least_kv"},
+                                  "kv_report_interval_ms": 30}}
+    specs = RequestSpecs.from_arrays([0.0, 0.005, 0.020, 0.031], [64, 64, 64, 64],
+                                     [4, 4, 4, 4])
+    fh = io.StringIO()
+    simulate_fleet(plan_fleet(validate(sc, "golden")), specs, log=FleetLog(fh, specs.request_id))
+    routes = [json.loads(x) for x in fh.getvalue().splitlines() if '"route"' in x]
+    assert [r["kv_used"] for r in routes[:3]] == [[0.0, 0.0]] * 3  # stale: reported at 0
+    assert routes[3]["kv_used"][0] > 0 and routes[3]["kv_used"][1] > 0  # fresh at 31 ms
+    # stale zeros: ties broken by fewest routed, lowest index -> 0, 1, 0
+    assert [r["replica"] for r in routes[:3]] == ["default/0", "default/1", "default/0"]
