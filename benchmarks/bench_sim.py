@@ -1,68 +1,115 @@
-"""Simulator speed: the Azure LLM 2023 conversation trace through the default scenario.
+"""Simulator speed and memory: trace replays and synthetic Poisson runs, one process each.
 
-Replays the trace at 1x and 8x arrival rate (``rate_scale``) and prints wall
-seconds, simulated requests and engine steps per wall second, and how many
-plans (scheduler invocations) the decode runs folded the steps into.
+Cases (``--cases``, default all):
 
-    python benchmarks/bench_sim.py [--trace PATH] [--scales 1 8] [--repeat 1]
+    azure1x, azure8x   the Azure LLM 2023 conversation trace at 1x and 8x arrival rate
+    poisson100k        100,000 requests of the default scenario's length mix, Poisson at
+    poisson1m          1,000,000    ``--rate`` req/s (15: about 80 % of the default
+                                    scenario's capacity of ~18.5 req/s, NOTES.md)
 
-The trace lives outside the repository (../shared/traces); without it the
-benchmark says so and exits 0.
+Each case runs in its own process (so peak RSS is its own) through the default scenario
+(Llama-3-8B, H100-SXM, vllm scheduler, fitted cost) and prints: wall seconds of the
+simulation and in total (workload build + simulate + summarize), user CPU seconds of the
+same (the figure to compare on a shared machine), simulated requests and engine steps per
+wall second of simulation (every step, folded ones included), plans (scheduler
+invocations) and peak RSS.
+
+    python benchmarks/bench_sim.py [--cases azure1x poisson100k] [--rate 15]
+                                   [--profile DIR]   # cProfile of each simulation
+
+The trace lives outside the repository (../shared/traces); without it the trace cases
+say so and are skipped.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import resource
+import subprocess
+import sys
 import time
 from pathlib import Path
 
-from sim.config.load import load_scenario
-from sim.metrics.summary import summarize
-from sim.pipeline import prepare
-from sim.runner import simulate
-
 DEFAULT_TRACE = (Path(__file__).resolve().parents[2] / "shared" / "traces" / "azure_llm_2023"
                  / "AzureLLMInferenceTrace_conv.csv")
+CASES = {"azure1x": ("trace", 1.0), "azure8x": ("trace", 8.0),
+         "poisson100k": ("poisson", 100_000), "poisson1m": ("poisson", 1_000_000)}
 
 
-def bench(trace: Path, scale: float, repeat: int) -> dict:
-    overrides = (f"workload.rate_scale={scale}",) if scale != 1 else ()
-    loaded = load_scenario(None, overrides, str(trace))
-    r, specs, _ = prepare(loaded)
-    best = None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        res = simulate(r, specs)
-        wall = time.perf_counter() - t0
-        best = wall if best is None else min(best, wall)
+def _overrides(case: str, rate: float) -> tuple[tuple[str, ...], str | None]:
+    kind, x = CASES[case]
+    if kind == "trace":
+        return ((f"workload.rate_scale={x}",) if x != 1 else ()), "trace"
+    return (f"workload.num_requests={int(x)}", f"workload.arrival.rate={rate}"), None
+
+
+def one(case: str, trace: Path, rate: float, profile: Path | None) -> dict:
+    """Run one case in this process; returns its figures."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    from sim.config.load import load_scenario
+    from sim.metrics.summary import summarize
+    from sim.pipeline import prepare
+    from sim.runner import simulate
+
+    overrides, tr = _overrides(case, rate)
+    r, specs, _ = prepare(load_scenario(None, overrides, str(trace) if tr else None))
+    t1, c1 = time.perf_counter(), time.process_time()
+    prof = None
+    if profile is not None:
+        import cProfile
+
+        prof = cProfile.Profile()
+        prof.enable()
+    res = simulate(r, specs)
+    if prof is not None:
+        prof.disable()
+        prof.dump_stats(str(profile / f"{case}.prof"))
+    t2, c2 = time.perf_counter(), time.process_time()
     s = summarize(res)
-    plans = len(res.recorder._plan_steps)
-    return {"scale": scale, "wall_s": best, "cost": r.scenario.cost.name, "requests": len(specs),
-            "steps": res.recorder.num_steps, "plans": plans,
-            "req_per_wall_s": len(specs) / best, "steps_per_wall_s": res.recorder.num_steps / best,
-            "sim_s": s["duration_s"], "verdict": s["stability"]["verdict"],
+    t3, c3 = time.perf_counter(), time.process_time()
+    rec = res.recorder
+    return {"case": case, "requests": len(specs), "steps": rec.num_steps, "plans": rec.num_plans,
+            "sim_wall_s": t2 - t1, "total_wall_s": t3 - t0, "sim_cpu_s": c2 - c1,
+            "total_cpu_s": c3 - c0, "req_per_s": len(specs) / (t2 - t1),
+            "steps_per_s": rec.num_steps / (t2 - t1),
+            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "verdict": s["stability"]["verdict"],
             "ttft_p95_ms": s["latency_ms"]["ttft"].get("p95", float("nan"))}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
     ap.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
-    ap.add_argument("--scales", type=float, nargs="+", default=[1.0, 8.0])
-    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--rate", type=float, default=15.0, help="Poisson rate (req/s)")
+    ap.add_argument("--profile", type=Path, default=None, help="write <case>.prof here")
+    ap.add_argument("--one", help=argparse.SUPPRESS)  # run one case here, print JSON
     args = ap.parse_args()
-    if not args.trace.exists():
-        print(f"trace not found: {args.trace} (benchmark needs ../shared/traces); skipping")
+    if args.one:
+        print(json.dumps(one(args.one, args.trace, args.rate, args.profile)))
         return
-    print(f"trace: {args.trace.name}; default scenario (Llama-3-8B, H100-SXM, vllm scheduler)")
-    print(f"{'rate':>5} {'wall s':>8} {'requests':>9} {'req/wall s':>11} {'steps':>9} "
-          f"{'steps/wall s':>13} {'plans':>8} {'steps/plan':>10} {'sim s':>8} "
-          f"{'TTFT p95 ms':>11}  verdict   cost")
-    for scale in args.scales:
-        b = bench(args.trace, scale, args.repeat)
-        print(f"{b['scale']:>4g}x {b['wall_s']:>8.2f} {b['requests']:>9,} "
-              f"{b['req_per_wall_s']:>11,.0f} {b['steps']:>9,} {b['steps_per_wall_s']:>13,.0f} "
-              f"{b['plans']:>8,} {b['steps'] / b['plans']:>10.1f} {b['sim_s']:>8.0f} "
-              f"{b['ttft_p95_ms']:>11.1f}  {b['verdict']:<9} {b['cost']}")
+    if args.profile is not None:
+        args.profile.mkdir(parents=True, exist_ok=True)
+    print(f"default scenario (Llama-3-8B, H100-SXM, vllm scheduler); Poisson at {args.rate:g} "
+          f"req/s; trace: {args.trace.name}")
+    print(f"{'case':<12} {'requests':>9} {'steps':>10} {'plans':>9} {'sim wall s':>10} "
+          f"{'total wall s':>12} {'sim CPU s':>9} {'total CPU s':>11} {'req/s':>9} "
+          f"{'steps/s':>9} {'peak RSS MiB':>12}  verdict")
+    for case in args.cases:
+        if CASES[case][0] == "trace" and not args.trace.exists():
+            print(f"{case:<12} trace not found: {args.trace} (needs ../shared/traces); skipped")
+            continue
+        cmd = [sys.executable, __file__, "--one", case, "--trace", str(args.trace),
+               "--rate", str(args.rate)]
+        if args.profile is not None:
+            cmd += ["--profile", str(args.profile)]
+        b = json.loads(subprocess.run(cmd, check=True, capture_output=True,
+                                      text=True).stdout.splitlines()[-1])
+        print(f"{case:<12} {b['requests']:>9,} {b['steps']:>10,} {b['plans']:>9,} "
+              f"{b['sim_wall_s']:>10.2f} {b['total_wall_s']:>12.2f} {b['sim_cpu_s']:>9.2f} "
+              f"{b['total_cpu_s']:>11.2f} {b['req_per_s']:>9,.0f} {b['steps_per_s']:>9,.0f} "
+              f"{b['peak_rss_mib']:>12,.0f}  {b['verdict']}")
 
 
 if __name__ == "__main__":

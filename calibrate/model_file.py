@@ -262,6 +262,12 @@ class ModelFile(BaseModel):
     ops: dict[str, OpTable] = Field(default_factory=dict)
     step_overhead_ms: float = Field(0.0, ge=0, description="Fixed cost per engine step (ms).")
     step_overhead_source: str = Field("", description="Where step_overhead_ms comes from.")
+    step_overhead_per_request_ms: float = Field(
+        0.0, ge=0, description="Host cost per request of a step (ms per request: input "
+        "building, one sampled row); added to the per-step overhead.")
+    step_overhead_per_token_ms: float = Field(
+        0.0, ge=0, description="Cost per token of a step outside the timed operations (ms "
+        "per token: norms, RoPE, KV write, activations); added to the per-step overhead.")
     host_overhead: HostOverhead | None = Field(
         None, description="Per-step host cost by layers and tp; replaces step_overhead_ms.")
     elementwise: Elementwise | None = Field(

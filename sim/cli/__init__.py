@@ -12,11 +12,7 @@ import sys
 import threading
 import warnings
 
-from pydantic import ValidationError
-
 from sim.cli.app import app
-from sim.config.choice import first_error
-from traces.errors import InputError
 
 __all__ = ["app", "main"]
 
@@ -56,10 +52,6 @@ def _main(argv: list[str] | None) -> int:
         app(args=argv, prog_name="servesim")
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    except (InputError, ValidationError) as e:
-        msg = first_error(e) if isinstance(e, ValidationError) else str(e)
-        print(_one_line(f"servesim: error: {msg}"), file=sys.stderr)
-        return 2
     except MemoryError:
         print("servesim: error: out of memory; the workload or configuration is too large "
               "for this machine (fewer requests, a shorter horizon)", file=sys.stderr)
@@ -67,7 +59,27 @@ def _main(argv: list[str] | None) -> int:
     except KeyboardInterrupt:
         print("servesim: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:
+        msg = _input_error(e)
+        if msg is None:
+            raise
+        print(_one_line(f"servesim: error: {msg}"), file=sys.stderr)
+        return 2
     return 0
+
+
+def _input_error(e: Exception) -> str | None:
+    """The one-line message of bad input (InputError, pydantic ValidationError); None for
+    anything else. Imported here, not at start: both modules are loaded by any command
+    that can raise them."""
+    from pydantic import ValidationError
+
+    from sim.config.choice import first_error
+    from traces.errors import InputError
+
+    if isinstance(e, ValidationError):
+        return first_error(e)
+    return str(e) if isinstance(e, InputError) else None
 
 
 if __name__ == "__main__":

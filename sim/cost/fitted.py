@@ -32,6 +32,8 @@ A ``steps`` file (fit-steps) is priced by sim/cost/stepfit.py. Never imports tor
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -50,6 +52,7 @@ from sim.cost.stepfit import StepFitPricer
 from traces.errors import InputError
 
 AUTO = "auto"
+MEMO_MAX = 1_000_000  # memoised single-prefill prices kept at most (entries)
 
 
 def default_profile(gpu_name: str, framework: str = "vllm") -> str | None:
@@ -117,6 +120,9 @@ class FittedCost(CostModel):
         self.layers = self.model.num_layers
         ms = self.params.step_overhead_ms
         self.overhead = (self.file.overhead_ms(self.layers, self.tp) if ms is None else ms) * 1e-3
+        # per request and per token of a step (s); 0 unless measured (servesim fidelity)
+        self.over_req = self.file.step_overhead_per_request_ms * 1e-3
+        self.over_tok = self.file.step_overhead_per_token_ms * 1e-3
         self._memo: dict[tuple[int, int], float] = {}
         if self.file.kind == "ops":
             missing = [op for op in ("gemm", "prefill_attn", "decode_attn")
@@ -173,6 +179,7 @@ class FittedCost(CostModel):
         self.dec_grid, self.dec_nodes = grid.restrict(
             dec.grid(), dec.nodes(), {2: lg(self.kv_heads), 3: lg(group), 4: lg(self.head_dim)})
         self._pre_memo: dict[int, tuple[np.ndarray, list[np.ndarray]]] = {}
+        self._one_prefill: dict[tuple[int, int], float] = {}
         self._layer, self._head = np.zeros(0), np.zeros(0)
         self._dec_memo: dict[int, np.ndarray] = {}
         ar = f.ops.get("allreduce")
@@ -243,6 +250,18 @@ class FittedCost(CostModel):
     def _prefill(self, q: np.ndarray, p: np.ndarray) -> float:
         """One layer's prefill attention of requests (q, p) sharing one launch (seconds)."""
         k = len(q)
+        if k == 1:  # one prefill request (the common case): memoised per (q, p)
+            key = (int(q[0]), int(p[0]))
+            t = self._one_prefill.get(key)
+            if t is None:
+                if len(self._one_prefill) >= MEMO_MAX:
+                    self._one_prefill.clear()
+                t = self._one_prefill[key] = self._prefill_batch(q, p)
+            return t
+        return self._prefill_batch(q, p)
+
+    def _prefill_batch(self, q: np.ndarray, p: np.ndarray) -> float:
+        k = len(q)
         sub = self._pre_memo.get(k)
         if sub is None:  # restrict to this many sequences: a (q, prefix ratio) table
             sub = self._pre_memo[k] = grid.restrict(self.pre_grid, self.pre_nodes,
@@ -266,6 +285,22 @@ class FittedCost(CostModel):
         r = self._roof(flops, nbytes) + self.norm.floor_s
         return r * np.exp2(np.interp(np.log2(kv_len), self.dec_nodes[1], ys))
 
+    def _decode_one(self, n: int, ctx: int) -> float:
+        """``_decode`` for one step, in Python floats: the same IEEE operations in the same
+        order (log2, interp and exp2 are numpy's), so the same result, bit for bit."""
+        ys = self._dec_memo.get(n)
+        if ys is None:
+            ys = self._dec_memo[n] = grid.restrict(self.dec_grid, self.dec_nodes,
+                                                   {0: np.log2(n)})[0]
+        kv_len = ctx / n + 1.0
+        b, hd, kvd = float(n), float(self.heads) * self.head_dim, \
+            float(self.kv_heads) * self.head_dim
+        flops = 4.0 * hd * b * kv_len
+        nbytes = b * (self.kv_e * 2 * kvd * kv_len + self.attn_e * 2 * hd)
+        r = max(flops / self.norm.peak_flops, nbytes / self.norm.mem_bandwidth) \
+            + self.norm.floor_s
+        return r * float(np.exp2(np.interp(math.log2(kv_len), self.dec_nodes[1], ys)))
+
     # -- kind steps: sim/cost/stepfit.py --------------------------------------------------
     def fitted_delays_s(self):
         st = self.file.steps if self.file.kind == "steps" else None
@@ -285,11 +320,29 @@ class FittedCost(CostModel):
             out = self._stepfit.step_times(plan)
             out[0] += self.swap_time(plan)
             return out
+        tok, k = plan.num_tokens, plan.num_steps
+        total, n = int(tok.sum()), len(tok)
+        if total == n:  # every request decode-shaped: the hot path, without StepShape
+            fixed = (self._per_token_count(total, n) + self.overhead
+                     + self.over_req * n + self.over_tok * total)
+            ctx0 = int(plan.context_lens.sum())
+            if k == 1:
+                out = np.array([self.layers * self._decode_one(n, ctx0) + fixed])
+            else:
+                out = self.layers * self._decode(n, ctx0 + n * np.arange(k, dtype=np.int64)) \
+                    + fixed
+            if plan.swap_in_bytes or plan.swap_out_bytes:
+                out[0] += self.swap_time(plan)
+            return out
         s = StepShape.of(plan)
-        fixed = self._per_token_count(s.total_tokens, s.num_reqs) + self.overhead
+        fixed = (self._per_token_count(s.total_tokens, s.num_reqs) + self.overhead
+                 + self.over_req * s.num_reqs + self.over_tok * s.total_tokens)
         if len(s.prefill_q):
             fixed += self.layers * self._prefill(s.prefill_q, s.prefill_ctx)
-        if s.num_decode:
+        if s.num_decode and s.num_steps == 1:
+            out = np.array([self.layers * self._decode_one(s.num_decode, int(s.decode_ctx[0]))
+                            + fixed])
+        elif s.num_decode:
             out = self.layers * self._decode(s.num_decode, s.decode_ctx) + fixed
         else:
             out = np.full(s.num_steps, fixed)

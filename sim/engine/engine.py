@@ -117,7 +117,10 @@ class Engine:
 
     def _execute(self, plan: StepPlan):
         durations = to_ns(self.executor(plan))  # rounded to the nanosecond, once
-        times = self.clock + np.concatenate(([0], np.cumsum(durations)))  # (ns)
+        if len(durations) == 1:  # one step: no cumulative sums, nothing to cut
+            times = np.array([self.clock, self.clock + int(durations[0])], dtype=np.int64)
+        else:
+            times = self.clock + np.concatenate(([0], np.cumsum(durations)))  # (ns)
         plan, durations, times = self._cut(plan, durations, times)
         yield _late(self.env, int(times[-1]) - self.env.now)
         self.clock = int(times[-1])

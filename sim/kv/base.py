@@ -112,6 +112,11 @@ class KVManager(ABC):
     def free(self, req: int) -> None:
         """Return every block ``req`` holds to the pool."""
 
+    def free_many(self, reqs: list[int]) -> None:
+        """``free`` each request of ``reqs`` in order (finished requests)."""
+        for req in reqs:
+            self.free(req)
+
     def allocate_many(self, req_ids: np.ndarray, total_tokens: np.ndarray) -> None:
         """Allocate for several requests that are known to fit (decode runs)."""
         self.grow(req_ids, self.extra_blocks(req_ids, total_tokens))

@@ -35,6 +35,21 @@ class BlockPool:
         table.extend(free[-n:])
         del free[-n:]
 
+    def take_many(self, reqs: list[int], counts: list[int]) -> None:
+        """``take(r, n)`` for each pair in order, in one pass (the same blocks each)."""
+        free, tables = self._free, self._tables
+        end = sum(counts)
+        if end <= 0:
+            return
+        chunk = free[-end:]
+        del free[-end:]
+        for req, n in zip(reqs, counts):
+            table = tables.get(req)
+            if table is None:
+                table = tables[req] = []
+            table.extend(chunk[end - n:end])  # what take(req, n) would take from the top
+            end -= n
+
     def release(self, req: int) -> int:
         """Give all of ``req``'s blocks back; returns how many."""
         table = self._tables.pop(req, None)

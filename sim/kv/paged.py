@@ -32,6 +32,13 @@ class PagedKV(KVManager):
         self.pool = BlockPool(self.num_blocks)
         watermark = getattr(self.params, "watermark", 0.0)
         self.admission_reserve = int(watermark * self.num_blocks)
+        self._ceil_blocks = type(self).blocks_for is PagedKV.blocks_for
+
+    def fits(self, req, total_tokens, admitting=False):
+        if not self._ceil_blocks:
+            return super().fits(req, total_tokens, admitting)
+        need = -(-int(total_tokens) // self.block_size) - int(self.held[req])
+        return need <= 0 or need + (self.admission_reserve if admitting else 0) <= self.num_free
 
     def blocks_for(self, req_ids, total_tokens):
         return -(-np.asarray(total_tokens) // self.block_size)
@@ -52,7 +59,10 @@ class PagedKV(KVManager):
         return self.pool.num_free
 
     def allocate(self, req, total_tokens, admitting=False):
-        need = int(self.blocks_for(req, total_tokens)) - int(self.held[req])
+        if self._ceil_blocks:  # blocks_for in Python ints (no numpy call for one request)
+            need = -(-int(total_tokens) // self.block_size) - int(self.held[req])
+        else:
+            need = int(self.blocks_for(req, total_tokens)) - int(self.held[req])
         if need <= 0:
             return True
         if need + (self.admission_reserve if admitting else 0) > self.pool.num_free:
@@ -65,14 +75,25 @@ class PagedKV(KVManager):
         nz = np.flatnonzero(extra)
         if not len(nz):
             return
-        take = self.pool.take
-        for req, n in zip(req_ids[nz].tolist(), extra[nz].tolist()):
-            take(req, n)
-        self.held[req_ids[nz]] += extra[nz]
+        reqs, counts = req_ids[nz], extra[nz]
+        if type(self.pool) is BlockPool:
+            self.pool.take_many(reqs.tolist(), counts.tolist())
+        else:  # the prefix-caching pool takes (and may evict) block by block
+            for req, n in zip(reqs.tolist(), counts.tolist()):
+                self.pool.take(req, n)
+        self.held[reqs] += counts
 
     def free(self, req):
         self.pool.release(req)
         self.held[req] = 0
+
+    def free_many(self, reqs):
+        if type(self).free is not PagedKV.free:  # a subclass frees its own way
+            return super().free_many(reqs)
+        release = self.pool.release
+        for req in reqs:
+            release(req)
+        self.held[reqs] = 0
 
     def usage(self):
         used = int(self.held.sum())

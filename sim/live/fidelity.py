@@ -109,10 +109,13 @@ def fitted_model(r, device: str, out: Path, profile: Path | None,
                      model=r.model.name)
     path = save_model_file(mf, out / "model.yaml")
     over = measure_overhead(r, r.scenario.cost.params, path)
-    mf.step_overhead_ms = round(over["overhead_ms"], 6)
+    mf.step_overhead_ms = round(over["fixed_ms"], 6)
+    mf.step_overhead_per_request_ms = round(over["per_request_ms"], 6)
+    mf.step_overhead_per_token_ms = round(over["per_token_ms"], 6)
     mf.step_overhead_source = (
-        "live executor: fixed part of (measured - priced without overhead) over synthetic "
-        "steps (inputs, embedding, norms, RoPE, KV write, activation, sampling)")
+        "live executor: (measured - priced without overhead) over synthetic steps (inputs, "
+        "embedding, norms, RoPE, KV write, activation, sampling), fitted as fixed + "
+        "per request + per token")
     return save_model_file(mf, path), over
 
 

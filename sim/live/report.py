@@ -118,6 +118,9 @@ def markdown(rep: dict) -> str:
     lines += ["", "Fitted model held-out error (median / p90 APE): " + ", ".join(
         f"{op} {h['median_ape']:.1f}% / {h['p90_ape']:.1f}%" for op, h in held.items() if h)
         + f"; per-step overhead {rep['fitted_step_overhead_ms']:.3f} ms"
+        + ("" if not rep["overhead_measurement"] else
+           " + {per_request_ms:.3f} ms/request + {per_token_ms:.3f} ms/token".format(
+               **rep["overhead_measurement"]))
         + (" (measured on the live executor)" if rep["overhead_measurement"] else "") + "."]
     return "\n".join(lines) + "\n"
 

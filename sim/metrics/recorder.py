@@ -9,8 +9,11 @@ work per plan. Inter-token latencies are kept as weighted samples: in a decode
 run of k steps over n requests, each step's duration after the first is one
 gap for each of the n requests, stored once with weight n (exact, and k*n
 times smaller), together with the n requests, so the samples can be restricted to
-some requests afterwards (the finished ones, as `vllm bench serve` reports ITL).
-Token times per request are kept in bounded form (sim/metrics/token_times.py).
+some requests afterwards (the finished ones, as `vllm bench serve` reports ITL); long
+runs settle them into a histogram as requests finish (sim/metrics/itl.py), so memory
+follows the requests in flight. Step rows are compacted into numpy chunks every
+``COMPACT_PLANS`` plans (8 bytes a value, not a Python object per plan). Token times per
+request are kept in bounded form (sim/metrics/token_times.py).
 ``egress_s`` (engine.egress_ms) is added to the client-visible times: first token and
 finish; gaps and step times stay on the engine's clock.
 """
@@ -22,6 +25,7 @@ import copy
 import numpy as np
 
 from sim.engine.plan import StepOutcome, StepPlan
+from sim.metrics.itl import ItlStore
 from sim.metrics.token_times import TokenTimes
 
 STEP_COLUMNS = ("start_s", "duration_s", "prefill_tokens", "decode_seqs", "batch_size",
@@ -29,6 +33,8 @@ STEP_COLUMNS = ("start_s", "duration_s", "prefill_tokens", "decode_seqs", "batch
                 "blocked")
 _PER_PLAN = ("prefill_tokens", "decode_seqs", "batch_size", "num_running", "num_preempted")
 _PER_STEP = ("start_s", "duration_s", "kv_blocks_used", "kv_tokens", "num_waiting")
+_PER_PLAN_ALL = (*_PER_PLAN, "plan_steps", "blocked")
+COMPACT_PLANS = 8192  # plans between compactions of the step rows into numpy chunks
 
 
 class Recorder:
@@ -41,14 +47,16 @@ class Recorder:
         self.last_token_s = nan.copy()
         self.finish_s = nan.copy()
         self.max_itl_s = np.zeros(num_requests)
-        # (gaps, requests, shared): shared=False: gap i belongs to requests[i]; shared=True:
-        # every gap is one gap of each request in requests (a decode run)
-        self._itl: list[tuple[np.ndarray, np.ndarray, bool]] = []
-        self._plan_cols: dict[str, list[int]] = {c: [] for c in _PER_PLAN}
+        self.itl = ItlStore(num_requests)
+        # rows since the last compaction: per plan Python ints, per step arrays
+        self._plan_cols: dict[str, list] = {c: [] for c in _PER_PLAN_ALL}
         self._step_cols: dict[str, list[np.ndarray]] = {c: [] for c in _PER_STEP}
-        self._plan_steps: list[int] = []
-        self._blocked: list[str] = []  # why admission stopped, per plan
+        # compacted rows: one numpy array per column and chunk
+        self._plan_chunks: dict[str, list[np.ndarray]] = {c: [] for c in _PER_PLAN_ALL}
+        self._step_chunks: dict[str, list[np.ndarray]] = {c: [] for c in _PER_STEP}
+        self._reasons: dict[str, int] = {"": 0}  # why admission stopped -> code
         self.num_steps = 0
+        self.num_plans = 0
 
     def on_plan(self, plan: StepPlan, starts: np.ndarray, durations: np.ndarray,
                 outcome: StepOutcome, waiting: np.ndarray) -> None:
@@ -59,20 +67,21 @@ class Recorder:
 
     def _requests(self, plan, start, ends, durations, outcome) -> None:
         ids = plan.req_ids
-        fs = self.first_scheduled_s[ids]
-        if np.isnan(fs).any():
-            self.first_scheduled_s[ids[np.isnan(fs)]] = start
+        # start times only grow, so the earliest stays: fmin keeps a set time over NaN
+        self.first_scheduled_s[ids] = np.fmin(self.first_scheduled_s[ids], start)
         em = outcome.emitted
         prev = self.last_token_s[em]
         seen = ~np.isnan(prev)
-        gaps = ends[0] - prev[seen]
+        if seen.all():  # every emitter had a token before (decode steps): no masking
+            gaps, idx = ends[0] - prev, em
+        else:
+            gaps, idx = ends[0] - prev[seen], em[seen]
         if len(gaps):
-            idx = em[seen]
-            self._itl.append((gaps, idx, False))
+            self.itl.add_own(gaps, idx)
             self.max_itl_s[idx] = np.maximum(self.max_itl_s[idx], gaps)
         if plan.num_steps > 1:
             rest = durations[1:]
-            self._itl.append((rest, em, True))
+            self.itl.add_run(rest, em)
             self.max_itl_s[em] = np.maximum(self.max_itl_s[em], rest.max())
         self.last_token_s[em] = ends[-1]
         self.tokens.add(ends + self.egress_s, em)
@@ -80,39 +89,75 @@ class Recorder:
             self.first_token_s[outcome.first_tokens] = ends[0] + self.egress_s
         if len(outcome.finished):
             self.finish_s[outcome.finished] = ends[-1] + self.egress_s
+            if self.itl.due:
+                self.itl.settle(~np.isnan(self.finish_s))
 
     def _step_rows(self, plan, starts, durations, outcome, waiting) -> None:
         p, s = self._plan_cols, self._step_cols
         p["prefill_tokens"].append(plan.num_prefill_tokens)
         p["decode_seqs"].append(plan.num_decode_seqs)
-        p["batch_size"].append(plan.batch_size)
+        p["batch_size"].append(len(plan.req_ids))
         p["num_running"].append(outcome.num_running)
         p["num_preempted"].append(len(plan.preempted))
+        p["plan_steps"].append(plan.num_steps)
+        code = self._reasons.get(outcome.blocked)
+        if code is None:
+            code = self._reasons[outcome.blocked] = len(self._reasons)
+        p["blocked"].append(code)
         s["start_s"].append(starts)
         s["duration_s"].append(durations)
         s["kv_blocks_used"].append(outcome.kv_blocks_used)
         s["kv_tokens"].append(outcome.kv_tokens)
         s["num_waiting"].append(waiting)
-        self._blocked.append(outcome.blocked)
-        self._plan_steps.append(plan.num_steps)
         self.num_steps += plan.num_steps
+        self.num_plans += 1
+        if len(p["plan_steps"]) >= COMPACT_PLANS:
+            self._compact()
+
+    def _compact(self) -> None:
+        """Move the rows collected since the last compaction into numpy chunks."""
+        if not self._plan_cols["plan_steps"]:
+            return
+        for c, v in self._plan_cols.items():
+            self._plan_chunks[c].append(np.asarray(v, dtype=np.int64))
+            v.clear()
+        for c, v in self._step_cols.items():
+            self._step_chunks[c].append(np.concatenate(v))
+            v.clear()
+
+    def _columns(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """(per-plan, per-step) columns of every plan so far."""
+        self._compact()
+        plans = {c: np.concatenate(v) for c, v in self._plan_chunks.items()}
+        steps = {c: np.concatenate(v) for c, v in self._step_chunks.items()}
+        return plans, steps
+
+    @property
+    def plan_steps(self) -> np.ndarray:
+        """Steps per committed plan (decode runs fold several)."""
+        if not self.num_plans:
+            return np.zeros(0, dtype=np.int64)
+        return self._columns()[0]["plan_steps"]
 
     def steps(self) -> dict[str, np.ndarray]:
         """Per-step columns (decode runs expanded)."""
-        if not self._plan_steps:
+        if not self.num_plans:
             out = {c: np.zeros(0) for c in STEP_COLUMNS}
             out["blocked"] = np.zeros(0, dtype=object)
             return out
-        k = np.asarray(self._plan_steps)
-        out = {c: np.concatenate(v) for c, v in self._step_cols.items()}
-        for c, v in self._plan_cols.items():
-            out[c] = np.repeat(np.asarray(v, dtype=np.int64), k)
+        plans, out = self._columns()
+        k = plans["plan_steps"]
+        for c in _PER_PLAN:
+            out[c] = np.repeat(plans[c], k)
         # a plan's preemptions happen before its first step only
         first = np.concatenate(([0], np.cumsum(k)[:-1]))
         pre = np.zeros(self.num_steps, dtype=np.int64)
-        pre[first] = self._plan_cols["num_preempted"]
+        pre[first] = plans["num_preempted"]
         out["num_preempted"] = pre
-        out["blocked"] = np.repeat(np.asarray(self._blocked, dtype=object), k)
+        names = np.empty(len(self._reasons), dtype=object)
+        for reason, code in self._reasons.items():
+            names[code] = reason
+        out["blocked"] = np.repeat(names[plans["blocked"]], k)
         return {c: out[c] for c in STEP_COLUMNS}
 
     def head(self, m: int) -> Recorder:
@@ -126,20 +171,6 @@ class Recorder:
 
     def itl_samples(self, mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Inter-token latencies (seconds) and their weights (gaps per value), of every
-        request or of the requests in ``mask`` (bool per request)."""
-        own = [(g, r) for g, r, shared in self._itl if not shared]
-        runs = [(g, r) for g, r, shared in self._itl if shared]
-        vals = [np.zeros(0)] + [g for g, _ in own] + [g for g, _ in runs]
-        reqs = np.concatenate([np.zeros(0, dtype=np.int64)] + [r for _, r in own])
-        w_own = np.ones(len(reqs), dtype=np.int64) if mask is None else mask[reqs].astype(
-            np.int64)
-        w_runs = np.zeros(0, dtype=np.int64)
-        if runs:  # per run: how many of its requests count, once per gap
-            sizes = np.array([len(r) for _, r in runs])
-            counts = sizes
-            if mask is not None:
-                members = np.concatenate([r for _, r in runs])
-                counts = np.bincount(np.repeat(np.arange(len(runs)), sizes),
-                                     weights=mask[members], minlength=len(runs))
-            w_runs = np.repeat(counts.astype(np.int64), [len(g) for g, _ in runs])
-        return np.concatenate(vals), np.concatenate((w_own, w_runs))
+        request or of the requests in ``mask`` (bool per request); exact for small runs,
+        within sim.metrics.itl.RELATIVE_ACCURACY once settled."""
+        return self.itl.samples(mask)

@@ -39,6 +39,11 @@ class Status(IntEnum):
     ABORTED = 5  # failed by the engine (vLLM v0: no room in the CPU swap space)
 
 
+# plain ints for the hot paths (an IntEnum member lookup costs a Python call)
+_WAITING, _RUNNING, _FINISHED, _REJECTED = (int(Status.WAITING), int(Status.RUNNING),
+                                             int(Status.FINISHED), int(Status.REJECTED))
+
+
 class EngineStopped(Exception):  # noqa: N818 (a stop, not an error of the simulator)
     """The modelled server stopped (vLLM v0's RuntimeError when its swap space is full);
     the scheduler has failed every request it had not finished."""
@@ -120,9 +125,9 @@ class Scheduler(ABC):
         """A request arrives. False if it is rejected (``sim.sched.lengths``: no room for
         one output token, or over max_model_len under the strict rule)."""
         if self.limits.rejects(self.prompt[req], self.output[req]):
-            self.status[req] = Status.REJECTED
+            self.status[req] = _REJECTED
             return False
-        self.status[req] = Status.WAITING
+        self.status[req] = _WAITING
         self.waiting.add(req)
         return True
 
@@ -215,10 +220,15 @@ class Scheduler(ABC):
             kv_used = np.array([used0], dtype=np.int64)
             comp = self.computed[ids] + plan.num_tokens
             self.computed[ids] = comp
-            emitted = ids[comp >= self.known_tokens[ids]]
+            known = self.known_tokens[ids]
+            done = comp >= known  # computed reached known: one token emitted
+            if done.all():  # pure decode, or every prefill completed
+                emitted = ids
+            else:
+                emitted, known = ids[done], known[done]
             gen_before = self.generated[emitted]
             self.generated[emitted] = gen_before + 1
-            self.known_tokens[emitted] += 1
+            self.known_tokens[emitted] = known + 1
         finished = emitted[gen_before + 1 >= self.output[emitted]] if k == 1 else \
             emitted[gen_before + k >= self.output[emitted]]
         if len(finished):
@@ -232,10 +242,9 @@ class Scheduler(ABC):
         )
 
     def _finish(self, finished: np.ndarray) -> None:
-        for r in finished.tolist():
-            self.kv.free(r)
-        self.status[finished] = Status.FINISHED
-        self.running = self.running[self.status[self.running] == Status.RUNNING]
+        self.kv.free_many(finished.tolist())
+        self.status[finished] = _FINISHED
+        self.running = self.running[self.status[self.running] == _RUNNING]
 
     # ---- end of run -------------------------------------------------------------------
     def unfinished(self) -> np.ndarray:

@@ -38,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 
 from sim.engine.plan import StepPlan
-from sim.sched.base import SCHEDULERS, Scheduler, Status
+from sim.sched.base import _RUNNING, SCHEDULERS, Scheduler
 from sim.sched.batch import BatchBuilder
 
 MAX_RUN_STEPS = 4096  # bound on one decode run (steps): bounds per-plan arrays
@@ -145,6 +145,14 @@ class VllmScheduler(Scheduler):
         # never binds for admitted requests (prompt + output <= max_model_len), kept for parity
         return np.minimum(need, self.limits.max_model_len - 1 - comp, out=need)
 
+    def _demand_one(self, req: int, comp: int) -> int:
+        """``_demand`` of one request, in Python ints."""
+        need = int(self.known_tokens[req]) - comp
+        cap = self.long_prefill_cap()
+        if cap > 0:
+            need = min(need, cap)
+        return min(need, self.limits.max_model_len - 1 - comp)
+
     def _schedule_running(self, budget: int, batch: BatchBuilder, preempted: list) -> int:
         order = self.running_order()
         pos = 0
@@ -214,7 +222,7 @@ class VllmScheduler(Scheduler):
                 break
             comp = int(self.computed[req]) or self.kv.lookup_prefix(
                 req, int(self.known_tokens[req]))
-            need = int(self._demand(np.array([req]), np.array([comp]))[0])
+            need = self._demand_one(req, comp)
             if not self.limits.enable_chunked_prefill and need > budget:
                 self._blocked = BUDGET
                 break
@@ -253,7 +261,7 @@ class VllmScheduler(Scheduler):
     def _admit(self, req: int, computed: int, queue=None) -> None:
         (self.waiting if queue is None else queue).pop()
         self.running = np.append(self.running, req)
-        self.status[req] = Status.RUNNING
+        self.status[req] = _RUNNING
         self.computed[req] = computed
         if self.cached_tokens[req] < 0:
             self.cached_tokens[req] = computed

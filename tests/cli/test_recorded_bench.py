@@ -57,3 +57,16 @@ def test_replay_gives_the_numbers_recorded_with_it(name, capsys):
     for a, b in zip(now["rows"], recorded["rows"], strict=True):
         assert a["metric"] == b["metric"] and a["measured"] == b["measured"]
         assert a["servesim"] == pytest.approx(b["servesim"], rel=1e-9), a["metric"]
+
+
+@pytest.mark.parametrize("name", RUNS)
+def test_replay_is_within_5_percent_on_ttft_and_e2e_means(name, capsys):
+    """Issue 15's acceptance on the committed recording: the fitted server replays within
+    5 % of vLLM on TTFT mean and E2E mean (Poisson -0.9 % / -0.7 %, closed +0.2 % / +0.1 %
+    when recorded)."""
+    args = ["replay-bench", str(DATA / f"{name}.json.gz"), "--scenario", str(SERVER),
+            "--set", f"cost.profile={DATA / 'steps.yaml'}", "--json"]
+    assert main(args) == 0
+    rows = {r["metric"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
+    for metric in ("TTFT mean (ms)", "E2EL mean (ms)"):
+        assert abs(rows[metric]["error"]) < 0.05, (metric, rows[metric])

@@ -94,6 +94,11 @@ def test_overhead_is_the_fixed_part_of_the_residual():
     assert fit["per_token_ms"] == pytest.approx(0.02)
     rows = [{**row, "measured_ms": row["priced_ms"] - 1.0} for row in rows]
     assert fit_residual(rows)["overhead_ms"] == 0.0  # never a negative overhead
+    # a negative per-token slope is dropped and the rest refitted: 1.0 + 0.2/request
+    rows = [{"requests": b, "tokens": q, "priced_ms": 10.0,
+             "measured_ms": 11.0 + 0.2 * b - 0.001 * b * q} for b, q in shapes]
+    fit = fit_residual(rows)
+    assert fit["per_token_ms"] == 0.0 and fit["fixed_ms"] >= 0 and fit["per_request_ms"] > 0
 
 
 def test_error_helpers():

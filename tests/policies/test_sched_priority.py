@@ -4,18 +4,17 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 
-from tests.sim import reference_vllm
 from tests.sim.helpers import run
-from tests.sim.test_vllm_reference import COST, cases, compare, ours
+from tests.sim.test_vllm_reference import cases, compare, ours, reference
 
 
 @settings(max_examples=150, deadline=None)
 @given(cases())
 def test_priority_matches_reference(case):
     arrival, prompt, output, knobs, prio = case
-    ref_steps, rejected = reference_vllm.simulate(arrival, prompt, output, cost_ms=COST,
-                                                  priority=prio, priority_policy=True, **knobs)
-    sim = ours(arrival, prompt, output, knobs, prio, scheduler="vllm-priority")
+    ref_steps, rejected, stop = reference(arrival, prompt, output, priority=prio,
+                                          priority_policy=True, **knobs)
+    sim = ours(arrival, prompt, output, knobs, prio, scheduler="vllm-priority", stop_s=stop)
     compare(sim, ref_steps)
     assert [i for i, s in enumerate(sim.scheduler.status) if s == 4] == rejected
 
@@ -49,3 +48,19 @@ def test_victim_among_equals_is_first_in_running_order():
               scheduler="vllm-priority", priority=[0, 0])
     preempted = [p for s in sim.steps for p in s[2]]
     assert preempted[0] == 0
+
+
+def test_a_case_vllm_never_ends_is_compared_over_the_same_steps():
+    """Eight requests of equal priority and arrival, block 1, long-prefill cap 4: vLLM's
+    priority rule preempts the request asking for a block (the first of equal keys) and the
+    requests evict each other forever; servesim spins the same way, step for step."""
+    knobs = {"num_blocks": 86, "block_size": 1, "max_num_seqs": 6, "max_tokens": 90,
+             "max_model_len": 64, "chunked": True, "threshold": 4, "full_isl": False,
+             "adaptive": False}
+    arrival, prompt = [0.0] * 8, [31, 18, 28, 14, 39, 34, 2, 34]
+    output, prio = [6, 13, 20, 13, 9, 16, 11, 18], [0] * 8
+    ref_steps, _, stop = reference(arrival, prompt, output, priority=prio,
+                                   priority_policy=True, **knobs)
+    assert stop < 1e9 and len(ref_steps) > 1000  # it did not end
+    compare(ours(arrival, prompt, output, knobs, prio, scheduler="vllm-priority",
+                 stop_s=stop), ref_steps)

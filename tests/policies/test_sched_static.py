@@ -59,5 +59,5 @@ def test_a_batch_shrinks_to_what_the_kv_can_reserve():
 def test_decode_phase_is_folded_into_runs():
     sim = run([0.0, 0.0], [4, 4], [50, 80], **static(2))
     # context step, a run to r0's finish, a run to r1's finish
-    assert sim.recorder._plan_steps == [1, 49, 30]
+    assert sim.recorder.plan_steps.tolist() == [1, 49, 30]
     assert np.isnan(sim.recorder.finish_s).sum() == 0

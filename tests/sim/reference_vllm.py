@@ -151,14 +151,28 @@ class RefScheduler:
         return finished
 
 
+class Livelock(RuntimeError):
+    """The case never ends: vLLM's rules keep preempting and re-admitting (e.g. requests of
+    equal priority and arrival preempting themselves in turn with priority scheduling), so
+    vLLM itself would spin forever. Carries the steps made so far."""
+
+    def __init__(self, steps, rejected):
+        super().__init__(f"no end after {MAX_ITERATIONS} scheduler calls ({len(steps)} steps)")
+        self.steps, self.rejected = steps, rejected
+
+
+MAX_ITERATIONS = 5_000  # scheduler calls; the property tests' cases end in a few hundred
+
+
 def simulate(arrival, prompt, output, *, cost_ms, priority=None, **knobs):
-    """Returns steps [(start s, {rid: tokens}, preempted, finished)] and rejected ids."""
+    """Returns steps [(start s, {rid: tokens}, preempted, finished)] and rejected ids;
+    raises Livelock after MAX_ITERATIONS scheduler calls."""
     reqs = [Req(i, round(arrival[i] * 1e9), prompt[i], output[i],
                 0 if priority is None else priority[i]) for i in range(len(arrival))]
     s = RefScheduler(**knobs)
     now, nxt, steps, rejected, victims = 0, 0, [], [], []  # now: ns
     base, per_prefill, per_decode = cost_ms
-    while True:
+    for _ in range(MAX_ITERATIONS):
         while nxt < len(reqs) and reqs[nxt].arrival <= now:
             r = reqs[nxt]
             if r.prompt >= s.max_len:  # the input processor: no room for an output token
@@ -183,4 +197,6 @@ def simulate(arrival, prompt, output, *, cost_ms, priority=None, **knobs):
         finished = s.update(sched)
         steps.append((now / 1e9, sched, pre, finished))
         now += dur
+    else:
+        raise Livelock(steps, rejected)
     return steps, rejected

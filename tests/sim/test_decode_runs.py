@@ -23,7 +23,7 @@ def test_runs_actually_fold_steps(monkeypatch):
     # one long decode: 1 prefill step + one run of 99 decode steps
     monkeypatch.setattr(vllm_mod, "MAX_RUN_STEPS", 4096)
     sim = run([0.0], [10], [100])
-    assert len(sim.recorder._plan_steps) == 2 and sim.recorder.num_steps == 100
+    assert sim.recorder.num_plans == 2 and sim.recorder.num_steps == 100
 
 
 def test_arrival_interrupts_a_run(monkeypatch):
