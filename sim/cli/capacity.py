@@ -107,8 +107,9 @@ def capacity(
         "--max-replicas", min=1, max=4096, help="Largest fleet --target-rate tries "
         "(replicas).")] = 256,
 ) -> None:
-    """Find each configuration's highest sustainable load under the SLOs (or, with
-    --target-rate, the fewest replicas that hold them at that load)."""
+    """Find each configuration's highest sustainable load under the SLOs.
+
+    With --target-rate: the fewest cluster.replicas that hold them at that load."""
     if emit not in (None, "vllm"):
         raise InputError(f"--emit {emit!r}: the only target is vllm")
     budgets = parse_slo(slo) if slo else None
