@@ -14,6 +14,8 @@ from pathlib import Path
 from sim.config.load import LoadedScenario
 from sim.config.resolve import ConfigError, Resolved, resolve
 from sim.engine.requests import RequestSpecs
+from sim.fleet.plan import plan_fleet
+from sim.fleet.run import fleet_outputs, run_fleet
 from sim.metrics.summary import summarize
 from sim.report.steplog import StepLog
 from sim.report.write import ResultWriter, dump_json
@@ -52,6 +54,11 @@ def prepare(loaded: LoadedScenario) -> tuple[Resolved, RequestSpecs, str]:
     """Validate everything that can fail before simulating (so failures write nothing)."""
     sc = loaded.scenario
     r = resolve_loaded(loaded)
+    if sc.cluster is not None:  # every pool must resolve too
+        try:
+            plan_fleet(sc, r)
+        except ConfigError as e:
+            raise ConfigError(f"{loaded.source}: {e}") from None
     trace = build_workload(sc.workload, seed=sc.seed, base_dir=loaded.base_dir)
     return r, RequestSpecs.from_trace(trace), trace.source
 
@@ -76,9 +83,16 @@ def run(loaded: LoadedScenario, out: Path | None = None, *, step_log: bool = Fal
     writer = ResultWriter(out) if out is not None else None
     try:
         with timer.phase("simulate"):
-            res = _simulate(r, specs, writer if step_log else None, progress, executor, on_plan)
+            if r.scenario.cluster is not None:  # a fleet (sim.fleet)
+                fleet = _simulate_fleet(r, specs, writer if step_log else None)
+            else:
+                res = _simulate(r, specs, writer if step_log else None, progress, executor,
+                                on_plan)
         with timer.phase("summarize"):
-            summary = summarize(res)
+            if r.scenario.cluster is not None:
+                res, summary = fleet_outputs(fleet)
+            else:
+                summary = summarize(res)
             if res.extras is not None:
                 summary[res.extras.section] = res.extras.summary
             config = resolved_config(r, source)
@@ -96,6 +110,14 @@ def run(loaded: LoadedScenario, out: Path | None = None, *, step_log: bool = Fal
         if writer:
             writer.abort()
         raise
+
+
+def _simulate_fleet(r: Resolved, specs: RequestSpecs, writer: ResultWriter | None):
+    """Simulate a fleet, writing steps.jsonl (steps and routing) into ``writer``'s folder."""
+    if writer is None:
+        return run_fleet(r, specs)
+    with open(writer.path("steps.jsonl"), "w") as fh:
+        return run_fleet(r, specs, fh)
 
 
 def _simulate(r: Resolved, specs: RequestSpecs, writer: ResultWriter | None,

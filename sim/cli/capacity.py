@@ -99,8 +99,17 @@ def capacity(
     trace: TraceOpt = None,
     plots: PlotsOpt = True,
     quiet: QuietOpt = False,
+    target_rate: Annotated[float | None, typer.Option(
+        "--target-rate", min=1e-9, help="Size a fleet instead: the fewest cluster.replicas "
+        "(with the scenario's router) that hold the SLOs at this rate (requests/s); prints "
+        "GPUs and, with --gpu-hour-price, cost per hour.")] = None,
+    max_replicas: Annotated[int, typer.Option(
+        "--max-replicas", min=1, max=4096, help="Largest fleet --target-rate tries "
+        "(replicas).")] = 256,
 ) -> None:
-    """Find each configuration's highest sustainable load under the SLOs."""
+    """Find each configuration's highest sustainable load under the SLOs.
+
+    With --target-rate: the fewest cluster.replicas that hold them at that load."""
     if emit not in (None, "vllm"):
         raise InputError(f"--emit {emit!r}: the only target is vllm")
     budgets = parse_slo(slo) if slo else None
@@ -117,6 +126,13 @@ def capacity(
         seeds = 1
     out = out or Path("results") / f"{loaded.scenario.name}-capacity"
     seed_list = tuple(loaded.scenario.seed + i for i in range(seeds))
+    if target_rate is not None:
+        if grid:
+            raise InputError("--target-rate searches cluster.replicas itself; drop --grid")
+        from sim.cli.sizing import size
+
+        return size(loaded, target_rate, budgets, seed_list, out, max_replicas,
+                    (executor_name, jobs, ray_address), resume, quiet, sets)
     try:
         with executor(executor_name, jobs, ray_address) as ex:
             res = run_capacity(loaded, parse_grid(grid), budgets, seed_list, tolerance, out, ex,

@@ -6,12 +6,13 @@ from rich.console import Console
 from rich.table import Table
 
 from sim.cost.base import COST_MODELS
+from sim.fleet.routers import ROUTERS
 from sim.kv.base import KV_POLICIES
 from sim.sched.admission import ADMISSION_RULES
 from sim.sched.base import SCHEDULERS
 
 REGISTRIES = (("scheduler", SCHEDULERS), ("kv", KV_POLICIES), ("admission", ADMISSION_RULES),
-              ("cost", COST_MODELS))
+              ("cost", COST_MODELS), ("cluster.router", ROUTERS))
 
 
 def policies() -> None:

@@ -11,6 +11,7 @@
     workload     trace file or synthetic spec (traces.spec.WorkloadSpec)
     slo          latency budgets for goodput and the verdict
     gpu_hour_price  price per GPU-hour (capacity's cost per million output tokens)
+    cluster      replicas behind a router, pools, prefill/decode split (sim.fleet.config)
 
 Every field states its unit. The tree is frozen: derived values (KV capacity,
 resolved defaults) live in ``sim.config.resolve``.
@@ -40,6 +41,7 @@ from sim.config.limits import (
     why,
 )
 from sim.cost.base import COST_MODELS
+from sim.fleet.config import ClusterConfig
 from sim.kv.base import KV_POLICIES
 from sim.sched.admission import ADMISSION_RULES
 from sim.sched.base import SCHEDULERS
@@ -233,6 +235,9 @@ class Scenario(BaseModel):
     gpu_hour_price: float | None = Field(
         None, gt=0, description="Price of one GPU for one hour (currency units per GPU-hour, "
         "e.g. USD); `servesim capacity` reports cost per million output tokens with it.")
+    cluster: ClusterConfig | None = Field(
+        None, description="Several replicas behind a router, named pools or a prefill/decode "
+        "split (sim.fleet); unset: one replica.")
 
     @field_validator("model")
     @classmethod

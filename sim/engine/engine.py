@@ -62,19 +62,24 @@ class Engine:
     def __init__(self, specs: RequestSpecs, scheduler: Scheduler,
                  executor: Callable[[StepPlan], np.ndarray], recorder: Recorder, *,
                  stop_s: float, num_arrivals: int, on_plan=None, progress=None,
-                 source: ArrivalSource | None = None):
+                 source: ArrivalSource | None = None, env: simpy.Environment | None = None):
         self.specs, self.scheduler, self.executor = specs, scheduler, executor
         self.recorder, self.on_plan, self.progress = recorder, on_plan, progress
         self.stop = min(ns(stop_s), MAX_NS)  # no step starts at or after this time (ns)
-        self.env = simpy.Environment()  # its clock counts integer nanoseconds
+        # its clock counts integer nanoseconds; a fleet (sim.fleet) shares one among replicas
+        self.env = env if env is not None else simpy.Environment()
         self.clock = 0  # the replica's simulated time (ns)
         self.last_start: int | None = None  # start of the last step executed (ns)
         self.source = source or OpenLoop(to_ns(specs.arrival_s[:num_arrivals]),
                                          admissible(specs, scheduler)[:num_arrivals])
 
     def run(self) -> RunStatus:
-        replica = self.env.process(self._replica())
-        return self.env.run(until=replica)
+        return self.env.run(until=self.start())
+
+    def start(self) -> simpy.Process:
+        """Start the replica's process in its environment (a fleet starts several, then
+        runs the shared environment); the process's value is the RunStatus."""
+        return self.env.process(self._replica())
 
     # ---- processes --------------------------------------------------------------------
     def _replica(self):

@@ -102,5 +102,11 @@ def run_point(base: Base, point: Point) -> dict:
     """Simulate one point and return its record (see ``record``)."""
     t0 = time.perf_counter()
     r, specs, _ = prepare(base.load(point.overrides))
-    summary = summarize(simulate(r, specs))
-    return record(point, summary, r.tp, specs.arrival_s, time.perf_counter() - t0)
+    if r.scenario.cluster is not None:  # a fleet: its GPUs, its clients' view
+        from sim.fleet.plan import plan_fleet
+        from sim.fleet.run import fleet_outputs, run_fleet
+
+        summary, gpus = fleet_outputs(run_fleet(r, specs))[1], plan_fleet(r.scenario, r).gpus
+    else:
+        summary, gpus = summarize(simulate(r, specs)), r.tp
+    return record(point, summary, gpus, specs.arrival_s, time.perf_counter() - t0)

@@ -102,9 +102,29 @@ def lanes_table(lanes: dict, percentile: float) -> Table:
     return t
 
 
+def fleet_table(fleet: dict) -> Table:
+    """One row per pool and per replica of a fleet (sim.fleet.summary)."""
+    t = Table(title=f"Fleet: {fleet['replicas']} replicas, {fleet['gpus']} GPUs "
+              f"(most requests on one replica / mean: {fleet['routing_imbalance']:.2f})",
+              title_justify="left")
+    for col in ("pool / replica", "router", "finished", "req/s", "TTFT p95 ms", "TPOT p95 ms",
+                "KV used mean %", "prefix hit %", "stability"):
+        t.add_column(col, justify="right")
+    rows = [(n, f"{p['role']} {p['router']}", p) for n, p in fleet["pools"].items()]
+    rows += [(n, "", r) for n, r in fleet["replica"].items()] if len(fleet["replica"]) > 1 else []
+    for name, router, b in rows:
+        t.add_row(name, router, f"{b['finished']:,}", _fmt(b["request_per_s"], 2),
+                  _fmt(b["ttft_ms_p95"]), _fmt(b["tpot_ms_p95"]),
+                  _fmt(100 * b["kv_mean_used_fraction"]), _fmt(100 * b["prefix_cache_hit_rate"]),
+                  b["stability"])
+    return t
+
+
 def print_summary(summary: dict, derived: dict, console: Console | None = None) -> None:
     console = console or Console()
     console.print(overview_table(summary, derived))
     console.print(latency_table(summary["latency_ms"], "Latency"))
     if summary.get("lanes"):
         console.print(lanes_table(summary["lanes"], summary["slo"]["percentile"]))
+    if summary.get("fleet"):
+        console.print(fleet_table(summary["fleet"]))

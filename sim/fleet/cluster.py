@@ -1,0 +1,221 @@
+"""Run a fleet: arrivals -> a router per pool -> replicas (-> KV transfer -> decode pool).
+
+    client ──arrival──> router(pool by lane) ──push──> replica (Engine, unchanged)
+    prefill replica ──finished──> decode router ──push, due after the transfer──> decode replica
+
+All replicas share one SimPy environment (one integer-nanosecond clock). Same-time rule
+(documented order, enforced by event priorities): at time t the routers first route every
+request arriving at t, in request order (they run at SimPy's NORMAL priority), then the
+replicas whose steps end or who wake at t commit and plan (the engine's LATE priority), in
+the order their events were scheduled. So a router at t sees replica state from before
+the steps ending at t, and a step starting at t sees every request routed at t, as in a
+single run. A transfer's push is due when the transfer ends.
+
+One seed: the scenario's seed feeds the random router of each pool (a stream per pool).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import simpy
+
+from sim.config.resolve import ConfigError
+from sim.engine.clock import to_ns, to_s
+from sim.engine.requests import RequestSpecs
+from sim.fleet import replica as rp
+from sim.fleet.disagg import TransferredPrompts
+from sim.fleet.plan import DECODE, PREFILL, FleetPlan, PoolPlan
+from sim.fleet.routers import ROUTERS, ReplicaState, RouteRequest
+from sim.runner import _stop_time
+
+
+@dataclass
+class PoolRun:
+    """A pool during the run: its replicas, router and the router's view of them."""
+
+    plan: PoolPlan
+    specs: rp.PoolSpecs
+    replicas: list
+    states: list[ReplicaState]
+    router: object
+    arrivals: np.ndarray  # requests routed to this pool from the clients, in order
+    due_ns: np.ndarray  # when each reaches the pool (ns)
+    next: int = 0  # arrivals[:next] have been routed
+
+
+@dataclass(frozen=True)
+class FleetResult:
+    plan: FleetPlan
+    specs: RequestSpecs  # the clients' requests (arriving within the horizon)
+    pools: tuple  # PoolRun per pool
+    results: dict  # replica name -> RunResult (run numbering)
+    first: np.ndarray  # per request: global replica number that took it first (-1 none)
+    last: np.ndarray  # per request: replica that served it to the end (decode if split)
+    received_s: dict  # replica name -> {request: time it reached that replica (s)}
+    transfer_s: np.ndarray  # per request: KV transfer time (s; NaN: none)
+    transfers: np.ndarray  # per request: how many transfers were charged
+    never_sent: int
+    wall_s: float
+
+    @property
+    def replicas(self) -> list:
+        return [r for p in self.pools for r in p.replicas]
+
+
+class Fleet:
+    def __init__(self, plan: FleetPlan, specs: RequestSpecs, *, seed: int = 0, log=None):
+        self.plan, self.log, self.env = plan, log, simpy.Environment()
+        r0 = plan.pools[0].resolved
+        self.stop = _stop_time(r0, specs.arrival_s)
+        n_all = len(specs)
+        self.specs = specs.head(int(np.searchsorted(specs.arrival_s, self.stop, side="left")))
+        self.never_sent = n_all - len(self.specs)
+        n = len(self.specs)
+        self.first, self.last = np.full(n, -1), np.full(n, -1)
+        self.transfer_s, self.transfers = np.full(n, np.nan), np.zeros(n, dtype=np.int64)
+        self.pools = [self._pool(p, i, seed) for i, p in enumerate(plan.pools)]
+        self._assign_lanes()
+        self.decode = next((p for p in self.pools if p.plan.role == DECODE), None)
+        self.prefill = next((p for p in self.pools if p.plan.role == PREFILL), None)
+        self.numbers = {rep.name: k for k, rep in enumerate(r for p in self.pools
+                                                            for r in p.replicas)}
+
+    # ---- building ---------------------------------------------------------------------
+    def _pool(self, plan: PoolPlan, i: int, seed: int) -> PoolRun:
+        ps = rp.pool_specs(plan, self.specs, prefill=plan.role == PREFILL)
+        rng = np.random.default_rng([seed, 0x524F555445, i])  # "ROUTE", pool i
+        router = ROUTERS.get(plan.router.name)(plan.replicas, plan.router.params, rng)
+        pool = PoolRun(plan, ps, [], [ReplicaState(k) for k in range(plan.replicas)], router,
+                       np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+        wrap = ((lambda ex: TransferredPrompts(ex, ps.specs.prompt_tokens))
+                if plan.role == DECODE else None)
+        for k in range(plan.replicas):
+            look = (lambda: self._decode_lookahead()) if plan.role == DECODE else (
+                lambda p=pool: int(p.due_ns[p.next]) if p.next < len(p.due_ns) else None)
+            pool.replicas.append(rp.build(self.env, plan, k, ps, self.stop, look,
+                                          self._finished, self._step_hook(plan, k), wrap))
+        return pool
+
+    def _assign_lanes(self) -> None:
+        """Each client request to the pool listing its lane (or the catch-all pool)."""
+        names = self.specs.lane_names
+        entry = [p for p in self.pools if p.plan.role != DECODE]
+        catch = next((p for p in entry if not p.plan.lanes), None)
+        of_lane = {}
+        for code, lane in enumerate(names):
+            pool = next((p for p in entry if lane in p.plan.lanes), catch)
+            if pool is None and np.any(self.specs.lane == code):
+                listed = sorted(ln for p in entry for ln in p.plan.lanes)
+                raise ConfigError(f"cluster.pools: no pool takes lane {lane!r} (pools list "
+                                  f"{listed}; add it to one, or leave one pool's lanes empty)")
+            of_lane[code] = pool
+        for pool in entry:
+            mine = np.flatnonzero([of_lane.get(c) is pool for c in self.specs.lane.tolist()])
+            pool.arrivals = mine.astype(np.int64)
+            pool.due_ns = to_ns(pool.specs.specs.arrival_s[mine])
+
+    def _step_hook(self, plan: PoolPlan, k: int):
+        if self.log is None:
+            return None
+        name = f"{plan.name}/{k}"
+        return lambda p, starts, durations, outcome: self.log.step(name, p, starts, durations,
+                                                                   outcome)
+
+    # ---- running ----------------------------------------------------------------------
+    def run(self) -> FleetResult:
+        t0 = time.perf_counter()
+        procs = [rp.start(rep) for p in self.pools for rep in p.replicas]
+        for p in self.pools:
+            if p.plan.role != DECODE:
+                self.env.process(self._route_arrivals(p))
+        self.env.run(until=simpy.AllOf(self.env, procs))
+        wall = time.perf_counter() - t0
+        results = {rep.name: rp.result(rep, self.never_sent, wall) for p in self.pools
+                   for rep in p.replicas}
+        received = {rep.name: {q: to_s(t) for q, t in rep.source.received.items()}
+                    for p in self.pools for rep in p.replicas}
+        return FleetResult(self.plan, self.specs, tuple(self.pools), results, self.first,
+                           self.last, received, self.transfer_s, self.transfers,
+                           self.never_sent, wall)
+
+    def _route_arrivals(self, pool: PoolRun):
+        """The pool's router: every request at the time it reaches the pool."""
+        due = pool.due_ns
+        while pool.next < len(due):
+            t = int(due[pool.next])
+            if t > self.env.now:
+                yield self.env.timeout(t - self.env.now)
+            while pool.next < len(due) and due[pool.next] <= self.env.now:
+                self._route(pool, int(pool.arrivals[pool.next]), self.env.now)
+                pool.next += 1
+
+    def _route(self, pool: PoolRun, req: int, due: int) -> None:
+        s, now = pool.specs.specs, self.env.now
+        self._refresh_kv(pool, now)
+        rq = RouteRequest(req, int(s.prompt_tokens[req]), s.prefix_hashes[req],
+                          s.lane_names[s.lane[req]])
+        k = pool.router.choose(rq, pool.states)
+        pool.router.routed(rq, k)
+        rep, st = pool.replicas[k], pool.states[k]
+        st.routed += 1
+        st.outstanding += int(rep.source.admissible[req])
+        rep.source.push(req, due)
+        number = self.numbers[rep.name]
+        if pool.plan.role != DECODE:
+            self.first[req] = number
+        if pool.plan.role != PREFILL:
+            self.last[req] = number
+        if self.log is not None:
+            self.log.route(now, s.request_id[req], rep.name, due, pool.states,
+                           pool.router.explain())
+
+    def _refresh_kv(self, pool: PoolRun, now: int) -> None:
+        """Replicas report KV usage every kv_report_interval (0: at each decision)."""
+        every = self.plan.kv_report_ns
+        for st, rep in zip(pool.states, pool.replicas):
+            if st.kv_reported_ns < 0 or now - st.kv_reported_ns >= every:
+                u = rep.kv.usage()
+                st.kv_used_fraction = u.used / max(u.total, 1)
+                st.kv_reported_ns = now
+
+    def _finished(self, rep, reqs: np.ndarray, now: int) -> None:
+        pool = next(p for p in self.pools if p.plan is rep.pool)
+        pool.states[rep.index].outstanding -= len(reqs)
+        if pool.plan.role != PREFILL:
+            return
+        for req in reqs.tolist():  # each request's KV moves once, when its prefill ends
+            took = self.plan.transfer.ns(int(pool.specs.specs.prompt_tokens[req]))
+            self.transfer_s[req] = to_s(took)
+            self.transfers[req] += 1
+            self._route(self.decode, req, now + took)
+
+    def _decode_lookahead(self) -> int | None:
+        """The earliest a transfer not yet started could land: a prefill replica's current
+        step end (or, idle, its next arrival) plus the shortest transfer. None when every
+        prefill replica has ended."""
+        now, bounds = self.env.now, []
+        for rep in self.prefill.replicas:
+            if rep.done:
+                continue
+            b = rep.busy_until if rep.busy_until >= now else rep.source.next_time()
+            if b is not None:
+                bounds.append(max(b, now))
+        if not bounds:
+            return None
+        return min(bounds) + self.plan.transfer.ns(1)
+
+
+def simulate_fleet(plan: FleetPlan, specs: RequestSpecs, *, seed: int = 0,
+                   log=None) -> FleetResult:
+    """Replay ``specs`` through the fleet ``plan``."""
+    for p in plan.pools:
+        if p.resolved.scenario.workload.arrival.concurrency is not None:
+            raise ConfigError("cluster: gated arrivals (workload.arrival.concurrency) are not "
+                              "supported in a fleet yet; use open-loop arrivals")
+        if p.resolved.scenario.cost.name == "live":
+            raise ConfigError("cluster: live mode runs one replica; drop the cluster section")
+    return Fleet(plan, specs, seed=seed, log=log).run()
+

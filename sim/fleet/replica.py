@@ -1,0 +1,149 @@
+"""One replica of a fleet: the single-run parts (KV, scheduler, cost, recorder, engine)
+wired to a shared environment and a ``Pushed`` source, and its result afterwards."""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import simpy
+
+from sim.cost.base import CostModel
+from sim.engine.clock import to_ns
+from sim.engine.engine import Engine, RunStatus, admissible
+from sim.engine.requests import RequestSpecs
+from sim.fleet.plan import PoolPlan
+from sim.fleet.source import Pushed
+from sim.metrics.recorder import Recorder
+from sim.runner import (
+    RunResult,
+    RunWarning,
+    _arrived_as_waiting,
+    _DrainLimit,
+    _observed,
+    build_cost,
+    build_kv,
+    build_scheduler,
+    chain_hooks,
+    engine_delays,
+)
+
+
+@dataclass(frozen=True)
+class PoolSpecs:
+    """A pool's view of the requests: lengths as its server serves them, and when they
+    reach its schedulers relative to the client's send (``ingress_s``)."""
+
+    specs: RequestSpecs  # run numbering; output cut to max_model_len; prefill: max_tokens 1
+    client: RequestSpecs  # the same with the client's send times (latencies count from them)
+    shortened: np.ndarray  # bool per request: max_tokens was cut to fit max_model_len
+    ingress_s: float
+    egress_s: float
+
+
+@dataclass
+class Replica:
+    name: str  # "<pool>/<index>"
+    pool: PoolPlan
+    index: int  # within its pool
+    specs: PoolSpecs
+    engine: Engine
+    cost: CostModel
+    kv: object
+    sched: object
+    recorder: Recorder
+    drain: _DrainLimit
+    source: Pushed
+    busy_until: int = -1  # end of the step being executed (ns); -1 before the first
+    done: bool = False  # its process has ended
+    status: RunStatus | None = None  # how its event loop ended
+
+
+def build(env: simpy.Environment, pool: PoolPlan, index: int, ps: PoolSpecs, stop_s: float,
+          lookahead, on_finish, on_plan=None, wrap=None) -> Replica:
+    """A replica ready to start; ``wrap(executor)`` may change how its steps are priced
+    (the decode pool prices transferred prompts as already in KV)."""
+    r, specs = pool.resolved, ps.specs
+    cost = build_cost(r)
+    kv = build_kv(r, specs)
+    sched = build_scheduler(r, specs, kv)
+    recorder = Recorder(len(specs), egress_s=ps.egress_s)
+    executor = cost.step_times if wrap is None else wrap(cost.step_times)
+    hooks = cost.after_plan if type(cost).after_plan is not CostModel.after_plan else None
+    if type(cost).observe is not CostModel.observe:
+        hooks = _observed(cost, hooks)
+    drain = _DrainLimit(executor)
+    name = f"{pool.name}/{index}"
+    source = Pushed(admissible(specs, sched), lookahead, lambda reqs, now: on_finish(rep, reqs,
+                                                                                     now))
+
+    def priced(plan):
+        durations = drain(plan)
+        rep.busy_until = rep.engine.clock + int(to_ns(durations).sum())
+        return durations
+
+    engine = Engine(specs, sched, priced, recorder, stop_s=stop_s, num_arrivals=len(specs),
+                    on_plan=chain_hooks(hooks, on_plan), source=source, env=env)
+    drain.engine = engine
+    rep = Replica(name, pool, index, ps, engine, cost, kv, sched, recorder, drain, source)
+    cost.start_run(kv, engine)
+    return rep
+
+
+def start(rep: Replica):
+    proc = rep.engine.start()
+
+    def ended(event):
+        rep.done, rep.status = True, event.value
+    proc.callbacks.append(ended)
+    return proc
+
+
+def result(rep: Replica, never_sent: int, wall_s: float) -> RunResult:
+    """The replica's result in run numbering (rows of requests it never saw stay PENDING)."""
+    cost = rep.cost
+    cost.end_run()
+    rep.kv.check_integrity()
+    if rep.drain.cut:
+        warnings.warn(f"replica {rep.name}: the backlog left at the last arrival did not "
+                      f"drain within {rep.drain.budget:,} engine steps (the drain limit); the "
+                      "run stopped there and reports the rest unfinished", RuntimeWarning,
+                      stacklevel=2)
+    said = tuple(cost.run_warnings())
+    for w in said:
+        warnings.warn(w, RunWarning, stacklevel=2)
+    s, r = rep.sched, rep.pool.resolved
+    return RunResult(
+        resolved=r, specs=rep.specs.client, recorder=rep.recorder,
+        status=_arrived_as_waiting(s.status), num_preemptions=s.num_preemptions.copy(),
+        cached_tokens=s.cached_tokens.copy(), generated=s.generated.copy(),
+        recomputed_tokens=s.recomputed_tokens,
+        counters={"alloc_failures": s.alloc_failures,
+                  "memory_blocked": int(s.memory_blocked.sum()), "engine_stopped": s.stopped,
+                  "preemption_mode": r.scenario.engine.preemption_mode, **rep.kv.counters()},
+        kv_total_blocks=rep.kv.num_blocks, run=rep.status, never_sent=never_sent,
+        wall_s=wall_s, drain_cut=rep.drain.cut, shortened=0,
+        ingress_s=rep.specs.ingress_s, egress_s=rep.specs.egress_s, warnings=said)
+
+
+def pool_specs(pool: PoolPlan, specs: RequestSpecs, prefill: bool) -> PoolSpecs:
+    """The requests as ``pool``'s servers see them (see PoolSpecs)."""
+    from sim.sched.lengths import serve
+
+    r = pool.resolved
+    served, _ = serve(specs, r.limits.max_model_len, r.scenario.engine.strict_max_model_len)
+    shortened = served.output_tokens < specs.output_tokens
+    if prefill:  # the prefill server runs each request with max_tokens 1
+        served = dataclasses.replace(served, output_tokens=_ro(np.ones(len(specs), np.int64)))
+    ingress, egress = engine_delays(r, build_cost(r))
+    seen = served if not ingress else dataclasses.replace(
+        served, arrival_s=_ro(served.arrival_s + ingress))
+    return PoolSpecs(seen, served, shortened, ingress, egress)
+
+
+def _ro(a: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a)
+    a.flags.writeable = False
+    return a

@@ -1,0 +1,73 @@
+"""The arrival source of a replica in a fleet: the router pushes requests into it.
+
+    router ──push(req, due)──> Pushed ──next_time()/due(now)──> the replica's engine
+    engine ──finished(reqs, now)──> Pushed ──on_finish──> the fleet (router counts, transfers)
+
+To the engine it is an arrival source like any other. ``next_time`` is the earliest time a
+request can reach this replica: one already pushed, or the earliest the fleet could push
+another (``lookahead``: the pool's next arrival, or for a decode pool the earliest a
+prefill could finish plus a transfer). The engine sleeps until then when idle, and cuts
+a decode run there, so a request never waits behind a run that started before it came
+(a lookahead earlier than the true push only costs an extra wake-up). A lookahead of
+None means nothing more will come: an idle replica then ends.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from collections.abc import Callable
+
+import numpy as np
+
+from sim.engine.arrivals import ArrivalSource
+from sim.engine.clock import to_s
+
+
+class Pushed(ArrivalSource):
+    """Requests pushed by the fleet, each due at a time (ns) >= the time it is pushed."""
+
+    def __init__(self, admissible: np.ndarray, lookahead: Callable[[], int | None],
+                 on_finish: Callable[[np.ndarray, int], None]):
+        self.admissible, self.lookahead, self.on_finish = admissible, lookahead, on_finish
+        self.pending: list[tuple[int, int, int]] = []  # heap of (due ns, push order, request)
+        self.due_times: list[int] = []  # every admissible push's due time, sorted (ns)
+        self.received: dict[int, int] = {}  # request -> when it reaches this replica (ns)
+        self.pushes = 0
+
+    def push(self, req: int, due: int) -> None:
+        heapq.heappush(self.pending, (int(due), self.pushes, int(req)))
+        self.received[int(req)] = int(due)
+        self.pushes += 1
+        if self.admissible[req]:
+            bisect.insort(self.due_times, int(due))
+
+    def next_time(self) -> int | None:
+        ahead = self.lookahead()
+        if not self.pending:
+            return ahead
+        head = self.pending[0][0]
+        return head if ahead is None else min(head, ahead)
+
+    def due(self, now: int) -> list[int]:
+        out = []
+        while self.pending and self.pending[0][0] <= now:
+            out.append(heapq.heappop(self.pending)[2])
+        return out
+
+    def finished(self, reqs: np.ndarray, now: int) -> None:
+        self.on_finish(reqs, now)
+
+    def arrivals_by(self, starts: np.ndarray) -> np.ndarray:
+        t = np.asarray(self.due_times, dtype=np.int64)
+        lo = np.searchsorted(t, starts[0], side="right")
+        return np.searchsorted(t, starts, side="right") - lo
+
+    def arrival_times(self) -> np.ndarray:
+        out = np.full(len(self.admissible), np.nan)
+        for req, t in self.received.items():
+            out[req] = to_s(t)
+        return out
+
+    def exhausted(self) -> bool:
+        return not self.pending and self.lookahead() is None

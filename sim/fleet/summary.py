@@ -1,0 +1,114 @@
+"""Fleet summaries: each replica as it would report alone, each pool, and the fleet.
+
+The fleet (and each pool) summary is the single-run summary of the requests it served,
+with `vllm bench serve`'s definitions, as the clients see them: latencies count from the
+client's send; in a disaggregated fleet the tokens come from the decode pool, so TTFT
+includes prefill and the KV transfer. Blocks that describe one engine's steps are
+replaced: ``stability`` is the worst replica's (a fleet keeps up only if every replica
+does; which one is named), ``waiting.mean_waiting`` adds up the replicas', ``kv_cache``
+averages them. ``fleet`` lists pools, replicas, GPUs, routing balance and transfers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sim.fleet.cluster import FleetResult
+from sim.fleet.plan import DECODE, PREFILL
+from sim.fleet.views import combine, restrict
+from sim.metrics.summary import summarize
+from sim.runner import RunResult
+
+_RANK = {"stable": 0, "saturated": 1, "unstable": 2}
+
+
+def replica_view(fr: FleetResult, rep) -> tuple[RunResult, np.ndarray]:
+    """What ``rep`` would report alone: its requests, arriving when they reached it (the
+    client's send time, or a decode replica's transfer end); and their run numbers."""
+    got = fr.received_s[rep.name]
+    reqs = np.array(sorted(got, key=lambda q: (got[q], q)), dtype=np.int64)
+    if rep.pool.role == DECODE:
+        arrival = np.array([got[q] for q in reqs.tolist()]) - rep.specs.ingress_s
+    else:
+        arrival = rep.specs.client.arrival_s[reqs]
+    shortened = int(rep.specs.shortened[reqs].sum())
+    return restrict(fr.results[rep.name], reqs, arrival, shortened), reqs
+
+
+def client_view(fr: FleetResult, views: dict) -> RunResult:
+    """The whole fleet as the clients see it (one record per request)."""
+    parts, arrivals = [], []
+    for rep in fr.replicas:
+        v, reqs = views[rep.name]
+        if rep.pool.role == PREFILL:  # only requests that never reached the decode pool
+            keep = np.flatnonzero(fr.transfers[reqs] == 0)
+            if not len(keep):
+                continue
+            v, reqs = restrict(v, keep, shortened=0), reqs[keep]
+        parts.append(v)
+        arrivals.append(fr.specs.arrival_s[reqs])
+    return combine(parts, arrivals)
+
+
+def fleet_summary(fr: FleetResult, views: dict | None = None) -> dict:
+    """The fleet's summary (``views``: replica_view of each replica, if already made)."""
+    views = views or {rep.name: replica_view(fr, rep) for rep in fr.replicas}
+    per_replica = {name: summarize(v) for name, (v, _) in views.items()}
+    out = summarize(client_view(fr, views))
+    _fleet_blocks(out, list(per_replica.values()), list(per_replica))
+    pools = {}
+    for p in fr.pools:
+        names = [r.name for r in p.replicas]
+        s = summarize(combine([views[n][0] for n in names]))
+        _fleet_blocks(s, [per_replica[n] for n in names], names)
+        pools[p.plan.name] = {"role": p.plan.role, "replicas": p.plan.replicas,
+                              "gpus": p.plan.gpus, "router": p.plan.router.name,
+                              "lanes": list(p.plan.lanes), **_compact(s)}
+    out["fleet"] = {
+        "replicas": fr.plan.num_replicas, "gpus": fr.plan.gpus,
+        "kv_report_interval_ms": fr.plan.kv_report_ns / 1e6,
+        "pools": pools,
+        "replica": {n: {"pool": r.pool.name, "requests": int(len(views[n][1])), **_compact(s)}
+                    for (n, s), r in zip(per_replica.items(), fr.replicas)},
+        "routing_imbalance": _imbalance(views),
+        **_transfers(fr),
+    }
+    return out
+
+
+def _fleet_blocks(out: dict, parts: list[dict], names: list[str]) -> None:
+    worst = max(range(len(parts)), key=lambda i: _RANK[parts[i]["stability"]["verdict"]])
+    out["stability"] = {**parts[worst]["stability"], "replica": names[worst]}
+    keys = dict.fromkeys(k for p in parts for k in p["waiting"])
+    out["waiting"] = {k: float(sum(p["waiting"].get(k, 0.0) for p in parts)) for k in keys}
+    fracs = [p["kv_cache"].get("mean_used_fraction", 0.0) for p in parts]
+    out["kv_cache"] = {**out["kv_cache"], "mean_used_fraction": float(np.mean(fracs)),
+                       "peak_used_fraction": float(max(p["kv_cache"].get(
+                           "peak_used_fraction", 0.0) for p in parts))}
+
+
+def _compact(s: dict) -> dict:
+    """The figures a fleet table shows per pool or replica."""
+    lat = s["latency_ms"]
+    return {"finished": s["requests"]["finished"],
+            "request_per_s": float(s["throughput"]["request_per_s"]),
+            "output_token_per_s": s["throughput"]["output_token_per_s"],
+            "ttft_ms_p95": lat["ttft"].get("p95"), "tpot_ms_p95": lat["tpot"].get("p95"),
+            "stability": s["stability"]["verdict"],
+            "prefix_cache_hit_rate": s["prefix_cache"]["hit_rate"],
+            "kv_mean_used_fraction": s["kv_cache"].get("mean_used_fraction", 0.0)}
+
+
+def _imbalance(views: dict) -> float:
+    """Most requests on one replica / the mean per replica (1.0: perfectly even)."""
+    counts = [len(reqs) for _, reqs in views.values()]
+    return float(max(counts) / np.mean(counts)) if counts and np.mean(counts) else 1.0
+
+
+def _transfers(fr: FleetResult) -> dict:
+    if fr.plan.transfer is None:
+        return {}
+    t = fr.transfer_s[~np.isnan(fr.transfer_s)]
+    return {"kv_transfers": int(fr.transfers.sum()),
+            "kv_transfer_ms_mean": float(t.mean() * 1e3) if len(t) else 0.0,
+            "kv_transfer_ms_max": float(t.max() * 1e3) if len(t) else 0.0}

@@ -1,0 +1,25 @@
+"""Bad cluster sections: one line naming the field, exit code 2, nothing written."""
+
+from __future__ import annotations
+
+import pytest
+
+from sim.cli import main
+
+
+@pytest.mark.parametrize("setting,message", [
+    ("cluster={replicas: 0}", "cluster.replicas"),
+    ("cluster={router: {name: fastest}}", "unknown router 'fastest'"),
+    ("cluster={pools: [{name: a}, {name: a}]}", "names must differ"),
+    ("cluster={pools: [{name: a}, {name: b}]}", "at most one pool may take"),
+    ("cluster={pools: [{name: a, engine: {max_num_seqs: 0}}]}",
+     "cluster.pools.0 (a): engine.max_num_seqs"),
+    ("cluster={pools: [{name: p}, {name: d}], disaggregation: {prefill_pool: p, "
+     "decode_pool: x}}", "disaggregation.decode_pool: 'x' is not one of the pools"),
+])
+def test_bad_cluster_is_one_line_exit_2(setting, message, tmp_path, capsys):
+    out = tmp_path / "r"
+    assert main(["run", "--set", setting, "-o", str(out), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()

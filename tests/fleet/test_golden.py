@@ -1,0 +1,73 @@
+"""A golden tiny fleet: two replicas behind least_outstanding, linear cost (10 ms per step
++ 1 ms per prefill token, decodes free), every routing decision and time worked by hand.
+
+    r0 P=8 O=2 at 0     -> replica 0 (both idle, tie: lowest index)
+                           [0, 18) prefill -> token 1 | [18, 28) decode -> done at 28
+    r1 P=4 O=2 at 5 ms  -> replica 1 (outstanding 1 vs 0)
+                           [5, 19) prefill | [19, 29) decode -> done at 29
+    r2 P=2 O=1 at 20 ms -> replica 0 (1 vs 1; routed 1 vs 1: lowest index); waits for the
+                           step ending at 28: [28, 40) prefill -> its one token, done at 40
+    r3 P=3 O=1 at 28 ms -> replica 1: the router acts before steps ending at 28 commit, so it
+                           still counts r0 on replica 0 (2 vs 1); [29, 42) -> done at 42
+"""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pytest
+
+from sim.config.load import validate
+from sim.engine.requests import RequestSpecs
+from sim.fleet.cluster import simulate_fleet
+from sim.fleet.plan import plan_fleet
+from sim.fleet.run import FleetLog
+
+SCENARIO = {
+    "model": "llama-3-8b", "gpu": "h100-sxm",
+    "cost": {"name": "linear", "base_ms": 10, "prefill_token_ms": 1, "decode_seq_ms": 0,
+             "context_token_ms": 0},
+    "workload": {"arrival": {"process": "poisson", "rate": 1.0}, "num_requests": 1,
+                 "lengths": {"dist": "fixed", "prompt": 8, "output": 2}},  # unused
+    "cluster": {"replicas": 2, "router": {"name": "least_outstanding"}},
+}
+
+
+def test_two_replica_event_log():
+    specs = RequestSpecs.from_arrays([0.0, 0.005, 0.020, 0.028], [8, 4, 2, 3], [2, 2, 1, 1])
+    fh = io.StringIO()
+    fr = simulate_fleet(plan_fleet(validate(SCENARIO, "golden")), specs,
+                        log=FleetLog(fh, specs.request_id))
+    routes = [json.loads(x) for x in fh.getvalue().splitlines() if '"route"' in x]
+    assert [(r["request"], r["replica"], r["t_s"], r["outstanding"]) for r in routes] == [
+        ("0", "default/0", 0.0, [1, 0]), ("1", "default/1", 0.005, [1, 1]),
+        ("2", "default/0", 0.020, [2, 1]), ("3", "default/1", 0.028, [2, 2])]
+    rec = {rep.name: rep.recorder for rep in fr.replicas}
+    first = np.where(fr.first == 0, rec["default/0"].first_token_s,
+                     rec["default/1"].first_token_s)
+    finish = np.where(fr.first == 0, rec["default/0"].finish_s, rec["default/1"].finish_s)
+    assert first == pytest.approx([0.018, 0.019, 0.040, 0.042], abs=1e-12)
+    assert finish == pytest.approx([0.028, 0.029, 0.040, 0.042], abs=1e-12)
+    steps = [json.loads(x) for x in fh.getvalue().splitlines() if '"step"' in x]
+    assert [(s["replica"], s["start_s"], s["tokens"]) for s in steps] == [
+        ("default/0", 0.0, {"0": 8}), ("default/1", 0.005, {"1": 4}),
+        ("default/0", 0.018, {"0": 1}), ("default/1", 0.019, {"1": 1}),
+        ("default/0", 0.028, {"2": 2}), ("default/1", 0.029, {"3": 3})]
+
+
+def test_stale_kv_reports():
+    """least_kv with reports every 30 ms: decisions inside a window see the usage of its
+    start (here: the empty caches at 0 until the report at 30 ms)."""
+    sc = {**SCENARIO, "cluster": {"replicas": 2, "router": {"name": "least_kv"},
+                                  "kv_report_interval_ms": 30}}
+    specs = RequestSpecs.from_arrays([0.0, 0.005, 0.020, 0.031], [64, 64, 64, 64],
+                                     [4, 4, 4, 4])
+    fh = io.StringIO()
+    simulate_fleet(plan_fleet(validate(sc, "golden")), specs, log=FleetLog(fh, specs.request_id))
+    routes = [json.loads(x) for x in fh.getvalue().splitlines() if '"route"' in x]
+    assert [r["kv_used"] for r in routes[:3]] == [[0.0, 0.0]] * 3  # stale: reported at 0
+    assert routes[3]["kv_used"][0] > 0 and routes[3]["kv_used"][1] > 0  # fresh at 31 ms
+    # stale zeros: ties broken by fewest routed, lowest index -> 0, 1, 0
+    assert [r["replica"] for r in routes[:3]] == ["default/0", "default/1", "default/0"]

@@ -1,0 +1,39 @@
+"""A fleet of one replica is the single run: same steps, same per-request times, same
+summary (the fleet only adds its ``fleet`` block and names the replica in ``stability``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.fleet.helpers import fleet, single
+
+SMALL = ("workload.num_requests=150", "workload.arrival.rate=12")
+
+
+def _same(a, b, path=""):
+    if isinstance(a, dict):
+        for k in a:
+            _same(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, float) and np.isnan(a):
+        assert np.isnan(b), path
+    else:
+        assert a == b, path
+
+
+@pytest.mark.parametrize("extra", [(), ("engine.max_num_seqs=8",),
+                                   ("engine.ingress_ms=3", "engine.egress_ms=2")])
+def test_one_replica_cluster_equals_a_plain_run(extra):
+    plain, s1 = single(None, *SMALL, *extra)
+    fr, res, s2 = fleet(None, *SMALL, *extra, "cluster={replicas: 1}")
+    fl = s2.pop("fleet")
+    assert s2["stability"].pop("replica") == "default/0"
+    s1.pop("sim"), s2.pop("sim")  # wall times
+    _same(s1, s2)
+    for name in ("first_scheduled_s", "first_token_s", "finish_s", "max_itl_s"):
+        np.testing.assert_array_equal(getattr(plain.recorder, name),
+                                      getattr(res.recorder, name))
+    np.testing.assert_array_equal(plain.status, res.status)
+    np.testing.assert_array_equal(plain.recorder.steps()["start_s"],
+                                  res.recorder.steps()["start_s"])
+    assert fl["replicas"] == fl["gpus"] == 1 and fl["routing_imbalance"] == 1.0

@@ -1,0 +1,35 @@
+"""A pool per lane keeps interactive TTFT within budget under a batch flood; the same two
+GPUs as one shared pool do not (scenarios/fleet-pools.yaml, cut to 10 s of traffic)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sim.config.resolve import ConfigError
+from tests.fleet.helpers import fleet
+
+POOLS = str(Path(__file__).resolve().parents[2] / "scenarios" / "fleet-pools.yaml")
+SHORT = ("workload.mix.0.duration_s=10", "workload.mix.1.duration_s=10",
+         "workload.mix.1.arrival.rate=25")  # a denser flood: the backlog builds in 10 s
+
+
+def test_pool_per_lane_protects_interactive_ttft():
+    _, _, pooled = fleet(POOLS, *SHORT)
+    _, _, shared = fleet(POOLS, *SHORT, "cluster={replicas: 2, router: {name: "
+                         "least_outstanding}}")
+    budget = 500.0
+    inter = pooled["lanes"]["interactive"]["latency_ms"]["ttft"]["p95"]
+    shared_inter = shared["lanes"]["interactive"]["latency_ms"]["ttft"]["p95"]
+    assert inter <= budget < shared_inter
+    assert pooled["fleet"]["gpus"] == shared["fleet"]["gpus"] == 2
+    pools = pooled["fleet"]["pools"]
+    assert pools["interactive"]["lanes"] == ["interactive"]
+    assert pools["interactive"]["finished"] + pools["batch"]["finished"] \
+        == pooled["requests"]["finished"]
+
+
+def test_a_lane_without_a_pool_is_a_config_error():
+    with pytest.raises(ConfigError, match="no pool takes lane 'batch'"):
+        fleet(POOLS, *SHORT, "cluster.pools.1.lanes=[other]")
