@@ -36,7 +36,7 @@ import numpy as np
 import sim.sched.vllm as vllm_sched
 from sim.sched.base import Status
 from sim.sched.batch import BatchBuilder
-from sim.sched.vllm import ADMISSION, BUDGET, EMPTY, MEMORY, SEQS
+from sim.sched.vllm import BUDGET, EMPTY, MEMORY
 
 V0_WATERMARK = 0.01  # vLLM v0's and Sarathi-Serve's default (fraction of the blocks)
 
@@ -124,7 +124,7 @@ class V0Scheduler(vllm_sched.VllmScheduler):
         swapped = queue is self.swapped
         while len(queue):
             req = queue.peek()
-            self._blocked = self._v0_precheck(req, budget)
+            self._blocked = self._precheck(req, budget)  # the v1 gate: same checks
             if self._blocked:
                 break
             known = int(self.known_tokens[req])
@@ -144,15 +144,6 @@ class V0Scheduler(vllm_sched.VllmScheduler):
             budget -= chunk
             admitted += 1
         return budget, admitted
-
-    def _v0_precheck(self, req: int, budget: int) -> str:
-        if budget <= 0:
-            return BUDGET
-        if len(self.running) >= self.limits.max_num_seqs:
-            return SEQS
-        if not self.admission.allows(req, int(self.generated[req])):
-            return ADMISSION
-        return self.admission_block(req)
 
     def _v0_admit(self, req: int, computed: int, queue) -> None:
         queue.pop()
