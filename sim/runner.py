@@ -53,6 +53,7 @@ class RunResult:
     warnings: tuple[str, ...] = ()  # said once per run (e.g. a fitted model's ranges left)
     client_queue_s: np.ndarray | None = None  # gated arrivals: sent - ready, per request (s)
     extras: RunExtras | None = None  # what the executor adds (live mode: measurements)
+    core: str = "general"  # the simulation core that ran (sim.fast: "fast")
 
 
 class RunWarning(UserWarning):
@@ -177,14 +178,19 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
     kv = build_kv(r, seen)
     sched = build_scheduler(r, seen, kv)
     recorder = Recorder(len(specs), egress_s=egress)
+    hook = on_plan  # the caller's own (a step log); the cost model's are the fast core's
     if cost is not None:
         executor = cost.step_times
         overridden = type(cost).after_plan is not CostModel.after_plan
         on_plan = chain_hooks(cost.after_plan if overridden else None, on_plan)
         if type(cost).observe is not CostModel.observe:
             on_plan = _observed(cost, on_plan)
-    drain = _DrainLimit(executor)
     source = arrival_source(r, seen, sched, ingress + egress)
+    why = _fast_unsupported(r, sched, kv, cost, source, hook)
+    if not why:
+        return _simulate_fast(r, specs, seen, sched, kv, cost, source, stop, t0, progress,
+                              n_all - n, shortened, ingress, egress)
+    drain = _DrainLimit(executor)
     engine = Engine(seen, sched, drain, recorder, stop_s=stop, num_arrivals=n,
                     on_plan=on_plan, progress=progress, source=source)
     drain.engine = engine
@@ -217,6 +223,48 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
     return res if isinstance(source, OpenLoop) else _as_sent(
         res, source.arrival_times() - ingress)
 
+
+
+def _fast_unsupported(r: Resolved, sched, kv, cost, source, on_plan) -> str:
+    """'' when the fast core runs this scenario (``core: auto`` or ``fast``), else why not;
+    ``core: fast`` with a scenario it does not run is an input error."""
+    core = r.scenario.core
+    if core == "general":
+        return "core: general"
+    from sim.fast import unsupported
+
+    why = unsupported(sched, kv, cost, source, on_plan)
+    if why and core == "fast":
+        from traces.errors import InputError
+
+        raise InputError(f"core: fast does not run this scenario: {why}; use core: auto")
+    return why
+
+
+def _simulate_fast(r, specs, seen, sched, kv, cost, source, stop, t0, progress, never_sent,
+                   shortened, ingress, egress) -> RunResult:
+    from sim import fast
+
+    out = fast.run(seen, sched, kv, cost, source, stop_s=stop, egress_s=egress,
+                   drain=(DRAIN_MIN_PLANS, DRAIN_FACTOR), progress=progress)
+    if out.drain_cut:
+        warnings.warn(f"the backlog left at the last arrival did not drain within "
+                      f"{out.drain_budget:,} engine steps (the drain limit); the run stopped "
+                      "there and reports the rest unfinished", RuntimeWarning, stacklevel=3)
+    said = tuple(cost.run_warnings())
+    for w in said:
+        warnings.warn(w, RunWarning, stacklevel=3)
+    return RunResult(
+        resolved=r, specs=specs, recorder=out.recorder, status=_arrived_as_waiting(out.status),
+        num_preemptions=out.num_preemptions, cached_tokens=out.cached_tokens,
+        generated=out.generated, recomputed_tokens=out.recomputed_tokens,
+        counters={"alloc_failures": out.alloc_failures, "memory_blocked": out.memory_blocked,
+                  "engine_stopped": "", "preemption_mode": r.scenario.engine.preemption_mode,
+                  **kv.counters()},
+        kv_total_blocks=kv.num_blocks, run=out.run, never_sent=never_sent,
+        wall_s=time.perf_counter() - t0, drain_cut=out.drain_cut, shortened=shortened,
+        ingress_s=ingress, egress_s=egress, warnings=said, core="fast",
+    )
 
 
 def _observed(cost: CostModel, on_plan):

@@ -235,6 +235,12 @@ class Scenario(BaseModel):
     gpu_hour_price: float | None = Field(
         None, gt=0, description="Price of one GPU for one hour (currency units per GPU-hour, "
         "e.g. USD); `servesim capacity` reports cost per million output tokens with it.")
+    core: Literal["auto", "general", "fast"] = Field(
+        "auto", description="Simulation core. auto: the fast core (sim/fast) when it runs "
+        "the scenario (vllm scheduler, paged KV without prefix caching or swap, open-loop "
+        "arrivals, a cost model priced from step shapes, no step log), else the general "
+        "engine; general: always the general engine; fast: the fast core, or an error "
+        "naming what it does not run. Both give the same results.")
     cluster: ClusterConfig | None = Field(
         None, description="Several replicas behind a router, named pools or a prefill/decode "
         "split (sim.fleet); unset: one replica.")

@@ -72,6 +72,28 @@ class CostModel(ABC):
     def step_times(self, plan: StepPlan) -> np.ndarray:
         """Duration of each step of ``plan`` (seconds), an array of length num_steps."""
 
+    #: ``step_times(plan)`` is ``shape_times`` of the plan's shape plus swap time, so the
+    #: fast core (sim/fast) may price steps from their aggregates without building plans
+    prices_shapes = False
+
+    def shape_times(self, total: int, reqs: int, prefill_q: np.ndarray,
+                    prefill_ctx: np.ndarray, num_decode: int, decode_ctx0: int,
+                    num_steps: int) -> np.ndarray:
+        """Durations (s) of ``num_steps`` steps of this shape (see StepShape; step j's decode
+        context sum is ``decode_ctx0 + num_decode * j``), without swap time. Only for
+        models with ``prices_shapes``."""
+        raise NotImplementedError(f"{type(self).__name__} prices plans, not shapes")
+
+    def run_times(self, n: int, decode_ctx0: int, num_steps: int) -> list[float]:
+        """``shape_times`` of a decode run of ``n`` requests (seconds per step, floats)."""
+        return self.shape_times(n, n, _EMPTY, _EMPTY, n, decode_ctx0, num_steps).tolist()
+
+    def shape_time1(self, total: int, reqs: int, prefill_q, prefill_ctx, num_decode: int,
+                    decode_ctx0: int) -> float:
+        """``shape_times`` of one step, as a float (models override with a scalar path)."""
+        return float(self.shape_times(total, reqs, prefill_q, prefill_ctx, num_decode,
+                                      decode_ctx0, 1)[0])
+
     def fitted_delays_s(self) -> tuple[float, float] | None:
         """(ingress, egress) seconds fitted with this model (engine.ingress_ms/egress_ms
         default to them), or None when the model carries none."""

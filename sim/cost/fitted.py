@@ -32,8 +32,6 @@ A ``steps`` file (fit-steps) is priced by sim/cost/stepfit.py. Never imports tor
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -46,13 +44,16 @@ from calibrate.model_file import (
     table_key,
 )
 from calibrate.shapes import ELEM_BYTES, model_gemms
-from sim.cost.base import COST_MODELS, CostModel, StepShape
+from sim.cost.base import COST_MODELS, CostModel
 from sim.cost.elementwise import ElementwiseWork
+from sim.cost.scalar import ScalarPricing
 from sim.cost.stepfit import StepFitPricer
 from traces.errors import InputError
 
 AUTO = "auto"
+_EMPTY = np.zeros(0, dtype=np.int64)
 MEMO_MAX = 1_000_000  # memoised single-prefill prices kept at most (entries)
+SCALAR_RUN_MAX = 32  # decode runs up to this many steps are priced in Python floats
 
 
 def default_profile(gpu_name: str, framework: str = "vllm") -> str | None:
@@ -104,7 +105,7 @@ def _bilinear(table: tuple[np.ndarray, list[np.ndarray]], x0: np.ndarray,
 
 
 @COST_MODELS.register("fitted")
-class FittedCost(CostModel):
+class FittedCost(ScalarPricing, CostModel):
     description = "per-op tables fitted to measured kernel timings (servesim calibrate)"
     Params = FittedParams
 
@@ -186,6 +187,8 @@ class FittedCost(CostModel):
         self._one_prefill: dict[tuple[int, int], float] = {}
         self._layer, self._head = np.zeros(0), np.zeros(0)
         self._dec_memo: dict[int, np.ndarray] = {}
+        self._dec_lists: dict[int, tuple] = {}  # sim/cost/scalar.py
+        self._pre_lists = None
         ar = f.ops.get("allreduce")
         self.ar = _ratio_1d(ar, {1: lg(tp)}) if ar is not None and tp > 1 else None
         self.elem = ElementwiseWork.of(m, tp) if f.elementwise is not None else None
@@ -251,8 +254,9 @@ class FittedCost(CostModel):
             t = self._memo[key] = float(self._layer[tokens] + self._head[rows])
         return t
 
-    def _prefill(self, q: np.ndarray, p: np.ndarray) -> float:
-        """One layer's prefill attention of requests (q, p) sharing one launch (seconds)."""
+    def _prefill(self, q, p) -> float:
+        """One layer's prefill attention of requests (q, p) sharing one launch (seconds);
+        q, p: arrays or lists of ints."""
         k = len(q)
         if k == 1:  # one prefill request (the common case): memoised per (q, p)
             key = (int(q[0]), int(p[0]))
@@ -260,9 +264,9 @@ class FittedCost(CostModel):
             if t is None:
                 if len(self._one_prefill) >= MEMO_MAX:
                     self._one_prefill.clear()
-                t = self._one_prefill[key] = self._prefill_batch(q, p)
+                t = self._one_prefill[key] = self._prefill_one(*key)
             return t
-        return self._prefill_batch(q, p)
+        return self._prefill_batch(np.asarray(q, dtype=np.int64), np.asarray(p, dtype=np.int64))
 
     def _prefill_batch(self, q: np.ndarray, p: np.ndarray) -> float:
         k = len(q)
@@ -295,22 +299,6 @@ class FittedCost(CostModel):
             return float(self.over_by_req.at(requests)) * 1e-3
         return self.overhead + self.over_req * requests
 
-    def _decode_one(self, n: int, ctx: int) -> float:
-        """``_decode`` for one step, in Python floats: the same IEEE operations in the same
-        order (log2, interp and exp2 are numpy's), so the same result, bit for bit."""
-        ys = self._dec_memo.get(n)
-        if ys is None:
-            ys = self._dec_memo[n] = grid.restrict(self.dec_grid, self.dec_nodes,
-                                                   {0: np.log2(n)})[0]
-        kv_len = ctx / n + 1.0
-        b, hd, kvd = float(n), float(self.heads) * self.head_dim, \
-            float(self.kv_heads) * self.head_dim
-        flops = 4.0 * hd * b * kv_len
-        nbytes = b * (self.kv_e * 2 * kvd * kv_len + self.attn_e * 2 * hd)
-        r = max(flops / self.norm.peak_flops, nbytes / self.norm.mem_bandwidth) \
-            + self.norm.floor_s
-        return r * float(np.exp2(np.interp(math.log2(kv_len), self.dec_nodes[1], ys)))
-
     # -- kind steps: sim/cost/stepfit.py --------------------------------------------------
     def fitted_delays_s(self):
         st = self.file.steps if self.file.kind == "steps" else None
@@ -325,36 +313,52 @@ class FittedCost(CostModel):
     def run_warnings(self):
         return self._stepfit.warnings() if self.file.kind == "steps" else []
 
+    @property
+    def prices_shapes(self) -> bool:  # a steps file watches every plan (observe)
+        return self.file.kind == "ops"
+
     def step_times(self, plan):
         if self.file.kind == "steps":
             out = self._stepfit.step_times(plan)
             out[0] += self.swap_time(plan)
             return out
-        tok, k = plan.num_tokens, plan.num_steps
+        tok, ctx, k = plan.num_tokens, plan.context_lens, plan.num_steps
         total, n = int(tok.sum()), len(tok)
-        if total == n:  # every request decode-shaped: the hot path, without StepShape
-            fixed = (self._per_token_count(total, n) + self._overhead(n)
-                     + self.over_tok * total)
-            ctx0 = int(plan.context_lens.sum())
-            if k == 1:
-                out = np.array([self.layers * self._decode_one(n, ctx0) + fixed])
-            else:
-                out = self.layers * self._decode(n, ctx0 + n * np.arange(k, dtype=np.int64)) \
-                    + fixed
-            if plan.swap_in_bytes or plan.swap_out_bytes:
-                out[0] += self.swap_time(plan)
-            return out
-        s = StepShape.of(plan)
-        fixed = (self._per_token_count(s.total_tokens, s.num_reqs) + self._overhead(s.num_reqs)
-                 + self.over_tok * s.total_tokens)
-        if len(s.prefill_q):
-            fixed += self.layers * self._prefill(s.prefill_q, s.prefill_ctx)
-        if s.num_decode and s.num_steps == 1:
-            out = np.array([self.layers * self._decode_one(s.num_decode, int(s.decode_ctx[0]))
-                            + fixed])
-        elif s.num_decode:
-            out = self.layers * self._decode(s.num_decode, s.decode_ctx) + fixed
+        if total == n:  # every request decode-shaped: the hot path, without masks
+            out = self.shape_times(total, n, _EMPTY, _EMPTY, n, int(ctx.sum()), k)
         else:
-            out = np.full(s.num_steps, fixed)
-        out[0] += self.swap_time(plan)
+            dec = tok == 1
+            out = self.shape_times(total, n, tok[~dec], ctx[~dec], int(dec.sum()),
+                                   int(ctx[dec].sum()), k)
+        if plan.swap_in_bytes or plan.swap_out_bytes:
+            out[0] += self.swap_time(plan)
         return out
+
+    def _fixed(self, total, reqs, prefill_q, prefill_ctx) -> float:
+        fixed = self._per_token_count(total, reqs) + self._overhead(reqs) + self.over_tok * total
+        if len(prefill_q):
+            fixed += self.layers * self._prefill(prefill_q, prefill_ctx)
+        return fixed
+
+    def shape_times(self, total, reqs, prefill_q, prefill_ctx, num_decode, decode_ctx0,
+                    num_steps):
+        fixed = self._fixed(total, reqs, prefill_q, prefill_ctx)
+        if not num_decode:
+            return np.full(num_steps, fixed)
+        if num_steps == 1:
+            return np.array([self.layers * self._decode_one(num_decode, decode_ctx0) + fixed])
+        ctx = decode_ctx0 + num_decode * np.arange(num_steps, dtype=np.int64)
+        return self.layers * self._decode(num_decode, ctx) + fixed
+
+    def run_times(self, n, decode_ctx0, num_steps):
+        fixed = self._fixed(n, n, _EMPTY, _EMPTY)
+        if num_steps <= SCALAR_RUN_MAX:
+            return self.decode_run_times(n, decode_ctx0, num_steps, fixed)
+        ctx = decode_ctx0 + n * np.arange(num_steps, dtype=np.int64)
+        return (self.layers * self._decode(n, ctx) + fixed).tolist()
+
+    def shape_time1(self, total, reqs, prefill_q, prefill_ctx, num_decode, decode_ctx0):
+        fixed = self._fixed(total, reqs, prefill_q, prefill_ctx)
+        if not num_decode:
+            return fixed
+        return self.layers * self._decode_one(num_decode, decode_ctx0) + fixed

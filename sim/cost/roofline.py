@@ -125,15 +125,25 @@ class RooflineCost(CostModel):
         nbytes = m.act_bytes * (m.hidden_size * n + rows * (m.hidden_size + n))
         return max(flops / self.peak_gemm, nbytes / self.bw)
 
+    prices_shapes = True
+
     def step_times(self, plan):
         s = StepShape.of(plan)
-        fixed = self._per_token_count(s.total_tokens, s.num_reqs) + self.overhead
-        if len(s.prefill_q):
-            fixed += self.model.num_layers * self._prefill_attention(s.prefill_q, s.prefill_ctx)
-        if s.num_decode:
-            out = self.model.num_layers * self._decode_attention(s.num_decode, s.decode_ctx)
+        out = self.shape_times(s.total_tokens, s.num_reqs, s.prefill_q, s.prefill_ctx,
+                               s.num_decode, int(s.decode_ctx[0]), s.num_steps)
+        out[0] += self.swap_time(plan)
+        return out
+
+    def shape_times(self, total, reqs, prefill_q, prefill_ctx, num_decode, decode_ctx0,
+                    num_steps):
+        fixed = self._per_token_count(total, reqs) + self.overhead
+        if len(prefill_q):
+            fixed += self.model.num_layers * self._prefill_attention(prefill_q, prefill_ctx)
+        if num_decode:
+            ctx = decode_ctx0 + num_decode * np.arange(num_steps, dtype=np.int64) \
+                if num_steps > 1 else np.array([decode_ctx0])
+            out = self.model.num_layers * self._decode_attention(num_decode, ctx)
             out += fixed
         else:
-            out = np.full(s.num_steps, fixed)
-        out[0] += self.swap_time(plan)
+            out = np.full(num_steps, fixed)
         return out

@@ -1,0 +1,101 @@
+"""The fast core: the general engine's results for the common scenario, at a fraction of
+the work per step.
+
+    sim/fast/state.py    request progress with implicit decode progress, emission runs
+    sim/fast/sched.py    vLLM v1's schedule() on that state (a fast path and the exact loop)
+    sim/fast/engine.py   the event loop: the general engine's plans, priced from aggregates
+    sim/fast/record.py   recording, turned into the general Recorder at the end
+
+It runs a scenario when the general engine would run it with the ``vllm`` scheduler (FCFS,
+optimistic admission), paged KV without prefix caching or swap, open-loop arrivals, a
+cost model that prices step shapes (``fitted`` ops profiles, ``roofline``) and no
+per-plan hook (step log, live executor). ``core: auto`` (the default) uses it then and
+the general engine otherwise; ``core: general`` always uses the general engine. Its
+results equal the general engine's (tests/fast compares them column by column, the
+conformance references replay through both); the one difference is arithmetic order in
+the ITL mean (percentiles are the same values).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sim.cost.base import CostModel
+from sim.engine.arrivals import OpenLoop
+from sim.engine.clock import MAX_NS, ns
+from sim.engine.engine import RunStatus, admissible
+from sim.fast.engine import FastEngine
+from sim.fast.record import FastRecord
+from sim.fast.sched import FastScheduler
+from sim.kv.paged import PagedKV
+from sim.metrics.recorder import Recorder
+from sim.sched.admission import Optimistic
+from sim.sched.queues import FCFSQueue
+from sim.sched.vllm import VllmScheduler
+
+CORES = ("auto", "general", "fast")
+
+
+def unsupported(sched, kv, cost, source, on_plan) -> str:
+    """Why the fast core cannot run this configuration ('' = it can)."""
+    if type(sched) is not VllmScheduler:
+        return f"scheduler {type(sched).__name__} (the fast core runs vllm)"
+    if type(sched.admission) is not Optimistic or type(sched.waiting) is not FCFSQueue:
+        return "a non-default admission rule or queue"
+    if type(kv) is not PagedKV:
+        return f"KV policy {type(kv).__name__} (the fast core runs paged without prefix caching)"
+    if kv.host is not None:
+        return "swap preemption"
+    if not isinstance(cost, CostModel) or not cost.prices_shapes:
+        return "a cost model or executor that prices whole plans"
+    base = CostModel
+    if any(getattr(type(cost), m) is not getattr(base, m)
+           for m in ("after_plan", "start_run", "end_run")):
+        return "an executor with run hooks"
+    if on_plan is not None:
+        return "a per-plan hook (step log)"
+    if not isinstance(source, OpenLoop):
+        return "gated (closed-loop) arrivals"
+    return ""
+
+
+@dataclass(frozen=True)
+class FastRun:
+    """What the fast core hands back to sim.runner.simulate."""
+
+    run: RunStatus
+    recorder: Recorder
+    status: np.ndarray
+    num_preemptions: np.ndarray
+    cached_tokens: np.ndarray
+    generated: np.ndarray
+    recomputed_tokens: int
+    alloc_failures: int
+    memory_blocked: int
+    drain_cut: bool
+    drain_budget: int
+
+
+def run(specs, sched: VllmScheduler, kv: PagedKV, cost: CostModel, source: OpenLoop, *,
+        stop_s: float, egress_s: float, drain: tuple[int, int], progress=None) -> FastRun:
+    """Simulate ``specs`` (as the engine sees them) with the general components' settings."""
+    fs = FastScheduler(specs.prompt_tokens, specs.output_tokens, sched.limits, kv.block_size,
+                       kv.num_blocks, kv.admission_reserve)
+    rec = FastRecord(len(specs), egress_s)
+    engine = FastEngine(fs, cost, source, admissible(specs, sched), rec,
+                        stop_ns=min(ns(stop_s), MAX_NS), drain=drain, progress=progress)
+    status = engine.run()
+    n = len(specs)
+    known = np.frombuffer(fs.known, dtype=np.int64).copy() if n else np.zeros(0, np.int64)
+    for r in fs.running:  # decoding requests keep theirs implicitly
+        known[r] = fs.known_of(r)
+    return FastRun(
+        run=status, recorder=rec.recorder(fs),
+        status=np.frombuffer(bytes(fs.status), dtype=np.int8).copy(),
+        num_preemptions=np.array(fs.npre, dtype=np.int64),
+        cached_tokens=np.array(fs.cached, dtype=np.int64),
+        generated=known - specs.prompt_tokens, recomputed_tokens=fs.recomputed,
+        alloc_failures=fs.alloc_failures, memory_blocked=int(sum(fs.memory_blocked)),
+        drain_cut=engine.drain_cut, drain_budget=engine.drain_budget)

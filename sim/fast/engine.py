@@ -1,0 +1,230 @@
+"""The fast core's event loop: sim/engine/engine.py's replica, on the fast scheduler.
+
+Plans are the general engine's plans, one for one: a step, or a decode run (every running
+request decoding, nothing admitted or preempted) of as many steps as per-step planning
+would repeat unchanged (to the next finish, the last block that fits, ``MAX_RUN_STEPS``),
+cut at the next arrival when an arrival could change it, and at the horizon. So times,
+the drain limit (counted in plans) and every recorded column come out the same; only the
+work per plan shrinks (O(prefilling + admitted + finished) instead of O(running)).
+Times are integer nanoseconds (sim/engine/clock.py); the same-time rule holds.
+"""
+
+from __future__ import annotations
+
+import heapq
+from bisect import bisect_left, bisect_right
+from itertools import accumulate
+
+import numpy as np
+
+from sim.engine.arrivals import OpenLoop
+from sim.engine.clock import MAX_NS, NS_PER_S
+from sim.engine.engine import RunStatus
+from sim.fast.record import FastRecord
+from sim.fast.sched import FastScheduler, Planned
+from sim.fast.state import cdiv
+from sim.sched.vllm import MAX_RUN_STEPS
+
+_EMPTY = np.zeros(0, dtype=np.int64)
+_MAX_S = MAX_NS / NS_PER_S
+
+
+class FastEngine:
+    def __init__(self, sched: FastScheduler, cost, source: OpenLoop, admissible: np.ndarray,
+                 record: FastRecord, *, stop_ns: int, drain: tuple[int, int], progress=None):
+        self.s, self.cost, self.source, self.rec = sched, cost, source, record
+        self.ok = bytearray(admissible.astype(np.uint8).tobytes())  # accepted at arrival
+        self.arrival = source.arrival.tolist()  # arrival times (ns), sorted
+        self.cum_ok = source.cum_admissible.tolist()  # admissible arrivals before index i
+        self.delivered = 0  # arrivals [0, delivered) handed over
+        self.stop, self.clock, self.last_start = stop_ns, 0, None
+        self.progress = progress
+        # the drain limit (sim/runner.py _DrainLimit): plans after the last arrival
+        self.drain_min, self.drain_factor = drain
+        self.plans, self.drain_limit, self.drain_budget, self.drain_cut = 0, None, 0, False
+
+    def run(self) -> RunStatus:
+        s = self.s
+        while self.clock < self.stop:
+            self._deliver(self.clock)
+            p = s.schedule()
+            if p is None:
+                t = self._next_time()
+                if t is None:
+                    break
+                self.clock = max(self.clock, t)
+                continue
+            if not p.entries and not p.skipped and not p.preempted and not s.pre:
+                self._decode_run(p)
+            else:
+                self._step(p)
+            if self.progress is not None:
+                self.progress(self.clock / NS_PER_S)
+        if self.clock >= self.stop and self.last_start is not None:
+            self._deliver(self.last_start)  # as the general engine hands them over
+        s.open_runs()
+        s.check()
+        return RunStatus(self.clock / NS_PER_S, self.clock >= self.stop, len(s.waiting))
+
+    def _next_time(self) -> int | None:
+        return self.arrival[self.delivered] if self.delivered < len(self.arrival) else None
+
+    def _deliver(self, now: int) -> None:
+        i, arrival = self.delivered, self.arrival
+        if i >= len(arrival) or arrival[i] > now:
+            return
+        end = bisect_right(arrival, now, i)
+        self.delivered = end
+        s, ok = self.s, self.ok
+        for r in range(i, end):
+            if ok[r]:
+                s.status[r] = 1  # WAITING
+                s.waiting.append(r)
+            else:
+                s.status[r] = 4  # REJECTED
+
+    def _drain(self) -> None:
+        """Count a plan; past the drain budget the run stops after this plan's first step."""
+        self.plans += 1
+        if self.delivered >= len(self.arrival):
+            if self.drain_limit is None:
+                self.drain_budget = max(self.drain_min, self.drain_factor * self.plans)
+                self.drain_limit = self.plans + self.drain_budget
+            elif self.plans > self.drain_limit and not self.drain_cut:
+                self.stop, self.drain_cut = min(self.stop, self.clock), True
+
+    # ---- one step -----------------------------------------------------------------------
+    def _step(self, p: Planned) -> None:
+        s = self.s
+        pq, pc, n1, c1, total = [], [], 0, 0, p.n_dec
+        for _, t, c in p.entries:
+            total += t
+            if t > 1:
+                pq.append(t)
+                pc.append(c)
+            else:
+                n1 += 1
+                c1 += c
+        stored = s.sum_base + s.n_dec * s.g + sum(s.comp[r] for r in s.pre) + total
+        used, running, waiting = s.used, len(s.running), len(s.waiting)
+        self._drain()
+        dur = self.cost.shape_time1(total, p.num_reqs, pq, pc, p.n_dec + n1, p.dec_ctx + c1)
+        d = int(round(min(dur, _MAX_S) * NS_PER_S))
+        start = self.clock
+        self.last_start, self.clock = start, start + d
+        first, finished = self._commit(p)
+        rec = self.rec
+        rec.plan(sum(pq), p.n_dec + n1, p.num_reqs, running, len(p.preempted), 1, p.blocked)
+        rec.step(start, d, used, stored, waiting)
+        rec.events(start, d, p.first_sched, first, finished)
+
+    def _commit(self, p: Planned) -> tuple[list, list]:
+        """Advance progress by the step just executed (sim/sched/base.py update)."""
+        s = self.s
+        g = s.g
+        if s.stale:
+            skipped = set(p.skipped)
+            for r in [r for r in s.stale if r not in skipped]:
+                s.emit_fresh(r, g)
+                s.stale.discard(r)
+        for r in p.skipped:
+            s.skip(r)
+        first, done = [], []
+        known, prompt, out = s.known, s.prompt, s.out
+        for r, t, c in p.entries:
+            ca = c + t
+            if ca < known[r]:
+                s.comp[r] = ca
+                continue
+            gen = known[r] - prompt[r]
+            if gen == 0:
+                first.append(r)
+            s.emit_fresh(r, g)
+            s.pre.remove(r)
+            if gen + 1 >= out[r]:
+                done.append(r)
+                s.comp[r], known[r] = ca, known[r] + 1
+            else:
+                known[r] += 1
+                s.add_dec(r, ca, g + 1)
+        ending = self._finishing(g)
+        s.g = g + 1
+        return first, self._finish(done, ending, g)
+
+    def _finishing(self, g: int) -> list[int]:
+        """Decoding requests whose last token is step ``g``'s."""
+        s, out = self.s, []
+        while (gf := s.next_finish()) is not None and gf <= g:
+            assert gf == g, "fast core: a decoding request ran past its last token"
+            r = heapq.heappop(s.fin)[1]
+            s.finat[r] = -1  # a second entry with the same step is stale now
+            out.append(r)
+        return out
+
+    def _finish(self, done: list[int], ending: list[int], g: int) -> list[int]:
+        s = self.s
+        for r in ending:
+            s.close_run(r, g)
+            s.drop_dec(r)
+            s.used -= cdiv(s.comp[r], s.bs)
+            s.running.remove(r)
+            s.status[r] = 3  # FINISHED
+        for r in done:
+            s.close_run(r, g)
+            s.used -= cdiv(s.comp[r], s.bs)
+            s.running.remove(r)
+            s.status[r] = 3
+        return done + ending if ending else done
+
+    # ---- a decode run -------------------------------------------------------------------
+    def _decode_run(self, p: Planned) -> None:
+        s = self.s
+        n, g, bs = s.n_dec, s.g, s.bs
+        k = min(s.next_finish() - g + 1, MAX_RUN_STEPS)
+        if k <= 1:
+            return self._step(p)
+        ph = s.phase  # new blocks at steps 1..k-1 of the run
+        cum = list(accumulate([ph[(g + j) % bs] for j in range(1, k)]))
+        if cum[-1] > s.free:
+            k = 1 + bisect_right(cum, s.free)
+            if k == 1:
+                return self._step(p)
+            del cum[k - 1:]
+        interruptible = not s.blocked_persists(p.blocked)
+        stored0, used0, running, waiting = p.dec_ctx + n, s.used, len(s.running), len(s.waiting)
+        self._drain()
+        d = [int(round(x * NS_PER_S)) for x in self.cost.run_times(n, p.dec_ctx, k)]
+        starts = list(accumulate(d[:-1], initial=self.clock))
+        limit, nxt = self.stop, self._next_time()
+        if interruptible and nxt is not None and nxt < limit:
+            limit = nxt
+        if starts[-1] >= limit:  # cut: the steps that start before the limit
+            k = max(1, bisect_left(starts, limit))
+            del starts[k:], d[k:]
+        # commit k steps: every decoding request emits in each
+        if s.stale:
+            for r in s.stale:
+                s.emit_fresh(r, g)
+            s.stale.clear()
+        if k > 1:
+            s.used += cum[k - 2]
+        ending = self._finishing(g + k - 1)
+        s.g = g + k
+        finished = self._finish([], ending, g + k - 1)
+        last = starts[-1]
+        self.last_start, self.clock = last, last + d[-1]
+        if k > 1 and not interruptible:
+            wait = self._waiting_by(waiting, starts)
+        else:  # an interruptible run ends before the next arrival: nobody joins the queue
+            wait = [waiting] * k
+        rec = self.rec
+        rec.plan(0, n, n, running, 0, k, p.blocked)
+        rec.steps(starts, d, [used0] + [used0 + c for c in cum[: k - 1]],
+                  list(range(stored0, stored0 + n * k, n)), wait)
+        rec.events(last, d[-1], (), (), finished)
+
+    def _waiting_by(self, base: int, starts: list[int]) -> list[int]:
+        """Waiting requests at each step start of a run no arrival interrupts."""
+        arrival, cum = self.arrival, self.cum_ok
+        lo = cum[bisect_right(arrival, starts[0])]
+        return [base + cum[bisect_right(arrival, t)] - lo for t in starts]

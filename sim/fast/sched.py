@@ -1,0 +1,228 @@
+"""vLLM v1's schedule() on the fast core's state (sim/fast/state.py), step for step.
+
+The same rules as sim/sched/vllm.py (``VllmScheduler`` with FCFS, optimistic admission,
+paged KV without prefix caching, recompute preemption), in two paths:
+
+* fast: when every running request's demand fits the token budget and every new block
+  fits the pool, order does not matter and the running pass is O(prefilling requests):
+  decoding requests are counted, not visited;
+* exact: otherwise, the request-by-request loop in running order (budget, allocate or
+  preempt the tail), as vLLM does; decoding requests left unscheduled fall behind
+  (``Progress.skip``).
+
+Then, only if nothing was preempted, the waiting pass admits in queue order.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from sim.fast.state import Progress, cdiv
+from sim.sched.base import SchedulerLimits
+from sim.sched.vllm import BUDGET, EMPTY, MEMORY, SEQS
+
+
+@dataclass
+class Planned:
+    """One scheduled step (internal to the fast core; mutable while it is built)."""
+
+    n_dec: int = 0  # decoding requests scheduled (one token each)
+    dec_ctx: int = 0  # sum of their contexts (tokens)
+    entries: list = field(default_factory=list)  # (request, tokens, context): the others
+    skipped: list = field(default_factory=list)  # decoding requests not scheduled
+    preempted: list = field(default_factory=list)
+    admitted: int = 0
+    blocked: str = EMPTY  # why admission stopped
+    first_sched: list = field(default_factory=list)  # admitted for the first time
+
+    @property
+    def num_reqs(self) -> int:
+        return self.n_dec + len(self.entries)
+
+
+class FastScheduler(Progress):
+    def __init__(self, prompt, output, limits: SchedulerLimits, block_size: int,
+                 num_blocks: int, admission_reserve: int):
+        super().__init__(prompt, output, block_size, num_blocks)
+        self.lim = limits
+        self.reserve = admission_reserve  # blocks admissions leave free (watermark)
+        self.waiting: deque[int] = deque()
+        n = len(prompt)
+        self.status = bytearray(n)  # sim.sched.base.Status codes
+        self.npre = array_zeros(n)  # preemptions per request
+        self.cached = array_minus1(n)  # computed tokens at first admission (-1 never ran)
+        self.memory_blocked = bytearray(n)
+        self.recomputed = 0  # tokens thrown away by preemption (tokens)
+        self.alloc_failures = 0
+        self._victims: list[int] = []
+        # why admission stopped at the last waiting pass; a step that preempted skips the
+        # pass and reports the reason from before, as VllmScheduler does
+        self.blocked = EMPTY
+
+    # ---- the long-prefill cap (sim/sched/vllm.py: long_prefill_cap) --------------------
+    def cap(self) -> int:
+        lim = self.lim
+        eligible = len(self.running) + len(self.waiting)
+        if lim.long_prefill_token_threshold <= 0 or eligible <= 1:
+            return 0
+        if lim.long_prefill_token_threshold_adaptive:
+            return max(lim.long_prefill_token_threshold, lim.max_num_batched_tokens // eligible)
+        return lim.long_prefill_token_threshold
+
+    def demand(self, r: int, c: int, cap: int) -> int:
+        need = self.known_of(r) - c
+        if cap > 0 and need > cap:
+            need = cap
+        return min(need, self.lim.max_model_len - 1 - c)
+
+    def blocked_persists(self, reason: str) -> bool:
+        """VllmScheduler.blocked_persists for FCFS and optimistic admission."""
+        if reason == SEQS:
+            return True
+        lim = self.lim
+        if lim.long_prefill_token_threshold > 0 and lim.long_prefill_token_threshold_adaptive:
+            return False
+        return reason in (BUDGET, MEMORY)
+
+    # ---- the step -----------------------------------------------------------------------
+    def schedule(self) -> Planned | None:
+        """Plan the next step (None: nothing can run)."""
+        while True:
+            if not self.running and not self.waiting:
+                return None
+            p = Planned()
+            cap = self.cap()
+            budget = self._running_fast(p, cap)
+            if budget is None:
+                p = Planned()
+                budget = self._running_exact(p, cap)
+            if not p.preempted:
+                self._waiting(p, budget, cap)
+                self.blocked = p.blocked
+            p.blocked = self.blocked
+            if p.preempted and not p.num_reqs:
+                self._victims += p.preempted  # vLLM schedules again at once
+                continue
+            if not p.num_reqs:
+                return None
+            if self._victims:
+                p.preempted, self._victims = self._victims + p.preempted, []
+            return p
+
+    def _running_fast(self, p: Planned, cap: int) -> int | None:
+        """Everyone's demand fits: O(prefilling). None when the exact loop is needed."""
+        bs, g = self.bs, self.g
+        total = self.n_dec
+        blocks = self.phase[g % bs] if self.n_dec else 0
+        comp = self.comp
+        for r in self.pre:
+            c = comp[r]
+            need = self.demand(r, c, cap)
+            p.entries.append((r, need, c))
+            total += need
+            blocks += cdiv(c + need, bs) - cdiv(c, bs)
+        if total > self.lim.max_num_batched_tokens or blocks > self.free:
+            return None
+        self.used += blocks
+        p.n_dec, p.dec_ctx = self.n_dec, self.sum_base + self.n_dec * g
+        return self.lim.max_num_batched_tokens - total
+
+    def _running_exact(self, p: Planned, cap: int) -> int:
+        bs, run, budget, i = self.bs, self.running, self.lim.max_num_batched_tokens, 0
+        while i < len(run) and budget > 0:
+            r = run[i]
+            c = self.ctx(r)
+            grant = min(self.demand(r, c, cap), budget)
+            nb = cdiv(c + grant, bs) - cdiv(c, bs)
+            ok = True
+            while nb > self.free:
+                self.alloc_failures += 1
+                victim = run[-1]
+                self._preempt(victim)
+                p.preempted.append(victim)
+                if victim == r:
+                    ok = False
+                    break
+            if not ok:
+                break
+            self.used += nb
+            if self.dec[r]:
+                p.n_dec += 1
+                p.dec_ctx += c
+            else:
+                p.entries.append((r, grant, c))
+            budget -= grant
+            i += 1
+        p.skipped = [r for r in run[i:] if self.dec[r]]
+        return budget
+
+    def _preempt(self, v: int) -> None:
+        """Recompute preemption of the tail of the running list (vLLM v1)."""
+        self.npre[v] += 1
+        self.status[v] = 1  # WAITING
+        self.running.pop()  # v is the tail
+        c = self.ctx(v)
+        if self.dec[v]:
+            if v not in self.stale:
+                self.close_run(v, self.g - 1)
+            self.stale.discard(v)
+            self.drop_dec(v)
+        else:
+            self.pre.remove(v)
+        self.used -= cdiv(c, self.bs)
+        self.recomputed += c
+        self.comp[v] = 0
+        self.waiting.appendleft(v)
+
+    def _waiting(self, p: Planned, budget: int, cap: int) -> None:
+        lim, bs, q = self.lim, self.bs, self.waiting
+        while q:
+            r = q[0]
+            if budget <= 0:
+                p.blocked = BUDGET
+                return
+            if len(self.running) >= lim.max_num_seqs:
+                p.blocked = SEQS
+                return
+            c = self.comp[r]  # 0: no prefix cache, and preemption recomputes
+            need = self.demand(r, c, cap)
+            if not lim.enable_chunked_prefill and need > budget:
+                p.blocked = BUDGET
+                return
+            need = min(need, budget)
+            if lim.scheduler_reserve_full_isl:
+                whole = cdiv(min(self.known[r], lim.max_model_len), bs)
+                if whole > 0 and whole + self.reserve > self.free:
+                    p.blocked = MEMORY
+                    self.memory_blocked[r] = 1
+                    return
+            nb = cdiv(c + need, bs)
+            if nb > 0 and nb + self.reserve > self.free:
+                p.blocked = MEMORY
+                self.memory_blocked[r] = 1
+                return
+            q.popleft()
+            self.used += nb
+            self.running.append(r)
+            self.pre.append(r)
+            self.status[r] = 2  # RUNNING
+            if self.cached[r] < 0:
+                self.cached[r] = c
+                p.first_sched.append(r)
+            p.entries.append((r, need, c))
+            p.admitted += 1
+            budget -= need
+        p.blocked = EMPTY
+
+
+def array_zeros(n: int):
+    from array import array
+
+    return array("q", bytes(8 * n))
+
+
+def array_minus1(n: int):
+    from array import array
+
+    return array("q", [-1]) * n
