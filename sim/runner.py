@@ -178,7 +178,7 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
     kv = build_kv(r, seen)
     sched = build_scheduler(r, seen, kv)
     recorder = Recorder(len(specs), egress_s=egress)
-    hook = on_plan  # the caller's own (a step log); the cost model's are the fast core's
+    hook = on_plan  # the caller's own (a step log); the cost model's hooks are not
     if cost is not None:
         executor = cost.step_times
         overridden = type(cost).after_plan is not CostModel.after_plan
@@ -186,10 +186,10 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
         if type(cost).observe is not CostModel.observe:
             on_plan = _observed(cost, on_plan)
     source = arrival_source(r, seen, sched, ingress + egress)
-    why = _fast_unsupported(r, sched, kv, cost, source, hook)
+    why = _fast_unsupported(r, sched, kv, cost, source)
     if not why:
         return _simulate_fast(r, specs, seen, sched, kv, cost, source, stop, t0, progress,
-                              n_all - n, shortened, ingress, egress)
+                              n_all - n, shortened, ingress, egress, hook)
     drain = _DrainLimit(executor)
     engine = Engine(seen, sched, drain, recorder, stop_s=stop, num_arrivals=n,
                     on_plan=on_plan, progress=progress, source=source)
@@ -225,7 +225,7 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
 
 
 
-def _fast_unsupported(r: Resolved, sched, kv, cost, source, on_plan) -> str:
+def _fast_unsupported(r: Resolved, sched, kv, cost, source) -> str:
     """'' when the fast core runs this scenario (``core: auto`` or ``fast``), else why not;
     ``core: fast`` with a scenario it does not run is an input error."""
     core = r.scenario.core
@@ -233,7 +233,7 @@ def _fast_unsupported(r: Resolved, sched, kv, cost, source, on_plan) -> str:
         return "core: general"
     from sim.fast import unsupported
 
-    why = unsupported(sched, kv, cost, source, on_plan)
+    why = unsupported(sched, kv, cost, source)
     if why and core == "fast":
         from traces.errors import InputError
 
@@ -242,11 +242,11 @@ def _fast_unsupported(r: Resolved, sched, kv, cost, source, on_plan) -> str:
 
 
 def _simulate_fast(r, specs, seen, sched, kv, cost, source, stop, t0, progress, never_sent,
-                   shortened, ingress, egress) -> RunResult:
+                   shortened, ingress, egress, hook) -> RunResult:
     from sim import fast
 
     out = fast.run(seen, sched, kv, cost, source, stop_s=stop, egress_s=egress,
-                   drain=(DRAIN_MIN_PLANS, DRAIN_FACTOR), progress=progress)
+                   drain=(DRAIN_MIN_PLANS, DRAIN_FACTOR), progress=progress, on_plan=hook)
     if out.drain_cut:
         warnings.warn(f"the backlog left at the last arrival did not drain within "
                       f"{out.drain_budget:,} engine steps (the drain limit); the run stopped "

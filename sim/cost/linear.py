@@ -43,10 +43,20 @@ class LinearCost(CostModel):
     description = "base + per-prefill-token + per-decode-seq + per-context-token (ms)"
     Params = LinearParams
 
+    prices_shapes = True
+
     def step_times(self, plan):
-        s, p = StepShape.of(plan), self.params
-        ms = (p.base_ms + p.prefill_token_ms * float(s.prefill_q.sum())
-              + p.decode_seq_ms * s.num_decode + p.context_token_ms * s.decode_ctx)
-        out = np.asarray(ms, dtype=np.float64) * 1e-3
+        s = StepShape.of(plan)
+        out = self.shape_times(s.total_tokens, s.num_reqs, s.prefill_q, s.prefill_ctx,
+                               s.num_decode, int(s.decode_ctx[0]), s.num_steps)
         out[0] += self.swap_time(plan)
         return out
+
+    def shape_times(self, total, reqs, prefill_q, prefill_ctx, num_decode, decode_ctx0,
+                    num_steps):
+        p = self.params
+        ctx = decode_ctx0 + num_decode * np.arange(num_steps, dtype=np.int64) \
+            if num_steps > 1 else np.array([decode_ctx0])
+        ms = (p.base_ms + p.prefill_token_ms * float(np.sum(prefill_q, dtype=np.int64))
+              + p.decode_seq_ms * num_decode + p.context_token_ms * ctx)
+        return np.asarray(ms, dtype=np.float64) * 1e-3

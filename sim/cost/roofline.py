@@ -138,7 +138,8 @@ class RooflineCost(CostModel):
                     num_steps):
         fixed = self._per_token_count(total, reqs) + self.overhead
         if len(prefill_q):
-            fixed += self.model.num_layers * self._prefill_attention(prefill_q, prefill_ctx)
+            fixed += self.model.num_layers * self._prefill_attention(
+                np.asarray(prefill_q, dtype=np.int64), np.asarray(prefill_ctx, dtype=np.int64))
         if num_decode:
             ctx = decode_ctx0 + num_decode * np.arange(num_steps, dtype=np.int64) \
                 if num_steps > 1 else np.array([decode_ctx0])

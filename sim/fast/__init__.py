@@ -9,11 +9,12 @@ the work per step.
 It runs a scenario when the general engine would run it with the ``vllm`` scheduler (FCFS,
 optimistic admission), paged KV without prefix caching or swap, open-loop arrivals, a
 cost model that prices step shapes (``fitted`` ops profiles, ``roofline``) and no
-per-plan hook (step log, live executor). ``core: auto`` (the default) uses it then and
-the general engine otherwise; ``core: general`` always uses the general engine. Its
-results equal the general engine's (tests/fast compares them column by column, the
-conformance references replay through both); the one difference is arithmetic order in
-the ITL mean (percentiles are the same values).
+executor hooks (live mode). A caller's per-plan hook (the step log, the conformance
+comparer) gets the general engine's StepPlan and StepOutcome (sim/fast/hooks.py).
+``core: auto`` (the default) uses it then, the general engine otherwise; ``core:
+general`` always uses the general engine. Its results equal the general engine's
+(tests/fast compares them column by column; the conformance references replay through
+both); the one difference is the summation order of the ITL mean.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from sim.sched.vllm import VllmScheduler
 CORES = ("auto", "general", "fast")
 
 
-def unsupported(sched, kv, cost, source, on_plan) -> str:
+def unsupported(sched, kv, cost, source) -> str:
     """Why the fast core cannot run this configuration ('' = it can)."""
     if type(sched) is not VllmScheduler:
         return f"scheduler {type(sched).__name__} (the fast core runs vllm)"
@@ -54,8 +55,6 @@ def unsupported(sched, kv, cost, source, on_plan) -> str:
     if any(getattr(type(cost), m) is not getattr(base, m)
            for m in ("after_plan", "start_run", "end_run")):
         return "an executor with run hooks"
-    if on_plan is not None:
-        return "a per-plan hook (step log)"
     if not isinstance(source, OpenLoop):
         return "gated (closed-loop) arrivals"
     return ""
@@ -79,13 +78,15 @@ class FastRun:
 
 
 def run(specs, sched: VllmScheduler, kv: PagedKV, cost: CostModel, source: OpenLoop, *,
-        stop_s: float, egress_s: float, drain: tuple[int, int], progress=None) -> FastRun:
+        stop_s: float, egress_s: float, drain: tuple[int, int], progress=None,
+        on_plan=None) -> FastRun:
     """Simulate ``specs`` (as the engine sees them) with the general components' settings."""
     fs = FastScheduler(specs.prompt_tokens, specs.output_tokens, sched.limits, kv.block_size,
                        kv.num_blocks, kv.admission_reserve)
     rec = FastRecord(len(specs), egress_s)
     engine = FastEngine(fs, cost, source, admissible(specs, sched), rec,
-                        stop_ns=min(ns(stop_s), MAX_NS), drain=drain, progress=progress)
+                        stop_ns=min(ns(stop_s), MAX_NS), drain=drain, progress=progress,
+                        hook=on_plan)
     status = engine.run()
     n = len(specs)
     known = np.frombuffer(fs.known, dtype=np.int64).copy() if n else np.zeros(0, np.int64)

@@ -20,6 +20,7 @@ import numpy as np
 from sim.engine.arrivals import OpenLoop
 from sim.engine.clock import MAX_NS, NS_PER_S
 from sim.engine.engine import RunStatus
+from sim.fast import hooks
 from sim.fast.record import FastRecord
 from sim.fast.sched import FastScheduler, Planned
 from sim.fast.state import cdiv
@@ -31,14 +32,15 @@ _MAX_S = MAX_NS / NS_PER_S
 
 class FastEngine:
     def __init__(self, sched: FastScheduler, cost, source: OpenLoop, admissible: np.ndarray,
-                 record: FastRecord, *, stop_ns: int, drain: tuple[int, int], progress=None):
+                 record: FastRecord, *, stop_ns: int, drain: tuple[int, int], progress=None,
+                 hook=None):
         self.s, self.cost, self.source, self.rec = sched, cost, source, record
         self.ok = bytearray(admissible.astype(np.uint8).tobytes())  # accepted at arrival
         self.arrival = source.arrival.tolist()  # arrival times (ns), sorted
         self.cum_ok = source.cum_admissible.tolist()  # admissible arrivals before index i
         self.delivered = 0  # arrivals [0, delivered) handed over
         self.stop, self.clock, self.last_start = stop_ns, 0, None
-        self.progress = progress
+        self.progress, self.hook = progress, hook  # hook(plan, starts, durations, outcome)
         # the drain limit (sim/runner.py _DrainLimit): plans after the last arrival
         self.drain_min, self.drain_factor = drain
         self.plans, self.drain_limit, self.drain_budget, self.drain_cut = 0, None, 0, False
@@ -112,11 +114,16 @@ class FastEngine:
         d = int(round(min(dur, _MAX_S) * NS_PER_S))
         start = self.clock
         self.last_start, self.clock = start, start + d
+        view = hooks.batch_view(s, p) if self.hook is not None else None
         first, finished = self._commit(p)
         rec = self.rec
         rec.plan(sum(pq), p.n_dec + n1, p.num_reqs, running, len(p.preempted), 1, p.blocked)
         rec.step(start, d, used, stored, waiting)
         rec.events(start, d, p.first_sched, first, finished)
+        if view is not None:
+            hooks.call(self.hook, view, p, steps=1, interruptible=True, starts=[start],
+                       durs=[d], kv_used=[used], kv_tokens=[stored], running=running,
+                       waiting=waiting, first=first, finished=finished)
 
     def _commit(self, p: Planned) -> tuple[list, list]:
         """Advance progress by the step just executed (sim/sched/base.py update)."""
@@ -201,6 +208,7 @@ class FastEngine:
         if starts[-1] >= limit:  # cut: the steps that start before the limit
             k = max(1, bisect_left(starts, limit))
             del starts[k:], d[k:]
+        view = hooks.batch_view(s, p) if self.hook is not None else None
         # commit k steps: every decoding request emits in each
         if s.stale:
             for r in s.stale:
@@ -218,10 +226,15 @@ class FastEngine:
         else:  # an interruptible run ends before the next arrival: nobody joins the queue
             wait = [waiting] * k
         rec = self.rec
+        kv_used = [used0] + [used0 + c for c in cum[: k - 1]]
+        kv_tokens = list(range(stored0, stored0 + n * k, n))
         rec.plan(0, n, n, running, 0, k, p.blocked)
-        rec.steps(starts, d, [used0] + [used0 + c for c in cum[: k - 1]],
-                  list(range(stored0, stored0 + n * k, n)), wait)
+        rec.steps(starts, d, kv_used, kv_tokens, wait)
         rec.events(last, d[-1], (), (), finished)
+        if view is not None:
+            hooks.call(self.hook, view, p, steps=k, interruptible=interruptible, starts=starts,
+                       durs=d, kv_used=kv_used, kv_tokens=kv_tokens, running=running,
+                       waiting=waiting, first=[], finished=finished)
 
     def _waiting_by(self, base: int, starts: list[int]) -> list[int]:
         """Waiting requests at each step start of a run no arrival interrupts."""
