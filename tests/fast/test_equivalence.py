@@ -1,0 +1,124 @@
+"""The fast core (sim/fast) and the general engine give identical results.
+
+Each test runs one scenario through both cores (``core: general`` and ``core: fast``) and
+compares every step column, per-request time, ITL sample, token time, counter and the
+run's end exactly (tests/fast/equivalence.py), plus what the scenario is there to exercise
+(preemptions happened, the horizon cut the run, requests were rejected, ...).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import sim.runner
+from sim.sched.base import Status
+from tests.fast.equivalence import assert_same, prepared, run_both, same_scenario
+
+SMALL = "workload.num_requests=300"
+
+
+@pytest.mark.parametrize("scenario,overrides", [
+    ("default", (SMALL,)),
+    ("small-kv-pressure", ("workload.num_requests=250",)),
+    ("max-num-seqs", (SMALL,)),
+    ("bursty-chat", (SMALL,)),
+    ("llama70b-tp2-h100", ("workload.num_requests=200",)),
+    ("chunked-vs-prefill-first", ("workload.mix.0.duration_s=8", "workload.mix.1.duration_s=8")),
+])
+def test_shipped_scenarios(scenario, overrides):
+    a, _ = same_scenario(scenario, *overrides)
+    assert a.recorder.num_steps > a.recorder.num_plans > 100  # decode runs folded
+    assert (a.status == Status.FINISHED).all()
+
+
+def test_shipped_kv_pressure_preempts():
+    a, _ = same_scenario("small-kv-pressure", "workload.num_requests=250")
+    assert a.num_preemptions.sum() > 0 and a.recomputed_tokens > 0
+
+
+def test_a_horizon_cuts_the_run():
+    a, b = same_scenario(None, SMALL, "horizon_s=12")
+    assert a.run.stopped_at_limit and a.never_sent > 0
+    unfinished = (a.status == Status.WAITING) | (a.status == Status.RUNNING)
+    assert unfinished.any() and (a.status == Status.FINISHED).any()
+
+
+def test_a_horizon_inside_a_decode_run():
+    # few long outputs: the horizon falls in the middle of a folded decode run
+    a, _ = same_scenario(None, "workload.num_requests=20",
+                         "workload.lengths={dist: fixed, prompt: 100, output: 2000}",
+                         "horizon_s=3.3")
+    assert a.run.stopped_at_limit and (a.status == Status.RUNNING).any()
+
+
+def test_ingress_and_egress_delays():
+    a, _ = same_scenario(None, SMALL, "engine.ingress_ms=3.5", "engine.egress_ms=7")
+    assert (a.ingress_s, a.egress_s) == (0.0035, 0.007)
+    first = a.recorder.first_token_s - a.recorder.first_scheduled_s
+    assert (first[a.status == Status.FINISHED] > 0.007).all()
+
+
+def test_rejected_and_shortened_requests():
+    a, _ = same_scenario(None, SMALL, "engine.max_model_len=1024")
+    assert (a.status == Status.REJECTED).sum() > 0 and a.shortened > 0
+
+
+def test_chunked_prefill_off():
+    a, _ = same_scenario(None, SMALL, "engine.enable_chunked_prefill=false",
+                         "engine.max_num_batched_tokens=8192")
+    assert a.resolved.limits.enable_chunked_prefill is False
+
+
+@pytest.mark.parametrize("adaptive", [False, True])
+def test_long_prefill_token_threshold(adaptive):
+    a, _ = same_scenario(None, SMALL, "engine.long_prefill_token_threshold=256",
+                         f"engine.long_prefill_token_threshold_adaptive={str(adaptive).lower()}",
+                         "workload.arrival.rate=20")
+    assert a.resolved.limits.long_prefill_token_threshold == 256
+
+
+def test_reserve_full_isl_off():
+    a, _ = same_scenario("small-kv-pressure", "workload.num_requests=200",
+                         "engine.scheduler_reserve_full_isl=false")
+    assert a.num_preemptions.sum() > 0
+
+
+def test_kv_watermark():
+    a, _ = same_scenario("small-kv-pressure", "workload.num_requests=200", "kv.watermark=0.1")
+    assert a.counters["memory_blocked"] > 0
+
+
+def test_tiny_kv_pool_preempts():
+    a, _ = same_scenario(None, "workload.num_requests=120", "engine.max_model_len=2048",
+                         "engine.num_gpu_blocks_override=300", "workload.arrival.rate=30")
+    assert a.num_preemptions.sum() > 0 and a.recomputed_tokens > 0
+    assert a.counters["memory_blocked"] > 0
+
+
+def test_overload_hits_the_drain_limit(monkeypatch):
+    monkeypatch.setattr(sim.runner, "DRAIN_MIN_PLANS", 200)
+    r, specs = prepared(None, "workload.num_requests=150", "workload.arrival.rate=1000",
+                        "engine.max_num_seqs=2", "engine.max_num_batched_tokens=64")
+    with pytest.warns(RuntimeWarning, match="drain limit"):
+        a, b = run_both(r, specs)
+    assert_same(a, b)
+    assert a.drain_cut and b.drain_cut
+    assert (a.status == Status.WAITING).sum() > 0
+
+
+@pytest.mark.parametrize("cost", [
+    "{name: roofline}",
+    "{name: linear, base_ms: 4, prefill_token_ms: 0.02, decode_seq_ms: 0.03, "
+    "context_token_ms: 0.0001}",
+    "{name: fitted}",
+])
+def test_cost_models(cost):
+    a, _ = same_scenario(None, SMALL, f"cost={cost}")
+    assert a.resolved.scenario.cost.name == cost.split(",")[0].split()[1].strip("}")
+    assert np.all(a.recorder.steps()["duration_s"] > 0)
+
+
+def test_no_requests():
+    a, b = same_scenario(None, "workload.num_requests=1", "horizon_s=0.0001")
+    assert a.recorder.num_plans == b.recorder.num_plans
