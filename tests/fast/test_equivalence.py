@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import sim.runner
+from sim.engine.requests import RequestSpecs
 from sim.sched.base import Status
 from tests.fast.equivalence import assert_same, prepared, run_both, same_scenario
 
@@ -119,6 +120,24 @@ def test_cost_models(cost):
     assert np.all(a.recorder.steps()["duration_s"] > 0)
 
 
+def test_a_one_token_last_prompt_chunk_starts_a_decode_run():
+    # 129 prompt tokens in 64-token chunks: 64, 64, then 1. With nothing else running or
+    # waiting, the general engine plans that last 1-token chunk and the 4 decode steps after
+    # it as one 5-step decode run (sim/sched/vllm.py _is_pure_decode: ctx + 1 == known),
+    # whose inter-token gaps are the steps' durations
+    r, _ = prepared(None, "engine.max_num_batched_tokens=64", "engine.max_model_len=256")
+    a, b = run_both(r, RequestSpecs.from_arrays([0.0], [129], [5]))
+    assert a.recorder.plan_steps.tolist() == [1, 1, 5]
+    assert_same(a, b)
+
+
 def test_no_requests():
-    a, b = same_scenario(None, "workload.num_requests=1", "horizon_s=0.0001")
-    assert a.recorder.num_plans == b.recorder.num_plans
+    r, _ = prepared(None)
+    a, b = run_both(r, RequestSpecs.from_arrays([], [], []))
+    assert_same(a, b)
+    assert a.recorder.num_plans == 0 and a.run.end_s == 0.0
+
+
+def test_a_horizon_inside_the_first_step():
+    a, _ = same_scenario(None, "workload.num_requests=3", "horizon_s=0.0001")
+    assert a.recorder.num_plans == 1 and a.run.stopped_at_limit
