@@ -9,6 +9,7 @@ step and the one before it.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ class Run:
     steps: list
     rejected: list  # request indices refused at arrival
     max_tokens: list  # output tokens each request is served with (-1: rejected)
+    core: str = ""  # the simulation core that ran (sim.runner.RunResult.core)
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,7 @@ class Result:
     preemptions: int  # in the reference
     problems: list  # input, rejection or length mismatches (empty when they agree)
     divergence: str  # the first divergent step, both sides ('' when none)
+    core: str = ""  # the simulation core that replayed the case
 
     @property
     def ok(self) -> bool:
@@ -69,8 +72,9 @@ def read_ref(path: Path) -> tuple[dict, Run]:
     return header, Run(steps, header["rejected"], header["max_tokens_served"])
 
 
-def servesim_run(case: Case) -> Run:
-    """Replay the case through servesim's pipeline, every step expanded (decode runs too)."""
+def servesim_run(case: Case, core: str | None = None) -> Run:
+    """Replay the case through servesim's pipeline, every step expanded (decode runs too);
+    ``core`` (auto, general or fast) overrides the scenario's simulation core."""
     steps = []
 
     def collect(plan, starts, durations, outcome):
@@ -83,15 +87,18 @@ def servesim_run(case: Case) -> Run:
                 tuple(sorted(outcome.finished.tolist())) if last else (),
                 int(outcome.kv_blocks_used[j])))
 
-    res = simulate(case.resolved, case.specs, on_plan=collect)
+    r = case.resolved
+    if core is not None:
+        r = dataclasses.replace(r, scenario=r.scenario.model_copy(update={"core": core}))
+    res = simulate(r, case.specs, on_plan=collect)
     rejected = (res.status == Status.REJECTED).tolist()
     served = [-1 if rej else int(o) for rej, o in zip(rejected, res.specs.output_tokens)]
-    return Run(steps, [i for i, rej in enumerate(rejected) if rej], served)
+    return Run(steps, [i for i, rej in enumerate(rejected) if rej], served, res.core)
 
 
-def compare_case(case: Case, ref_path: Path | None = None) -> Result:
+def compare_case(case: Case, ref_path: Path | None = None, core: str | None = None) -> Result:
     header, ref = read_ref(ref_path or REFS_DIR / f"{case.name}.jsonl.gz")
-    ours = servesim_run(case)
+    ours = servesim_run(case, core)
     problems = []
     if header["input"] != vllm_input(case):
         problems.append("the case changed since it was recorded: re-record (make conformance)")
@@ -106,7 +113,7 @@ def compare_case(case: Case, ref_path: Path | None = None) -> Result:
     if prefix < max(len(ref.steps), len(ours.steps)):
         divergence = describe(ref.steps, ours.steps, prefix)
     return Result(case.name, len(ref.steps), len(ours.steps), sum(same), prefix,
-                  sum(len(s.preempted) for s in ref.steps), problems, divergence)
+                  sum(len(s.preempted) for s in ref.steps), problems, divergence, ours.core)
 
 
 def _show(step: Step | None) -> str:

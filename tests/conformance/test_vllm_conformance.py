@@ -3,7 +3,9 @@
 The references (benchmarks/conformance/refs/*.jsonl.gz) come from driving vLLM's real v1
 ``Scheduler`` over each case (``make conformance``); comparing needs no vLLM. A step is
 identical when the start time (ns), the tokens per request, the preemptions, the finishes and
-the KV blocks in use all agree.
+the KV blocks in use all agree. Every case replays through both simulation cores: the general
+engine and, for the cases it runs (the ``vllm`` scheduler without prefix caching), the fast
+core (sim/fast); ``core: auto`` picks the fast core exactly for those.
 """
 
 from __future__ import annotations
@@ -15,13 +17,35 @@ import pytest
 
 from benchmarks.conformance.cases import REFS_DIR, case_names, load_case
 from benchmarks.conformance.compare import compare_case, read_ref
+from traces.errors import InputError
 
 VLLM_VERSION = "0.32.0"
 
 
+def _fast_runs(name: str) -> bool:
+    """The fast core runs the case: FCFS vllm scheduler, no prefix caching."""
+    sc = load_case(name).resolved.scenario
+    return sc.scheduler.name == "vllm" and not sc.engine.enable_prefix_caching
+
+
+FAST = [n for n in case_names() if _fast_runs(n)]
+
+
+def test_the_fast_core_runs_most_cases():
+    assert len(FAST) == 15 and len(case_names()) == 21
+    assert "priority_poisson" not in FAST and "prefix_shared" not in FAST
+
+
+@pytest.mark.parametrize("core", ["auto", "general", "fast"])
 @pytest.mark.parametrize("name", case_names())
-def test_every_step_identical_to_vllm(name):
-    r = compare_case(load_case(name))
+def test_every_step_identical_to_vllm(name, core):
+    if core == "fast" and name not in FAST:
+        with pytest.raises(InputError, match="core: fast does not run this scenario: "):
+            compare_case(load_case(name), core=core)
+        return
+    r = compare_case(load_case(name), core=core)
+    expected = core if core != "auto" else ("fast" if name in FAST else "general")
+    assert r.core == expected
     assert not r.problems
     assert r.identical == r.ref_steps == r.our_steps, r.divergence
 
