@@ -49,10 +49,65 @@ def run_both(r: Resolved, specs: RequestSpecs, **kw) -> tuple[RunResult, RunResu
     return general, fast
 
 
+class PlanLog:
+    """Every committed plan a core hands its ``on_plan`` hook (the step log's and the
+    conformance comparer's view), as plain lists, order within each array included.
+    ``interruptible`` is kept for decode runs only unless ``strict`` (on a one-step plan it
+    changes nothing: there is no later step an arrival could cut)."""
+
+    def __init__(self, strict: bool = False):
+        self.rows: list[dict] = []
+        self.strict = strict
+
+    def __call__(self, plan, starts, durations, outcome) -> None:
+        row = {f: getattr(plan, f) for f in ("req_ids", "num_tokens", "context_lens",
+                                             "preempted", "num_steps", "interruptible",
+                                             "swap_out_bytes", "swap_in_bytes")}
+        row.update({f: getattr(outcome, f) for f in (
+            "emitted", "first_tokens", "finished", "kv_blocks_used", "num_running",
+            "num_waiting", "kv_tokens", "blocked")})
+        row.update(starts=starts, durations=durations)
+        if plan.num_steps == 1 and not self.strict:
+            row["interruptible"] = None
+        self.rows.append({k: v.tolist() if isinstance(v, np.ndarray) else v
+                          for k, v in row.items()})
+
+
+def run_both_logged(r: Resolved, specs: RequestSpecs,
+                    strict: bool = False) -> tuple[RunResult, RunResult]:
+    """``run_both`` with a PlanLog hook on each core; asserts the logs are equal."""
+    logs = PlanLog(strict), PlanLog(strict)
+    general = simulate(with_core(r, "general"), specs, on_plan=logs[0])
+    fast = simulate(with_core(r, "fast"), specs, on_plan=logs[1])
+    assert (general.core, fast.core) == ("general", "fast")
+    assert_same_logs(*logs)
+    return general, fast
+
+
+def assert_same_logs(a: PlanLog, b: PlanLog) -> None:
+    """Both hooks saw the same plans and outcomes; names the first differing plan."""
+    for i, (x, y) in enumerate(zip(a.rows, b.rows)):
+        if x != y:
+            bad = [k for k in x if x[k] != y[k]]
+            raise AssertionError(f"plan {i} (start {x['starts'][0]!r} s) differs in {bad}: "
+                                 + "; ".join(f"{k}: general {x[k]!r}, fast {y[k]!r}"
+                                             for k in bad))
+    assert len(a.rows) == len(b.rows), f"plans: general {len(a.rows)}, fast {len(b.rows)}"
+
+
 def same_scenario(scenario: str | None, *overrides: str) -> tuple[RunResult, RunResult]:
-    """Both cores on a shipped scenario; asserts identical results and returns them."""
-    a, b = run_both(*prepared(scenario, *overrides))
+    """Both cores on a shipped scenario, without and with per-plan hooks; asserts identical
+    results and hook logs, and returns the (general, fast) results."""
+    r, specs = prepared(scenario, *overrides)
+    return same_runs(r, specs)
+
+
+def same_runs(r: Resolved, specs: RequestSpecs) -> tuple[RunResult, RunResult]:
+    """``same_scenario`` for given requests."""
+    a, b = run_both(r, specs)
     assert_same(a, b)
+    _, hooked = run_both_logged(r, specs)
+    assert_same(a, hooked)  # a hook changes nothing
     return a, b
 
 

@@ -14,7 +14,14 @@ import pytest
 import sim.runner
 from sim.engine.requests import RequestSpecs
 from sim.sched.base import Status
-from tests.fast.equivalence import assert_same, prepared, run_both, same_scenario
+from tests.fast.equivalence import (
+    assert_same,
+    prepared,
+    run_both,
+    run_both_logged,
+    same_runs,
+    same_scenario,
+)
 
 SMALL = "workload.num_requests=300"
 
@@ -126,15 +133,25 @@ def test_a_one_token_last_prompt_chunk_starts_a_decode_run():
     # it as one 5-step decode run (sim/sched/vllm.py _is_pure_decode: ctx + 1 == known),
     # whose inter-token gaps are the steps' durations
     r, _ = prepared(None, "engine.max_num_batched_tokens=64", "engine.max_model_len=256")
-    a, b = run_both(r, RequestSpecs.from_arrays([0.0], [129], [5]))
+    a, _ = run_both(r, RequestSpecs.from_arrays([0.0], [129], [5]))
     assert a.recorder.plan_steps.tolist() == [1, 1, 5]
-    assert_same(a, b)
+    same_runs(r, RequestSpecs.from_arrays([0.0], [129], [5]))
+
+
+def test_a_one_step_decode_plan_keeps_its_interruptible_flag():
+    # max_num_seqs 1: request 0 decodes its last token while request 1 waits (admission
+    # blocked by the sequence cap for good). The general engine plans a pure-decode step
+    # and gives it interruptible=False even though its run length is 1; the hooks (step
+    # log, conformance, live executor) see that plan
+    r, _ = prepared(None, "engine.max_num_seqs=1")
+    specs = RequestSpecs.from_arrays([0.0, 0.0], [10, 10], [2, 2])
+    a, _ = run_both_logged(r, specs, strict=True)
+    assert a.recorder.plan_steps.tolist() == [1, 1, 1, 1]
 
 
 def test_no_requests():
     r, _ = prepared(None)
-    a, b = run_both(r, RequestSpecs.from_arrays([], [], []))
-    assert_same(a, b)
+    a, _ = same_runs(r, RequestSpecs.from_arrays([], [], []))
     assert a.recorder.num_plans == 0 and a.run.end_s == 0.0
 
 
