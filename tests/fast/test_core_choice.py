@@ -3,12 +3,15 @@ the fast core does not run, and the results folder written the same by both core
 
 from __future__ import annotations
 
+import io
 import json
 
 import pandas as pd
 import pytest
 
 import sim.fast
+from sim.engine.requests import RequestSpecs
+from sim.report.steplog import StepLog
 from sim.runner import simulate
 from tests.cli.test_cli_errors import assert_one_line_error, run_cli
 from tests.fast.equivalence import SCENARIOS, prepared, with_core
@@ -103,3 +106,19 @@ def test_the_step_log_and_tables_are_the_same_on_both_cores(tmp_path, capsys, sc
         x, y = a["latency_ms"]["itl"].pop(key), b["latency_ms"]["itl"].pop(key)
         assert x == pytest.approx(y, rel=1e-12)
     assert a == b
+
+
+def test_the_step_log_lists_finishes_in_batch_order():
+    # request 0 (2 output tokens) decodes its last token in the step that admits request 1,
+    # whose single output token finishes it at once: the general engine lists the step's
+    # finishes in batch order (running requests, then the admitted): ["0", "1"]
+    r, _ = prepared(None)
+    specs = RequestSpecs.from_arrays([0.0, 0.001], [1, 1], [2, 1])
+    logs = {}
+    for core in ("general", "fast"):
+        fh = io.StringIO()
+        assert simulate(with_core(r, core), specs,
+                        on_plan=StepLog(fh, specs.request_id)).core == core
+        logs[core] = fh.getvalue().splitlines()
+    assert json.loads(logs["general"][1])["finished"] == ["0", "1"]
+    assert logs["fast"] == logs["general"]

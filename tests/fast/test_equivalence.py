@@ -149,6 +149,29 @@ def test_a_one_step_decode_plan_keeps_its_interruptible_flag():
     assert a.recorder.plan_steps.tolist() == [1, 1, 1, 1]
 
 
+def test_arrivals_at_step_ends():
+    # every step lasts exactly 10 ms: arrivals on the 10 ms grid meet step ends (the
+    # same-time rule: an arrival at a step's end is seen by the next step) and cut decode runs
+    r, _ = prepared(None, "cost={name: linear, base_ms: 10, prefill_token_ms: 0, "
+                          "decode_seq_ms: 0, context_token_ms: 0}")
+    arrival = np.repeat(np.arange(0, 0.6, 0.05), 3)
+    n = len(arrival)
+    specs = RequestSpecs.from_arrays(arrival, [20 + 7 * i for i in range(n)],
+                                     [5 + (11 * i) % 40 for i in range(n)])
+    a, _ = same_runs(r, specs)
+    starts = a.recorder.steps()["start_s"]
+    assert np.isin(np.round(arrival[1:] * 1e9), np.round(starts * 1e9)).sum() >= 5
+    assert a.recorder.num_steps > a.recorder.num_plans
+
+
+def test_decode_runs_longer_than_the_run_cap():
+    # one long output: the general scheduler cuts decode runs at MAX_RUN_STEPS (4096) steps;
+    # the fitted model prices runs over 32 steps vectorised
+    r, _ = prepared(None)
+    a, _ = same_runs(r, RequestSpecs.from_arrays([0.0, 0.0], [10, 3000], [9000, 5000]))
+    assert a.recorder.plan_steps.max() == 4096
+
+
 def test_no_requests():
     r, _ = prepared(None)
     a, _ = same_runs(r, RequestSpecs.from_arrays([], [], []))

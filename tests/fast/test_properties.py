@@ -23,6 +23,7 @@ COSTS = [
     "context_token_ms: 0.001}",
     "{name: linear, base_ms: 0.5, prefill_token_ms: 0.001, decode_seq_ms: 0, "
     "context_token_ms: 0}",
+    "{name: linear, base_ms: 10, prefill_token_ms: 0, decode_seq_ms: 0, context_token_ms: 0}",
     "{name: roofline}",
     "{name: fitted}",
 ]
@@ -60,10 +61,12 @@ def knobs(draw) -> tuple[str, ...]:
 
 @st.composite
 def requests(draw) -> RequestSpecs:
-    """Up to 60 requests in bursts (several arrivals at one instant), lengths up to a bit
-    past 512 tokens."""
+    """Up to 60 requests in bursts (several arrivals at one instant; with the 10 ms linear
+    cost, some exactly at step ends), lengths up to a bit past 512 tokens."""
     n = draw(st.integers(1, 60))
-    bursts = draw(st.lists(st.floats(0, 1.5, allow_nan=False), min_size=1, max_size=6))
+    instant = st.one_of(st.floats(0, 1.5, allow_nan=False),
+                        st.integers(0, 150).map(lambda i: i * 0.01))
+    bursts = draw(st.lists(instant, min_size=1, max_size=6))
     at = draw(st.lists(st.sampled_from(bursts), min_size=n, max_size=n))
     jitter = draw(st.lists(st.sampled_from([0.0, 0.0, 1e-3, 0.02]), min_size=n, max_size=n))
     arrival = np.sort(np.asarray(at) + np.asarray(jitter))
