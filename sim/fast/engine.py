@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_left, bisect_right
-from itertools import accumulate
+from itertools import accumulate, cycle, islice
 
 import numpy as np
 
@@ -27,6 +27,8 @@ from sim.fast.state import cdiv
 from sim.sched.vllm import MAX_RUN_STEPS
 
 _EMPTY = np.zeros(0, dtype=np.int64)
+_AR = np.arange(MAX_RUN_STEPS + 1, dtype=np.int64)
+SHORT_RUN = 32  # decode runs up to this many steps are priced and recorded in Python
 _MAX_S = MAX_NS / NS_PER_S
 
 
@@ -40,6 +42,7 @@ class FastEngine:
         self.cum_ok = source.cum_admissible.tolist()  # admissible arrivals before index i
         self.delivered = 0  # arrivals [0, delivered) handed over
         self.stop, self.clock, self.last_start = stop_ns, 0, None
+        self.last_d = 1  # the last step's duration (ns): guesses how long a run will last
         self.progress, self.hook = progress, hook  # hook(plan, starts, durations, outcome)
         # the drain limit (sim/runner.py _DrainLimit): plans after the last arrival
         self.drain_min, self.drain_factor = drain
@@ -113,13 +116,14 @@ class FastEngine:
         dur = self.cost.shape_time1(total, p.num_reqs, pq, pc, p.n_dec + n1, p.dec_ctx + c1)
         d = int(round(min(dur, _MAX_S) * NS_PER_S))
         start = self.clock
-        self.last_start, self.clock = start, start + d
+        self.last_start, self.clock, self.last_d = start, start + d, d
         view = hooks.batch_view(s, p) if self.hook is not None else None
         first, finished = self._commit(p)
         rec = self.rec
         rec.plan(sum(pq), p.n_dec + n1, p.num_reqs, running, len(p.preempted), 1, p.blocked)
         rec.step(start, d, used, stored, waiting)
-        rec.events(start, d, p.first_sched, first, finished)
+        if p.first_sched or first or finished:
+            rec.events(start, d, p.first_sched, first, finished)
         if view is not None:
             hooks.call(self.hook, view, p, steps=1, interruptible=True, starts=[start],
                        durs=[d], kv_used=[used], kv_tokens=[stored], running=running,
@@ -161,6 +165,8 @@ class FastEngine:
     def _finishing(self, g: int) -> list[int]:
         """Decoding requests whose last token is step ``g``'s."""
         s, out = self.s, []
+        if not s.fin or s.fin[0][0] > g:  # nothing (valid or not) due by step g
+            return out
         while (gf := s.next_finish()) is not None and gf <= g:
             assert gf == g, "fast core: a decoding request ran past its last token"
             r = heapq.heappop(s.fin)[1]
@@ -185,29 +191,43 @@ class FastEngine:
 
     # ---- a decode run -------------------------------------------------------------------
     def _decode_run(self, p: Planned) -> None:
+        """A run of pure decode steps (sim/sched/vllm.py _run_length): short runs in Python
+        floats and lists, long ones with numpy (the same values either way). Steps are
+        priced up to a guess of where the run will be cut (the next arrival, the horizon),
+        then further if the guess was short: each step's price is independent of the run
+        length, so the steps kept are the general engine's."""
         s = self.s
-        n, g, bs = s.n_dec, s.g, s.bs
-        k = min(s.next_finish() - g + 1, MAX_RUN_STEPS)
-        if k <= 1:
+        n, g = s.n_dec, s.g
+        k_max = min(s.next_finish() - g + 1, MAX_RUN_STEPS)
+        if k_max <= 1:
             return self._step(p)
-        ph = s.phase  # new blocks at steps 1..k-1 of the run
-        cum = list(accumulate([ph[(g + j) % bs] for j in range(1, k)]))
-        if cum[-1] > s.free:
-            k = 1 + bisect_right(cum, s.free)
-            if k == 1:
-                return self._step(p)
-            del cum[k - 1:]
         interruptible = not s.blocked_persists(p.blocked)
-        stored0, used0, running, waiting = p.dec_ctx + n, s.used, len(s.running), len(s.waiting)
-        self._drain()
-        d = [int(round(x * NS_PER_S)) for x in self.cost.run_times(n, p.dec_ctx, k)]
-        starts = list(accumulate(d[:-1], initial=self.clock))
         limit, nxt = self.stop, self._next_time()
         if interruptible and nxt is not None and nxt < limit:
             limit = nxt
-        if starts[-1] >= limit:  # cut: the steps that start before the limit
-            k = max(1, bisect_left(starts, limit))
-            del starts[k:], d[k:]
+        guess = (limit - self.clock) * 5 // (4 * max(self.last_d, 1)) + 2
+        k = min(k_max, guess)
+        cum = self._run_blocks(g, k)
+        if cum is None:  # step 1 of the run would not find a free block
+            return self._step(p)
+        final = len(cum) < k - 1 or k == k_max  # the pool or the finish ends the run
+        k = len(cum) + 1
+        d = self._run_durations(p, n, 0, k)
+        starts = list(accumulate(d[:-1], initial=self.clock))
+        while not final and starts[-1] < limit:  # the guess was short: price further
+            k2 = min(k_max, 2 * k)
+            cum = self._run_blocks(g, k2)
+            final = len(cum) < k2 - 1 or k2 == k_max
+            k2 = len(cum) + 1
+            more = self._run_durations(p, n, k, k2 - k)
+            starts.extend(accumulate(more[:-1], initial=starts[-1] + d[-1]))
+            d += more
+            k = k2
+        stored0, used0, running, waiting = p.dec_ctx + n, s.used, len(s.running), len(s.waiting)
+        self._drain()
+        cols = self._columns(starts, d, limit, used0, stored0, waiting, interruptible, cum)
+        starts, d = cols[0], cols[1]
+        k = len(starts)
         view = hooks.batch_view(s, p) if self.hook is not None else None
         # commit k steps: every decoding request emits in each
         if s.stale:
@@ -215,26 +235,52 @@ class FastEngine:
                 s.emit_fresh(r, g)
             s.stale.clear()
         if k > 1:
-            s.used += cum[k - 2]
+            s.used += int(cum[k - 2])
         ending = self._finishing(g + k - 1)
         s.g = g + k
         finished = self._finish([], ending, g + k - 1)
-        last = starts[-1]
-        self.last_start, self.clock = last, last + d[-1]
+        last, d_last = int(starts[-1]), int(d[-1])
+        self.last_start, self.clock, self.last_d = last, last + d_last, d_last
+        rec = self.rec
+        rec.plan(0, n, n, running, 0, k, p.blocked)
+        rec.steps(*cols)
+        if finished:
+            rec.events(last, d_last, (), (), finished)
+        if view is not None:
+            hooks.call(self.hook, view, p, steps=k, interruptible=interruptible, starts=starts,
+                       durs=d, kv_used=cols[2], kv_tokens=cols[3], running=running,
+                       waiting=waiting, first=[], finished=finished)
+
+    def _run_blocks(self, g: int, k: int) -> list[int] | None:
+        """Cumulative new blocks at steps 1..k-1 of a run from step ``g``, cut where they
+        outgrow the free pool; None when even step 1's do not fit. A decoding request needs
+        a block every ``block_size`` steps, so the counts repeat with that period."""
+        s = self.s
+        i = (g + 1) % s.bs
+        cum = list(accumulate(islice(cycle(s.phase[i:] + s.phase[:i]), k - 1)))
+        if cum[-1] > s.free:
+            del cum[bisect_right(cum, s.free):]
+        return cum or None
+
+    def _run_durations(self, p: Planned, n: int, j: int, k: int) -> list[int]:
+        """Durations (ns) of steps j..j+k-1 of the run (step i's decode contexts sum to
+        ``dec_ctx + n * i``)."""
+        return [round(x * NS_PER_S) for x in self.cost.run_times(n, p.dec_ctx + n * j, k)]
+
+    def _columns(self, starts, d, limit, used0, stored0, waiting, interruptible, cum):
+        """(starts, durations, KV blocks used, KV tokens, waiting) per step of the run cut at
+        ``limit`` (lists)."""
+        n, k = self.s.n_dec, len(d)
+        if starts[-1] >= limit:  # cut: the steps that start before the limit
+            k = max(1, bisect_left(starts, limit))
+            starts, d = starts[:k], d[:k]
         if k > 1 and not interruptible:
             wait = self._waiting_by(waiting, starts)
         else:  # an interruptible run ends before the next arrival: nobody joins the queue
             wait = [waiting] * k
-        rec = self.rec
-        kv_used = [used0] + [used0 + c for c in cum[: k - 1]]
-        kv_tokens = list(range(stored0, stored0 + n * k, n))
-        rec.plan(0, n, n, running, 0, k, p.blocked)
-        rec.steps(starts, d, kv_used, kv_tokens, wait)
-        rec.events(last, d[-1], (), (), finished)
-        if view is not None:
-            hooks.call(self.hook, view, p, steps=k, interruptible=interruptible, starts=starts,
-                       durs=d, kv_used=kv_used, kv_tokens=kv_tokens, running=running,
-                       waiting=waiting, first=[], finished=finished)
+        kv_used = [used0]
+        kv_used.extend(used0 + c for c in cum[: k - 1])
+        return starts, d, kv_used, list(range(stored0, stored0 + n * k, n)), wait
 
     def _waiting_by(self, base: int, starts: list[int]) -> list[int]:
         """Waiting requests at each step start of a run no arrival interrupts."""

@@ -16,25 +16,27 @@ Then, only if nothing was preempted, the waiting pass admits in queue order.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
 
 from sim.fast.state import Progress, cdiv
 from sim.sched.base import SchedulerLimits
 from sim.sched.vllm import BUDGET, EMPTY, MEMORY, SEQS
 
 
-@dataclass
 class Planned:
     """One scheduled step (internal to the fast core; mutable while it is built)."""
 
-    n_dec: int = 0  # decoding requests scheduled (one token each)
-    dec_ctx: int = 0  # sum of their contexts (tokens)
-    entries: list = field(default_factory=list)  # (request, tokens, context): the others
-    skipped: list = field(default_factory=list)  # decoding requests not scheduled
-    preempted: list = field(default_factory=list)
-    admitted: int = 0
-    blocked: str = EMPTY  # why admission stopped
-    first_sched: list = field(default_factory=list)  # admitted for the first time
+    __slots__ = ("n_dec", "dec_ctx", "entries", "skipped", "preempted", "admitted", "blocked",
+                 "first_sched")
+
+    def __init__(self):
+        self.n_dec = 0  # decoding requests scheduled (one token each)
+        self.dec_ctx = 0  # sum of their contexts (tokens)
+        self.entries: list = []  # (request, tokens, context): the others, in batch order
+        self.skipped: list | tuple = ()  # decoding requests not scheduled
+        self.preempted: list | tuple = ()
+        self.admitted = 0
+        self.blocked = EMPTY  # why admission stopped
+        self.first_sched: list | tuple = ()  # admitted for the first time
 
     @property
     def num_reqs(self) -> int:
@@ -88,6 +90,14 @@ class FastScheduler(Progress):
     # ---- the step -----------------------------------------------------------------------
     def schedule(self) -> Planned | None:
         """Plan the next step (None: nothing can run)."""
+        if not self.pre and not self.waiting and self.n_dec and not self._victims:
+            blocks = self.phase[self.g % self.bs]
+            if blocks <= self.num_blocks - self.used:
+                self.used += blocks
+                p = Planned()
+                p.n_dec, p.dec_ctx = self.n_dec, self.sum_base + self.n_dec * self.g
+                self.blocked = EMPTY
+                return p
         while True:
             if not self.running and not self.waiting:
                 return None
@@ -130,6 +140,7 @@ class FastScheduler(Progress):
 
     def _running_exact(self, p: Planned, cap: int) -> int:
         bs, run, budget, i = self.bs, self.running, self.lim.max_num_batched_tokens, 0
+        p.preempted = []
         while i < len(run) and budget > 0:
             r = run[i]
             c = self.ctx(r)
@@ -176,7 +187,11 @@ class FastScheduler(Progress):
         self.waiting.appendleft(v)
 
     def _waiting(self, p: Planned, budget: int, cap: int) -> None:
-        lim, bs, q = self.lim, self.bs, self.waiting
+        q = self.waiting
+        if not q:
+            p.blocked = EMPTY
+            return
+        lim, bs = self.lim, self.bs
         while q:
             r = q[0]
             if budget <= 0:
@@ -209,6 +224,8 @@ class FastScheduler(Progress):
             self.status[r] = 2  # RUNNING
             if self.cached[r] < 0:
                 self.cached[r] = c
+                if not p.first_sched:
+                    p.first_sched = []
                 p.first_sched.append(r)
             p.entries.append((r, need, c))
             p.admitted += 1
