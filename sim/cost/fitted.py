@@ -188,7 +188,8 @@ class FittedCost(ScalarPricing, CostModel):
         self._layer, self._head = np.zeros(0), np.zeros(0)
         self._dec_memo: dict[int, np.ndarray] = {}
         self._dec_lists: dict[int, tuple] = {}  # sim/cost/scalar.py
-        self._pre_lists = None
+        self._pre_lists: dict[int, tuple] = {}
+        self._fixed_memo: dict[tuple[int, int], float] = {}
         ar = f.ops.get("allreduce")
         self.ar = _ratio_1d(ar, {1: lg(tp)}) if ar is not None and tp > 1 else None
         self.elem = ElementwiseWork.of(m, tp) if f.elementwise is not None else None
@@ -249,6 +250,8 @@ class FittedCost(ScalarPricing, CostModel):
         key = (tokens, rows)
         t = self._memo.get(key)
         if t is None:
+            if len(self._memo) >= MEMO_MAX:
+                self._memo.clear()
             if tokens >= len(self._layer) or rows >= len(self._head):
                 self._grow(tokens, rows)
             t = self._memo[key] = float(self._layer[tokens] + self._head[rows])
@@ -264,8 +267,10 @@ class FittedCost(ScalarPricing, CostModel):
             if t is None:
                 if len(self._one_prefill) >= MEMO_MAX:
                     self._one_prefill.clear()
-                t = self._one_prefill[key] = self._prefill_one(*key)
+                t = self._one_prefill[key] = self._prefill_few((key[0],), (key[1],))
             return t
+        if k < 8:
+            return self._prefill_few(q, p)
         return self._prefill_batch(np.asarray(q, dtype=np.int64), np.asarray(p, dtype=np.int64))
 
     def _prefill_batch(self, q: np.ndarray, p: np.ndarray) -> float:
@@ -335,7 +340,13 @@ class FittedCost(ScalarPricing, CostModel):
         return out
 
     def _fixed(self, total, reqs, prefill_q, prefill_ctx) -> float:
-        fixed = self._per_token_count(total, reqs) + self._overhead(reqs) + self.over_tok * total
+        key = (total, reqs)
+        fixed = self._fixed_memo.get(key)
+        if fixed is None:
+            if len(self._fixed_memo) >= MEMO_MAX:
+                self._fixed_memo.clear()
+            fixed = self._fixed_memo[key] = (self._per_token_count(total, reqs)
+                                             + self._overhead(reqs) + self.over_tok * total)
         if len(prefill_q):
             fixed += self.layers * self._prefill(prefill_q, prefill_ctx)
         return fixed
