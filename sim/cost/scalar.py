@@ -125,9 +125,13 @@ class ScalarPricing:
         norm = self.norm
         peak, bw, floor = norm.peak_flops, norm.mem_bandwidth, norm.floor_s / k
         qf, pf = [float(q) for q in qs], [float(p) for p in ps]
-        x0 = _log2(qf).tolist()
-        x1 = _log2([1 + p / q for q, p in zip(qf, pf)]).tolist()
-        ratios = _exp2([bilinear1(sub, a, b) for a, b in zip(x0, x1)]).tolist()
+        if k == 1:  # numpy's log2/exp2 on one float: cheaper than on a list
+            q, p = qf[0], pf[0]
+            ratios = [float(_exp2(bilinear1(sub, float(_log2(q)), float(_log2(1 + p / q)))))]
+        else:
+            x0 = _log2(qf).tolist()
+            x1 = _log2([1 + p / q for q, p in zip(qf, pf)]).tolist()
+            ratios = _exp2([bilinear1(sub, a, b) for a, b in zip(x0, x1)]).tolist()
         total = 0.0
         for q, p, ratio in zip(qf, pf, ratios):
             a = c_flops * (q * p + q * (q + 1) / 2) / peak
