@@ -42,7 +42,7 @@ class FastEngine:
         self.cum_ok = source.cum_admissible.tolist()  # admissible arrivals before index i
         self.delivered = 0  # arrivals [0, delivered) handed over
         self.stop, self.clock, self.last_start = stop_ns, 0, None
-        self.last_d = 1  # the last step's duration (ns): guesses how long a run will last
+        self.last_d = 1  # the last decode run's last step (ns): guesses how long a run lasts
         self.progress, self.hook = progress, hook  # hook(plan, starts, durations, outcome)
         # the drain limit (sim/runner.py _DrainLimit): plans after the last arrival
         self.drain_min, self.drain_factor = drain
@@ -116,7 +116,7 @@ class FastEngine:
         dur = self.cost.shape_time1(total, p.num_reqs, pq, pc, p.n_dec + n1, p.dec_ctx + c1)
         d = int(round(min(dur, _MAX_S) * NS_PER_S))
         start = self.clock
-        self.last_start, self.clock, self.last_d = start, start + d, d
+        self.last_start, self.clock = start, start + d
         view = hooks.batch_view(s, p) if self.hook is not None else None
         first, finished = self._commit(p)
         rec = self.rec
@@ -205,7 +205,7 @@ class FastEngine:
         limit, nxt = self.stop, self._next_time()
         if interruptible and nxt is not None and nxt < limit:
             limit = nxt
-        guess = (limit - self.clock) * 5 // (4 * max(self.last_d, 1)) + 2
+        guess = (limit - self.clock) // self.last_d + 2
         k = min(k_max, guess)
         cum = self._run_blocks(g, k)
         if cum is None:  # step 1 of the run would not find a free block

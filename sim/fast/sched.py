@@ -187,39 +187,50 @@ class FastScheduler(Progress):
         self.waiting.appendleft(v)
 
     def _waiting(self, p: Planned, budget: int, cap: int) -> None:
+        """Admit in queue order (VllmScheduler._schedule_waiting): stop at the first request
+        the budget, max_num_seqs or the free blocks refuse; ``p.blocked`` says which."""
         q = self.waiting
         if not q:
             p.blocked = EMPTY
             return
-        lim, bs = self.lim, self.bs
+        lim, bs, known, comp, running = self.lim, self.bs, self.known, self.comp, self.running
+        seqs, mml, chunked = lim.max_num_seqs, lim.max_model_len, lim.enable_chunked_prefill
+        full_isl, reserve = lim.scheduler_reserve_full_isl, self.reserve
         while q:
             r = q[0]
             if budget <= 0:
                 p.blocked = BUDGET
                 return
-            if len(self.running) >= lim.max_num_seqs:
+            if len(running) >= seqs:
                 p.blocked = SEQS
                 return
-            c = self.comp[r]  # 0: no prefix cache, and preemption recomputes
-            need = self.demand(r, c, cap)
-            if not lim.enable_chunked_prefill and need > budget:
+            c = comp[r]  # 0: no prefix cache, and preemption recomputes
+            kr = known[r]
+            need = kr - c  # demand(): capped by the long-prefill cap and max_model_len
+            if 0 < cap < need:
+                need = cap
+            if need > mml - 1 - c:
+                need = mml - 1 - c
+            if not chunked and need > budget:
                 p.blocked = BUDGET
                 return
-            need = min(need, budget)
-            if lim.scheduler_reserve_full_isl:
-                whole = cdiv(min(self.known[r], lim.max_model_len), bs)
-                if whole > 0 and whole + self.reserve > self.free:
+            if need > budget:
+                need = budget
+            free = self.num_blocks - self.used
+            if full_isl:
+                whole = -(-(kr if kr < mml else mml) // bs)
+                if whole > 0 and whole + reserve > free:
                     p.blocked = MEMORY
                     self.memory_blocked[r] = 1
                     return
-            nb = cdiv(c + need, bs)
-            if nb > 0 and nb + self.reserve > self.free:
+            nb = -(-(c + need) // bs)
+            if nb > 0 and nb + reserve > free:
                 p.blocked = MEMORY
                 self.memory_blocked[r] = 1
                 return
             q.popleft()
             self.used += nb
-            self.running.append(r)
+            running.append(r)
             self.pre.append(r)
             self.status[r] = 2  # RUNNING
             if self.cached[r] < 0:
