@@ -40,7 +40,7 @@ class FastEngine:
         self.ok = bytearray(admissible.astype(np.uint8).tobytes())  # accepted at arrival
         self.arrival = source.arrival.tolist()  # arrival times (ns), sorted
         self.cum_ok = source.cum_admissible.tolist()  # admissible arrivals before index i
-        self.delivered = 0  # arrivals [0, delivered) handed over
+        self.delivered, self.n_arr = 0, len(self.arrival)  # arrivals [0, delivered) handed over
         self.stop, self.clock, self.last_start = stop_ns, 0, None
         self.last_d = 1  # the last decode run's last step (ns): guesses how long a run lasts
         self.progress, self.hook = progress, hook  # hook(plan, starts, durations, outcome)
@@ -50,8 +50,10 @@ class FastEngine:
 
     def run(self) -> RunStatus:
         s = self.s
+        arrival, n_arr = self.arrival, self.n_arr
         while self.clock < self.stop:
-            self._deliver(self.clock)
+            if self.delivered < n_arr and arrival[self.delivered] <= self.clock:
+                self._deliver(self.clock)
             p = s.schedule()
             if p is None:
                 t = self._next_time()
@@ -91,12 +93,16 @@ class FastEngine:
     def _drain(self) -> None:
         """Count a plan; past the drain budget the run stops after this plan's first step."""
         self.plans += 1
-        if self.delivered >= len(self.arrival):
-            if self.drain_limit is None:
-                self.drain_budget = max(self.drain_min, self.drain_factor * self.plans)
-                self.drain_limit = self.plans + self.drain_budget
-            elif self.plans > self.drain_limit and not self.drain_cut:
-                self.stop, self.drain_cut = min(self.stop, self.clock), True
+        if self.delivered >= self.n_arr:
+            self._drain_check()
+
+    def _drain_check(self) -> None:
+        """Every request has arrived: the drain limit counts the plans from here."""
+        if self.drain_limit is None:
+            self.drain_budget = max(self.drain_min, self.drain_factor * self.plans)
+            self.drain_limit = self.plans + self.drain_budget
+        elif self.plans > self.drain_limit and not self.drain_cut:
+            self.stop, self.drain_cut = min(self.stop, self.clock), True
 
     # ---- one step -----------------------------------------------------------------------
     def _step(self, p: Planned) -> None:
@@ -201,12 +207,11 @@ class FastEngine:
         k_max = min(s.next_finish() - g + 1, MAX_RUN_STEPS)
         if k_max <= 1:
             return self._step(p)
-        interruptible = not s.blocked_persists(p.blocked)
-        limit, nxt = self.stop, self._next_time()
-        if interruptible and nxt is not None and nxt < limit:
-            limit = nxt
-        guess = (limit - self.clock) // self.last_d + 2
-        k = min(k_max, guess)
+        interruptible = not s.persists[p.blocked]
+        limit, i = self.stop, self.delivered
+        if interruptible and i < self.n_arr and self.arrival[i] < limit:
+            limit = self.arrival[i]
+        k = min(k_max, (limit - self.clock) // self.last_d + 2)  # a guess
         cum = self._run_blocks(g, k)
         if cum is None:  # step 1 of the run would not find a free block
             return self._step(p)
@@ -224,10 +229,19 @@ class FastEngine:
             d += more
             k = k2
         stored0, used0, running, waiting = p.dec_ctx + n, s.used, len(s.running), len(s.waiting)
-        self._drain()
-        cols = self._columns(starts, d, limit, used0, stored0, waiting, interruptible, cum)
-        starts, d = cols[0], cols[1]
-        k = len(starts)
+        self.plans += 1
+        if self.delivered >= self.n_arr:
+            self._drain_check()
+        if starts[-1] >= limit:  # cut: the steps that start before the limit
+            k = max(1, bisect_left(starts, limit))
+            del starts[k:], d[k:]
+        if k > 1 and not interruptible:
+            wait = self._waiting_by(waiting, starts)
+        else:  # an interruptible run ends before the next arrival: nobody joins the queue
+            wait = [waiting] * k
+        kv_used = [used0]
+        kv_used.extend(used0 + c for c in cum[: k - 1])
+        kv_tokens = range(stored0, stored0 + n * k, n)
         view = hooks.batch_view(s, p) if self.hook is not None else None
         # commit k steps: every decoding request emits in each
         if s.stale:
@@ -235,21 +249,22 @@ class FastEngine:
                 s.emit_fresh(r, g)
             s.stale.clear()
         if k > 1:
-            s.used += int(cum[k - 2])
-        ending = self._finishing(g + k - 1)
-        s.g = g + k
-        finished = self._finish([], ending, g + k - 1)
-        last, d_last = int(starts[-1]), int(d[-1])
+            s.used += cum[k - 2]
+        gl = g + k - 1  # the run's last step
+        ending = self._finishing(gl) if s.fin and s.fin[0][0] <= gl else ()
+        s.g = gl + 1  # before _finish: a finished request's computed tokens are base + g
+        finished = self._finish([], ending, gl) if ending else ()
+        last, d_last = starts[-1], d[-1]
         self.last_start, self.clock, self.last_d = last, last + d_last, d_last
         rec = self.rec
         rec.plan(0, n, n, running, 0, k, p.blocked)
-        rec.steps(*cols)
+        rec.steps(starts, d, kv_used, kv_tokens, wait)
         if finished:
             rec.events(last, d_last, (), (), finished)
         if view is not None:
             hooks.call(self.hook, view, p, steps=k, interruptible=interruptible, starts=starts,
-                       durs=d, kv_used=cols[2], kv_tokens=cols[3], running=running,
-                       waiting=waiting, first=[], finished=finished)
+                       durs=d, kv_used=kv_used, kv_tokens=list(kv_tokens), running=running,
+                       waiting=waiting, first=[], finished=list(finished))
 
     def _run_blocks(self, g: int, k: int) -> list[int] | None:
         """Cumulative new blocks at steps 1..k-1 of a run from step ``g``, cut where they
@@ -266,21 +281,6 @@ class FastEngine:
         """Durations (ns) of steps j..j+k-1 of the run (step i's decode contexts sum to
         ``dec_ctx + n * i``)."""
         return [round(x * NS_PER_S) for x in self.cost.run_times(n, p.dec_ctx + n * j, k)]
-
-    def _columns(self, starts, d, limit, used0, stored0, waiting, interruptible, cum):
-        """(starts, durations, KV blocks used, KV tokens, waiting) per step of the run cut at
-        ``limit`` (lists)."""
-        n, k = self.s.n_dec, len(d)
-        if starts[-1] >= limit:  # cut: the steps that start before the limit
-            k = max(1, bisect_left(starts, limit))
-            starts, d = starts[:k], d[:k]
-        if k > 1 and not interruptible:
-            wait = self._waiting_by(waiting, starts)
-        else:  # an interruptible run ends before the next arrival: nobody joins the queue
-            wait = [waiting] * k
-        kv_used = [used0]
-        kv_used.extend(used0 + c for c in cum[: k - 1])
-        return starts, d, kv_used, list(range(stored0, stored0 + n * k, n)), wait
 
     def _waiting_by(self, base: int, starts: list[int]) -> list[int]:
         """Waiting requests at each step start of a run no arrival interrupts."""

@@ -61,6 +61,8 @@ class FastScheduler(Progress):
         # why admission stopped at the last waiting pass; a step that preempted skips the
         # pass and reports the reason from before, as VllmScheduler does
         self.blocked = EMPTY
+        # whether an admission stop for each reason holds for a whole decode run
+        self.persists = {r: self.blocked_persists(r) for r in (EMPTY, SEQS, BUDGET, MEMORY)}
 
     # ---- the long-prefill cap (sim/sched/vllm.py: long_prefill_cap) --------------------
     def cap(self) -> int:
