@@ -116,11 +116,14 @@ class FastEngine:
             else:
                 n1 += 1
                 c1 += c
-        stored = s.sum_base + s.n_dec * s.g + sum(s.comp[r] for r in s.pre) + total
+        comp = s.comp
+        stored = s.sum_base + s.n_dec * s.g + sum([comp[r] for r in s.pre]) + total
         used, running, waiting = s.used, len(s.running), len(s.waiting)
-        self._drain()
+        self.plans += 1
+        if self.delivered >= self.n_arr:
+            self._drain_check()
         dur = self.cost.shape_time1(total, p.num_reqs, pq, pc, p.n_dec + n1, p.dec_ctx + c1)
-        d = int(round(min(dur, _MAX_S) * NS_PER_S))
+        d = round((dur if dur < _MAX_S else _MAX_S) * NS_PER_S)
         start = self.clock
         self.last_start, self.clock = start, start + d
         view = hooks.batch_view(s, p) if self.hook is not None else None
@@ -144,8 +147,9 @@ class FastEngine:
             for r in [r for r in s.stale if r not in skipped]:
                 s.emit_fresh(r, g)
                 s.stale.discard(r)
-        for r in p.skipped:
-            s.skip(r)
+        if p.skipped:
+            for r in p.skipped:
+                s.skip(r)
         first, done = [], []
         known, prompt, out = s.known, s.prompt, s.out
         for r, t, c in p.entries:
@@ -164,9 +168,9 @@ class FastEngine:
             else:
                 known[r] += 1
                 s.add_dec(r, ca, g + 1)
-        ending = self._finishing(g)
+        ending = self._finishing(g) if s.fin and s.fin[0][0] <= g else ()
         s.g = g + 1
-        return first, self._finish(done, ending, g)
+        return first, (self._finish(done, ending, g) if ending or done else done)
 
     def _finishing(self, g: int) -> list[int]:
         """Decoding requests whose last token is step ``g``'s."""
