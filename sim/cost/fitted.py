@@ -188,6 +188,7 @@ class FittedCost(ScalarPricing, CostModel):
         self._layer, self._head = np.zeros(0), np.zeros(0)
         self._dec_memo: dict[int, np.ndarray] = {}
         self._dec_lists: dict[int, tuple] = {}  # sim/cost/scalar.py
+        self._dec_slope_memo: dict[int, list[float]] = {}
         self._pre_lists: dict[int, tuple] = {}
         self._fixed_memo: dict[tuple[int, int], float] = {}
         ar = f.ops.get("allreduce")
@@ -367,6 +368,13 @@ class FittedCost(ScalarPricing, CostModel):
             return self.decode_run_times(n, decode_ctx0, num_steps, fixed)
         ctx = decode_ctx0 + n * np.arange(num_steps, dtype=np.int64)
         return (self.layers * self._decode(n, ctx) + fixed).tolist()
+
+    def run_ns(self, n, decode_ctx0, num_steps):
+        if num_steps > SCALAR_RUN_MAX:  # to_ns of the vectorised run
+            t = self.shape_times(n, n, _EMPTY, _EMPTY, n, decode_ctx0, num_steps)
+            return np.rint(np.minimum(t, 4.611686018427388e9) * 1e9).astype(np.int64).tolist()
+        return self.decode_run_times(n, decode_ctx0, num_steps, self._fixed(n, n, _EMPTY, _EMPTY),
+                                     to_ns=True)
 
     def shape_time1(self, total, reqs, prefill_q, prefill_ctx, num_decode, decode_ctx0):
         fixed = self._fixed(total, reqs, prefill_q, prefill_ctx)

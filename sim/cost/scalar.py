@@ -83,29 +83,45 @@ class ScalarPricing:
         r = (a if a > m else m) + norm.floor_s
         return r * float(_exp2(interp1(math.log2(kv_len), xs, ys)))
 
-    def decode_run_times(self, n: int, ctx0: int, k: int, fixed: float) -> list[float]:
-        """``layers * _decode(n, ctx0 + n * arange(k)) + fixed`` as floats: numpy's log2 and
+    def decode_run_times(self, n: int, ctx0: int, k: int, fixed: float,
+                         to_ns: bool = False) -> list:
+        """``layers * _decode(n, ctx0 + n * arange(k)) + fixed`` as floats (``to_ns``:
+        rounded to integer nanoseconds, as sim.engine.clock.to_ns does): numpy's log2 and
         exp2 (on arrays), the rest in the vectorised path's order of operations."""
         xs, ys, b, c_flops, c_kv, c_act = self._dec_table(n)
         norm = self.norm
         peak, bw, floor, layers = norm.peak_flops, norm.mem_bandwidth, norm.floor_s, self.layers
         kv = [(ctx0 + n * j) / n + 1.0 for j in range(k)]
-        x0, x1 = xs[0], xs[-1]
-        ratios = []
-        for x in _log2(kv).tolist():  # interp1, inlined
+        x0, x1, slope = xs[0], xs[-1], self._dec_slopes(n, xs, ys)
+        ratios, i = [], 0
+        for x in _log2(kv).tolist():  # interp1 inlined; x grows, so the segment i does too
             if x >= x1:
                 ratios.append(ys[-1])
             elif x <= x0:
                 ratios.append(ys[0])
             else:
-                j = bisect_right(xs, x) - 1
-                ratios.append(ys[j] if xs[j] == x else
-                              (ys[j + 1] - ys[j]) / (xs[j + 1] - xs[j]) * (x - xs[j]) + ys[j])
+                while xs[i + 1] <= x:
+                    i += 1
+                ratios.append(ys[i] if xs[i] == x else slope[i] * (x - xs[i]) + ys[i])
         out = []
+        if to_ns:  # durations below 4.6e9 s: to_ns's clamp never applies
+            for s, ratio in zip(kv, _exp2(ratios).tolist()):
+                a, m = c_flops * s / peak, b * (c_kv * s + c_act) / bw
+                out.append(round((layers * (((a if a > m else m) + floor) * ratio) + fixed)
+                                 * 1_000_000_000))
+            return out
         for s, ratio in zip(kv, _exp2(ratios).tolist()):
             a, m = c_flops * s / peak, b * (c_kv * s + c_act) / bw
             out.append(layers * (((a if a > m else m) + floor) * ratio) + fixed)
         return out
+
+    def _dec_slopes(self, n: int, xs: list[float], ys: list[float]) -> list[float]:
+        """np.interp's slope of each segment of ``n``'s table (the same division)."""
+        t = self._dec_slope_memo.get(n)
+        if t is None:
+            t = self._dec_slope_memo[n] = [(ys[i + 1] - ys[i]) / (xs[i + 1] - xs[i])
+                                           for i in range(len(xs) - 1)]
+        return t
 
     def _pre_table(self, k: int) -> tuple:
         """The prefill table restricted to ``k`` sequences, as nested lists."""

@@ -216,23 +216,23 @@ class FastEngine:
         if interruptible and i < self.n_arr and self.arrival[i] < limit:
             limit = self.arrival[i]
         k = min(k_max, (limit - self.clock) // self.last_d + 2)  # a guess
-        cum = self._run_blocks(g, k)
-        if cum is None:  # step 1 of the run would not find a free block
+        used = self._run_blocks(g, k)  # blocks in use at each step of the run
+        if used is None:  # step 1 of the run would not find a free block
             return self._step(p)
-        final = len(cum) < k - 1 or k == k_max  # the pool or the finish ends the run
-        k = len(cum) + 1
+        final = len(used) < k or k == k_max  # the pool or the finish ends the run
+        k = len(used)
         d = self._run_durations(p, n, 0, k)
         starts = list(accumulate(d[:-1], initial=self.clock))
         while not final and starts[-1] < limit:  # the guess was short: price further
             k2 = min(k_max, 2 * k)
-            cum = self._run_blocks(g, k2)
-            final = len(cum) < k2 - 1 or k2 == k_max
-            k2 = len(cum) + 1
+            used = self._run_blocks(g, k2)
+            final = len(used) < k2 or k2 == k_max
+            k2 = len(used)
             more = self._run_durations(p, n, k, k2 - k)
             starts.extend(accumulate(more[:-1], initial=starts[-1] + d[-1]))
             d += more
             k = k2
-        stored0, used0, running, waiting = p.dec_ctx + n, s.used, len(s.running), len(s.waiting)
+        stored0, running, waiting = p.dec_ctx + n, len(s.running), len(s.waiting)
         self.plans += 1
         if self.delivered >= self.n_arr:
             self._drain_check()
@@ -243,8 +243,7 @@ class FastEngine:
             wait = self._waiting_by(waiting, starts)
         else:  # an interruptible run ends before the next arrival: nobody joins the queue
             wait = [waiting] * k
-        kv_used = [used0]
-        kv_used.extend(used0 + c for c in cum[: k - 1])
+        kv_used = used if len(used) == k else used[:k]
         kv_tokens = range(stored0, stored0 + n * k, n)
         view = hooks.batch_view(s, p) if self.hook is not None else None
         # commit k steps: every decoding request emits in each
@@ -252,8 +251,7 @@ class FastEngine:
             for r in s.stale:
                 s.emit_fresh(r, g)
             s.stale.clear()
-        if k > 1:
-            s.used += cum[k - 2]
+        s.used = kv_used[-1]
         gl = g + k - 1  # the run's last step
         ending = self._finishing(gl) if s.fin and s.fin[0][0] <= gl else ()
         s.g = gl + 1  # before _finish: a finished request's computed tokens are base + g
@@ -271,20 +269,21 @@ class FastEngine:
                        waiting=waiting, first=[], finished=list(finished))
 
     def _run_blocks(self, g: int, k: int) -> list[int] | None:
-        """Cumulative new blocks at steps 1..k-1 of a run from step ``g``, cut where they
-        outgrow the free pool; None when even step 1's do not fit. A decoding request needs
-        a block every ``block_size`` steps, so the counts repeat with that period."""
+        """Blocks in use at steps 0..k-1 of a run from step ``g`` (step 0's allocated by
+        the schedule), cut before the first step whose blocks the pool lacks; None when
+        that is step 1. A decoding request needs a block every ``block_size`` steps, so
+        the new blocks per step repeat with that period."""
         s = self.s
         i = (g + 1) % s.bs
-        cum = list(accumulate(islice(cycle(s.phase[i:] + s.phase[:i]), k - 1)))
-        if cum[-1] > s.free:
-            del cum[bisect_right(cum, s.free):]
-        return cum or None
+        used = list(accumulate(islice(cycle(s.phase[i:] + s.phase[:i]), k - 1), initial=s.used))
+        if used[-1] > s.num_blocks:
+            del used[bisect_right(used, s.num_blocks):]
+        return used if len(used) > 1 else None
 
     def _run_durations(self, p: Planned, n: int, j: int, k: int) -> list[int]:
         """Durations (ns) of steps j..j+k-1 of the run (step i's decode contexts sum to
         ``dec_ctx + n * i``)."""
-        return [round(x * NS_PER_S) for x in self.cost.run_times(n, p.dec_ctx + n * j, k)]
+        return self.cost.run_ns(n, p.dec_ctx + n * j, k)
 
     def _waiting_by(self, base: int, starts: list[int]) -> list[int]:
         """Waiting requests at each step start of a run no arrival interrupts."""
