@@ -101,7 +101,7 @@ def run(loaded: LoadedScenario, out: Path | None = None, *, step_log: bool = Fal
                 writer.write(res, summary, config, plot=plots)
                 for name, table in (res.extras.tables if res.extras else {}).items():
                     table.to_parquet(writer.path(name), index=False)
-        summary["sim"]["wall_s"] = timer.block()
+        summary["sim"]["wall_s"] = {**timer.block(), "core": getattr(res, "core", "general")}
         if writer:  # again, now with the write phase's time
             dump_json(summary, writer.path("summary.json"))
             return RunOutput(res, summary, config, writer.commit())

@@ -2,7 +2,8 @@
 
 These are the only non-deterministic numbers a run reports: they live in summary.json
 under ``sim.wall_s`` and nowhere else, so everything outside that block stays identical
-between two runs with the same seed.
+between two runs with the same seed. The block also names the simulation core that ran
+(``core``: fast or general, sim/fast), which decides the times but not the results.
 """
 
 from __future__ import annotations
@@ -39,4 +40,5 @@ class PhaseTimer:
 def format_wall(block: dict) -> str:
     """One line for the console, e.g. ``wall time (s): load 0.12, ..., total 1.90``."""
     parts = ", ".join(f"{p} {block[p]:.3f}" for p in (*PHASES, "total"))
-    return f"wall time (s): {parts}"
+    core = f" ({block['core']} core)" if "core" in block else ""
+    return f"wall time (s): {parts}{core}"

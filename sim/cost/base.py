@@ -88,6 +88,11 @@ class CostModel(ABC):
         """``shape_times`` of a decode run of ``n`` requests (seconds per step, floats)."""
         return self.shape_times(n, n, _EMPTY, _EMPTY, n, decode_ctx0, num_steps).tolist()
 
+    def run_ns(self, n: int, decode_ctx0: int, num_steps: int) -> list[int]:
+        """``run_times`` rounded to the nanosecond as the engine rounds them (to_ns)."""
+        return [round(min(x, 4.611686018427388e9) * 1_000_000_000)
+                for x in self.run_times(n, decode_ctx0, num_steps)]
+
     def shape_time1(self, total: int, reqs: int, prefill_q, prefill_ctx, num_decode: int,
                     decode_ctx0: int) -> float:
         """``shape_times`` of one step, as a float (models override with a scalar path)."""

@@ -188,7 +188,9 @@ class FittedCost(ScalarPricing, CostModel):
         self._layer, self._head = np.zeros(0), np.zeros(0)
         self._dec_memo: dict[int, np.ndarray] = {}
         self._dec_lists: dict[int, tuple] = {}  # sim/cost/scalar.py
-        self._pre_lists = None
+        self._dec_slope_memo: dict[int, list[float]] = {}
+        self._pre_lists: dict[int, tuple] = {}
+        self._fixed_memo: dict[tuple[int, int], float] = {}
         ar = f.ops.get("allreduce")
         self.ar = _ratio_1d(ar, {1: lg(tp)}) if ar is not None and tp > 1 else None
         self.elem = ElementwiseWork.of(m, tp) if f.elementwise is not None else None
@@ -249,6 +251,8 @@ class FittedCost(ScalarPricing, CostModel):
         key = (tokens, rows)
         t = self._memo.get(key)
         if t is None:
+            if len(self._memo) >= MEMO_MAX:
+                self._memo.clear()
             if tokens >= len(self._layer) or rows >= len(self._head):
                 self._grow(tokens, rows)
             t = self._memo[key] = float(self._layer[tokens] + self._head[rows])
@@ -264,8 +268,10 @@ class FittedCost(ScalarPricing, CostModel):
             if t is None:
                 if len(self._one_prefill) >= MEMO_MAX:
                     self._one_prefill.clear()
-                t = self._one_prefill[key] = self._prefill_one(*key)
+                t = self._one_prefill[key] = self._prefill_few((key[0],), (key[1],))
             return t
+        if k < 8:
+            return self._prefill_few(q, p)
         return self._prefill_batch(np.asarray(q, dtype=np.int64), np.asarray(p, dtype=np.int64))
 
     def _prefill_batch(self, q: np.ndarray, p: np.ndarray) -> float:
@@ -335,7 +341,13 @@ class FittedCost(ScalarPricing, CostModel):
         return out
 
     def _fixed(self, total, reqs, prefill_q, prefill_ctx) -> float:
-        fixed = self._per_token_count(total, reqs) + self._overhead(reqs) + self.over_tok * total
+        key = (total, reqs)
+        fixed = self._fixed_memo.get(key)
+        if fixed is None:
+            if len(self._fixed_memo) >= MEMO_MAX:
+                self._fixed_memo.clear()
+            fixed = self._fixed_memo[key] = (self._per_token_count(total, reqs)
+                                             + self._overhead(reqs) + self.over_tok * total)
         if len(prefill_q):
             fixed += self.layers * self._prefill(prefill_q, prefill_ctx)
         return fixed
@@ -356,6 +368,13 @@ class FittedCost(ScalarPricing, CostModel):
             return self.decode_run_times(n, decode_ctx0, num_steps, fixed)
         ctx = decode_ctx0 + n * np.arange(num_steps, dtype=np.int64)
         return (self.layers * self._decode(n, ctx) + fixed).tolist()
+
+    def run_ns(self, n, decode_ctx0, num_steps):
+        if num_steps > SCALAR_RUN_MAX:  # to_ns of the vectorised run
+            t = self.shape_times(n, n, _EMPTY, _EMPTY, n, decode_ctx0, num_steps)
+            return np.rint(np.minimum(t, 4.611686018427388e9) * 1e9).astype(np.int64).tolist()
+        return self.decode_run_times(n, decode_ctx0, num_steps, self._fixed(n, n, _EMPTY, _EMPTY),
+                                     to_ns=True)
 
     def shape_time1(self, total, reqs, prefill_q, prefill_ctx, num_decode, decode_ctx0):
         fixed = self._fixed(total, reqs, prefill_q, prefill_ctx)

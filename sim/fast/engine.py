@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_left, bisect_right
-from itertools import accumulate
+from itertools import accumulate, cycle, islice
 
 import numpy as np
 
@@ -27,6 +27,8 @@ from sim.fast.state import cdiv
 from sim.sched.vllm import MAX_RUN_STEPS
 
 _EMPTY = np.zeros(0, dtype=np.int64)
+_AR = np.arange(MAX_RUN_STEPS + 1, dtype=np.int64)
+SHORT_RUN = 32  # decode runs up to this many steps are priced and recorded in Python
 _MAX_S = MAX_NS / NS_PER_S
 
 
@@ -38,8 +40,9 @@ class FastEngine:
         self.ok = bytearray(admissible.astype(np.uint8).tobytes())  # accepted at arrival
         self.arrival = source.arrival.tolist()  # arrival times (ns), sorted
         self.cum_ok = source.cum_admissible.tolist()  # admissible arrivals before index i
-        self.delivered = 0  # arrivals [0, delivered) handed over
+        self.delivered, self.n_arr = 0, len(self.arrival)  # arrivals [0, delivered) handed over
         self.stop, self.clock, self.last_start = stop_ns, 0, None
+        self.last_d = 1  # the last decode run's last step (ns): guesses how long a run lasts
         self.progress, self.hook = progress, hook  # hook(plan, starts, durations, outcome)
         # the drain limit (sim/runner.py _DrainLimit): plans after the last arrival
         self.drain_min, self.drain_factor = drain
@@ -47,8 +50,10 @@ class FastEngine:
 
     def run(self) -> RunStatus:
         s = self.s
+        arrival, n_arr = self.arrival, self.n_arr
         while self.clock < self.stop:
-            self._deliver(self.clock)
+            if self.delivered < n_arr and arrival[self.delivered] <= self.clock:
+                self._deliver(self.clock)
             p = s.schedule()
             if p is None:
                 t = self._next_time()
@@ -88,12 +93,16 @@ class FastEngine:
     def _drain(self) -> None:
         """Count a plan; past the drain budget the run stops after this plan's first step."""
         self.plans += 1
-        if self.delivered >= len(self.arrival):
-            if self.drain_limit is None:
-                self.drain_budget = max(self.drain_min, self.drain_factor * self.plans)
-                self.drain_limit = self.plans + self.drain_budget
-            elif self.plans > self.drain_limit and not self.drain_cut:
-                self.stop, self.drain_cut = min(self.stop, self.clock), True
+        if self.delivered >= self.n_arr:
+            self._drain_check()
+
+    def _drain_check(self) -> None:
+        """Every request has arrived: the drain limit counts the plans from here."""
+        if self.drain_limit is None:
+            self.drain_budget = max(self.drain_min, self.drain_factor * self.plans)
+            self.drain_limit = self.plans + self.drain_budget
+        elif self.plans > self.drain_limit and not self.drain_cut:
+            self.stop, self.drain_cut = min(self.stop, self.clock), True
 
     # ---- one step -----------------------------------------------------------------------
     def _step(self, p: Planned) -> None:
@@ -107,11 +116,14 @@ class FastEngine:
             else:
                 n1 += 1
                 c1 += c
-        stored = s.sum_base + s.n_dec * s.g + sum(s.comp[r] for r in s.pre) + total
+        comp = s.comp
+        stored = s.sum_base + s.n_dec * s.g + sum([comp[r] for r in s.pre]) + total
         used, running, waiting = s.used, len(s.running), len(s.waiting)
-        self._drain()
+        self.plans += 1
+        if self.delivered >= self.n_arr:
+            self._drain_check()
         dur = self.cost.shape_time1(total, p.num_reqs, pq, pc, p.n_dec + n1, p.dec_ctx + c1)
-        d = int(round(min(dur, _MAX_S) * NS_PER_S))
+        d = round((dur if dur < _MAX_S else _MAX_S) * NS_PER_S)
         start = self.clock
         self.last_start, self.clock = start, start + d
         view = hooks.batch_view(s, p) if self.hook is not None else None
@@ -119,7 +131,8 @@ class FastEngine:
         rec = self.rec
         rec.plan(sum(pq), p.n_dec + n1, p.num_reqs, running, len(p.preempted), 1, p.blocked)
         rec.step(start, d, used, stored, waiting)
-        rec.events(start, d, p.first_sched, first, finished)
+        if p.first_sched or first or finished:
+            rec.events(start, d, p.first_sched, first, finished)
         if view is not None:
             hooks.call(self.hook, view, p, steps=1, interruptible=True, starts=[start],
                        durs=[d], kv_used=[used], kv_tokens=[stored], running=running,
@@ -134,8 +147,9 @@ class FastEngine:
             for r in [r for r in s.stale if r not in skipped]:
                 s.emit_fresh(r, g)
                 s.stale.discard(r)
-        for r in p.skipped:
-            s.skip(r)
+        if p.skipped:
+            for r in p.skipped:
+                s.skip(r)
         first, done = [], []
         known, prompt, out = s.known, s.prompt, s.out
         for r, t, c in p.entries:
@@ -154,13 +168,15 @@ class FastEngine:
             else:
                 known[r] += 1
                 s.add_dec(r, ca, g + 1)
-        ending = self._finishing(g)
+        ending = self._finishing(g) if s.fin and s.fin[0][0] <= g else ()
         s.g = g + 1
-        return first, self._finish(done, ending, g)
+        return first, (self._finish(done, ending, g) if ending or done else done)
 
     def _finishing(self, g: int) -> list[int]:
         """Decoding requests whose last token is step ``g``'s."""
         s, out = self.s, []
+        if not s.fin or s.fin[0][0] > g:  # nothing (valid or not) due by step g
+            return out
         while (gf := s.next_finish()) is not None and gf <= g:
             assert gf == g, "fast core: a decoding request ran past its last token"
             r = heapq.heappop(s.fin)[1]
@@ -185,56 +201,89 @@ class FastEngine:
 
     # ---- a decode run -------------------------------------------------------------------
     def _decode_run(self, p: Planned) -> None:
+        """A run of pure decode steps (sim/sched/vllm.py _run_length): short runs in Python
+        floats and lists, long ones with numpy (the same values either way). Steps are
+        priced up to a guess of where the run will be cut (the next arrival, the horizon),
+        then further if the guess was short: each step's price is independent of the run
+        length, so the steps kept are the general engine's."""
         s = self.s
-        n, g, bs = s.n_dec, s.g, s.bs
-        k = min(s.next_finish() - g + 1, MAX_RUN_STEPS)
-        if k <= 1:
+        n, g = s.n_dec, s.g
+        k_max = min(s.next_finish() - g + 1, MAX_RUN_STEPS)
+        if k_max <= 1:
             return self._step(p)
-        ph = s.phase  # new blocks at steps 1..k-1 of the run
-        cum = list(accumulate([ph[(g + j) % bs] for j in range(1, k)]))
-        if cum[-1] > s.free:
-            k = 1 + bisect_right(cum, s.free)
-            if k == 1:
-                return self._step(p)
-            del cum[k - 1:]
-        interruptible = not s.blocked_persists(p.blocked)
-        stored0, used0, running, waiting = p.dec_ctx + n, s.used, len(s.running), len(s.waiting)
-        self._drain()
-        d = [int(round(x * NS_PER_S)) for x in self.cost.run_times(n, p.dec_ctx, k)]
+        interruptible = not s.persists[p.blocked]
+        limit, i = self.stop, self.delivered
+        if interruptible and i < self.n_arr and self.arrival[i] < limit:
+            limit = self.arrival[i]
+        k = min(k_max, (limit - self.clock) // self.last_d + 2)  # a guess
+        used = self._run_blocks(g, k)  # blocks in use at each step of the run
+        if used is None:  # step 1 of the run would not find a free block
+            return self._step(p)
+        final = len(used) < k or k == k_max  # the pool or the finish ends the run
+        k = len(used)
+        d = self._run_durations(p, n, 0, k)
         starts = list(accumulate(d[:-1], initial=self.clock))
-        limit, nxt = self.stop, self._next_time()
-        if interruptible and nxt is not None and nxt < limit:
-            limit = nxt
+        while not final and starts[-1] < limit:  # the guess was short: price further
+            k2 = min(k_max, 2 * k)
+            used = self._run_blocks(g, k2)
+            final = len(used) < k2 or k2 == k_max
+            k2 = len(used)
+            more = self._run_durations(p, n, k, k2 - k)
+            starts.extend(accumulate(more[:-1], initial=starts[-1] + d[-1]))
+            d += more
+            k = k2
+        stored0, running, waiting = p.dec_ctx + n, len(s.running), len(s.waiting)
+        self.plans += 1
+        if self.delivered >= self.n_arr:
+            self._drain_check()
         if starts[-1] >= limit:  # cut: the steps that start before the limit
             k = max(1, bisect_left(starts, limit))
             del starts[k:], d[k:]
+        if k > 1 and not interruptible:
+            wait = self._waiting_by(waiting, starts)
+        else:  # an interruptible run ends before the next arrival: nobody joins the queue
+            wait = [waiting] * k
+        kv_used = used if len(used) == k else used[:k]
+        kv_tokens = range(stored0, stored0 + n * k, n)
         view = hooks.batch_view(s, p) if self.hook is not None else None
         # commit k steps: every decoding request emits in each
         if s.stale:
             for r in s.stale:
                 s.emit_fresh(r, g)
             s.stale.clear()
-        if k > 1:
-            s.used += cum[k - 2]
-        ending = self._finishing(g + k - 1)
-        s.g = g + k
-        finished = self._finish([], ending, g + k - 1)
-        last = starts[-1]
-        self.last_start, self.clock = last, last + d[-1]
-        if k > 1 and not interruptible:
-            wait = self._waiting_by(waiting, starts)
-        else:  # an interruptible run ends before the next arrival: nobody joins the queue
-            wait = [waiting] * k
+        s.used = kv_used[-1]
+        gl = g + k - 1  # the run's last step
+        ending = self._finishing(gl) if s.fin and s.fin[0][0] <= gl else ()
+        s.g = gl + 1  # before _finish: a finished request's computed tokens are base + g
+        finished = self._finish([], ending, gl) if ending else ()
+        last, d_last = starts[-1], d[-1]
+        self.last_start, self.clock, self.last_d = last, last + d_last, d_last
         rec = self.rec
-        kv_used = [used0] + [used0 + c for c in cum[: k - 1]]
-        kv_tokens = list(range(stored0, stored0 + n * k, n))
         rec.plan(0, n, n, running, 0, k, p.blocked)
         rec.steps(starts, d, kv_used, kv_tokens, wait)
-        rec.events(last, d[-1], (), (), finished)
+        if finished:
+            rec.events(last, d_last, (), (), finished)
         if view is not None:
             hooks.call(self.hook, view, p, steps=k, interruptible=interruptible, starts=starts,
-                       durs=d, kv_used=kv_used, kv_tokens=kv_tokens, running=running,
-                       waiting=waiting, first=[], finished=finished)
+                       durs=d, kv_used=kv_used, kv_tokens=list(kv_tokens), running=running,
+                       waiting=waiting, first=[], finished=list(finished))
+
+    def _run_blocks(self, g: int, k: int) -> list[int] | None:
+        """Blocks in use at steps 0..k-1 of a run from step ``g`` (step 0's allocated by
+        the schedule), cut before the first step whose blocks the pool lacks; None when
+        that is step 1. A decoding request needs a block every ``block_size`` steps, so
+        the new blocks per step repeat with that period."""
+        s = self.s
+        i = (g + 1) % s.bs
+        used = list(accumulate(islice(cycle(s.phase[i:] + s.phase[:i]), k - 1), initial=s.used))
+        if used[-1] > s.num_blocks:
+            del used[bisect_right(used, s.num_blocks):]
+        return used if len(used) > 1 else None
+
+    def _run_durations(self, p: Planned, n: int, j: int, k: int) -> list[int]:
+        """Durations (ns) of steps j..j+k-1 of the run (step i's decode contexts sum to
+        ``dec_ctx + n * i``)."""
+        return self.cost.run_ns(n, p.dec_ctx + n * j, k)
 
     def _waiting_by(self, base: int, starts: list[int]) -> list[int]:
         """Waiting requests at each step start of a run no arrival interrupts."""

@@ -36,8 +36,8 @@ _STEP = ("start_ns", "dur_ns", "kv_blocks_used", "kv_tokens", "num_waiting")
 class FastRecord:
     def __init__(self, num_requests: int, egress_s: float = 0.0):
         self.n, self.egress_s = num_requests, egress_s
-        self.p = [array("q") for _ in _PLAN]
-        self.st = [array("q") for _ in _STEP]
+        self.p = [array("q") for _ in _PLAN]  # per plan columns (8 bytes a value)
+        self.st = [array("q") for _ in _STEP]  # per step columns
         nan = np.full(num_requests, np.nan)
         self.first_scheduled_s, self.first_token_s, self.finish_s = nan, nan.copy(), nan.copy()
         self.reasons: dict[str, int] = {"": 0}
@@ -67,6 +67,11 @@ class FastRecord:
         for a, c in zip(self.st, cols):
             a.extend(c)
 
+    def step_arrays(self, *cols: np.ndarray) -> None:
+        """A long run's steps, as columns (int64 arrays)."""
+        for a, c in zip(self.st, cols):
+            a.frombytes(np.ascontiguousarray(c, dtype=np.int64).tobytes())
+
     def events(self, start: int, dur: int, scheduled, first, finished) -> None:
         """Per-request times of one step (ns): first scheduled, first token, finish."""
         s = start / NS_PER_S
@@ -82,10 +87,8 @@ class FastRecord:
     def recorder(self, progress) -> Recorder:
         """The general engine's Recorder for this run (``progress``: sim/fast/state.py)."""
         rec = Recorder(self.n, egress_s=self.egress_s)
-        plans = {c: np.frombuffer(a, dtype=np.int64) if len(a) else np.zeros(0, np.int64)
-                 for c, a in zip(_PLAN, self.p)}
-        st = [np.frombuffer(a, dtype=np.int64) if len(a) else np.zeros(0, np.int64)
-              for a in self.st]
+        plans = {c: _column(a) for c, a in zip(_PLAN, self.p)}
+        st = [_column(a) for a in self.st]
         start_s, dur_s = st[0] / NS_PER_S, st[1] / NS_PER_S
         steps = {"start_s": start_s, "duration_s": dur_s, "kv_blocks_used": st[2],
                  "kv_tokens": st[3], "num_waiting": st[4]}
@@ -103,6 +106,10 @@ class FastRecord:
         rec.last_token_s, rec.max_itl_s = emissions.last_token(), emissions.max_gap()
         rec.itl, rec.tokens = emissions, emissions
         return rec
+
+
+def _column(a: array) -> np.ndarray:
+    return np.frombuffer(a, dtype=np.int64).copy() if len(a) else np.zeros(0, dtype=np.int64)
 
 
 class Emissions:

@@ -16,25 +16,27 @@ Then, only if nothing was preempted, the waiting pass admits in queue order.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
 
 from sim.fast.state import Progress, cdiv
 from sim.sched.base import SchedulerLimits
 from sim.sched.vllm import BUDGET, EMPTY, MEMORY, SEQS
 
 
-@dataclass
 class Planned:
     """One scheduled step (internal to the fast core; mutable while it is built)."""
 
-    n_dec: int = 0  # decoding requests scheduled (one token each)
-    dec_ctx: int = 0  # sum of their contexts (tokens)
-    entries: list = field(default_factory=list)  # (request, tokens, context): the others
-    skipped: list = field(default_factory=list)  # decoding requests not scheduled
-    preempted: list = field(default_factory=list)
-    admitted: int = 0
-    blocked: str = EMPTY  # why admission stopped
-    first_sched: list = field(default_factory=list)  # admitted for the first time
+    __slots__ = ("n_dec", "dec_ctx", "entries", "skipped", "preempted", "admitted", "blocked",
+                 "first_sched")
+
+    def __init__(self):
+        self.n_dec = 0  # decoding requests scheduled (one token each)
+        self.dec_ctx = 0  # sum of their contexts (tokens)
+        self.entries: list = []  # (request, tokens, context): the others, in batch order
+        self.skipped: list | tuple = ()  # decoding requests not scheduled
+        self.preempted: list | tuple = ()
+        self.admitted = 0
+        self.blocked = EMPTY  # why admission stopped
+        self.first_sched: list | tuple = ()  # admitted for the first time
 
     @property
     def num_reqs(self) -> int:
@@ -59,6 +61,8 @@ class FastScheduler(Progress):
         # why admission stopped at the last waiting pass; a step that preempted skips the
         # pass and reports the reason from before, as VllmScheduler does
         self.blocked = EMPTY
+        # whether an admission stop for each reason holds for a whole decode run
+        self.persists = {r: self.blocked_persists(r) for r in (EMPTY, SEQS, BUDGET, MEMORY)}
 
     # ---- the long-prefill cap (sim/sched/vllm.py: long_prefill_cap) --------------------
     def cap(self) -> int:
@@ -88,6 +92,14 @@ class FastScheduler(Progress):
     # ---- the step -----------------------------------------------------------------------
     def schedule(self) -> Planned | None:
         """Plan the next step (None: nothing can run)."""
+        if not self.pre and not self.waiting and self.n_dec and not self._victims:
+            blocks = self.phase[self.g % self.bs]
+            if blocks <= self.num_blocks - self.used:
+                self.used += blocks
+                p = Planned()
+                p.n_dec, p.dec_ctx = self.n_dec, self.sum_base + self.n_dec * self.g
+                self.blocked = EMPTY
+                return p
         while True:
             if not self.running and not self.waiting:
                 return None
@@ -130,6 +142,7 @@ class FastScheduler(Progress):
 
     def _running_exact(self, p: Planned, cap: int) -> int:
         bs, run, budget, i = self.bs, self.running, self.lim.max_num_batched_tokens, 0
+        p.preempted = []
         while i < len(run) and budget > 0:
             r = run[i]
             c = self.ctx(r)
@@ -176,39 +189,56 @@ class FastScheduler(Progress):
         self.waiting.appendleft(v)
 
     def _waiting(self, p: Planned, budget: int, cap: int) -> None:
-        lim, bs, q = self.lim, self.bs, self.waiting
+        """Admit in queue order (VllmScheduler._schedule_waiting): stop at the first request
+        the budget, max_num_seqs or the free blocks refuse; ``p.blocked`` says which."""
+        q = self.waiting
+        if not q:
+            p.blocked = EMPTY
+            return
+        lim, bs, known, comp, running = self.lim, self.bs, self.known, self.comp, self.running
+        seqs, mml, chunked = lim.max_num_seqs, lim.max_model_len, lim.enable_chunked_prefill
+        full_isl, reserve = lim.scheduler_reserve_full_isl, self.reserve
         while q:
             r = q[0]
             if budget <= 0:
                 p.blocked = BUDGET
                 return
-            if len(self.running) >= lim.max_num_seqs:
+            if len(running) >= seqs:
                 p.blocked = SEQS
                 return
-            c = self.comp[r]  # 0: no prefix cache, and preemption recomputes
-            need = self.demand(r, c, cap)
-            if not lim.enable_chunked_prefill and need > budget:
+            c = comp[r]  # 0: no prefix cache, and preemption recomputes
+            kr = known[r]
+            need = kr - c  # demand(): capped by the long-prefill cap and max_model_len
+            if 0 < cap < need:
+                need = cap
+            if need > mml - 1 - c:
+                need = mml - 1 - c
+            if not chunked and need > budget:
                 p.blocked = BUDGET
                 return
-            need = min(need, budget)
-            if lim.scheduler_reserve_full_isl:
-                whole = cdiv(min(self.known[r], lim.max_model_len), bs)
-                if whole > 0 and whole + self.reserve > self.free:
+            if need > budget:
+                need = budget
+            free = self.num_blocks - self.used
+            if full_isl:
+                whole = -(-(kr if kr < mml else mml) // bs)
+                if whole > 0 and whole + reserve > free:
                     p.blocked = MEMORY
                     self.memory_blocked[r] = 1
                     return
-            nb = cdiv(c + need, bs)
-            if nb > 0 and nb + self.reserve > self.free:
+            nb = -(-(c + need) // bs)
+            if nb > 0 and nb + reserve > free:
                 p.blocked = MEMORY
                 self.memory_blocked[r] = 1
                 return
             q.popleft()
             self.used += nb
-            self.running.append(r)
+            running.append(r)
             self.pre.append(r)
             self.status[r] = 2  # RUNNING
             if self.cached[r] < 0:
                 self.cached[r] = c
+                if not p.first_sched:
+                    p.first_sched = []
                 p.first_sched.append(r)
             p.entries.append((r, need, c))
             p.admitted += 1

@@ -71,13 +71,14 @@ def test_wall_time_per_phase_is_recorded_and_printed_with_v(tmp_path, capsys):
     assert main(["run", str(write(tmp_path, SMALL)), "--out", str(out), "-q", "--no-plots",
                  "-v"]) == 0
     wall = json.loads((out / "summary.json").read_text())["sim"]["wall_s"]
-    assert list(wall) == ["load", "simulate", "summarize", "total", "write"]  # sorted keys
+    assert list(wall) == ["core", "load", "simulate", "summarize", "total", "write"]  # sorted
+    assert wall.pop("core") == "fast"  # the scenario is one the fast core runs (sim/fast)
     assert all(v >= 0 for v in wall.values())
     parts = wall["load"] + wall["simulate"] + wall["summarize"] + wall["write"]
     assert abs(wall["total"] - parts) <= 5e-6  # each phase is rounded to the microsecond
     line = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("wall time")]
     assert len(line) == 1 and line[0].startswith("wall time (s): load ")
-    assert line[0].split(", ")[-1] == f"total {wall['total']:.3f}"
+    assert line[0].split(", ")[-1] == f"total {wall['total']:.3f} (fast core)"
 
 
 def test_version():
