@@ -115,14 +115,17 @@ def test_fitted_twins_on_random_points(fitted):
         assert c.decode_run_times(n, ctx0, k, fixed) == \
             (c.layers * c._decode(n, steps) + fixed).tolist(), (n, ctx0, k)
         assert c._decode_one(n, ctx0) == float(c._decode(n, np.array([ctx0]))[0])
-        q, p = int(rng.integers(1, 16385)), int(rng.integers(0, 65536))
-        assert c._prefill_one(q, p) == c._prefill_batch(np.array([q]), np.array([p])), (q, p)
+        m = int(rng.integers(1, 8))  # the scalar path prices up to 7 prefill requests
+        q, p = rng.integers(1, 16385, m), rng.integers(0, 65536, m)
+        assert c._prefill_few(q.tolist(), p.tolist()) == c._prefill_batch(q, p), (q, p)
 
 
-@pytest.mark.parametrize("q,p", [(1, 0), (2, 0), (1, 1), (16, 16), (8192, 0), (1, 131071),
-                                 (131072, 0), (3, 1 << 20)])
+@pytest.mark.parametrize("q,p", [((1,), (0,)), ((2,), (0,)), ((1,), (1,)), ((16,), (16,)),
+                                 ((8192,), (0,)), ((1,), (131071,)), ((131072,), (0,)),
+                                 ((3,), (1 << 20,)), ((1, 1), (0, 0)), ((1, 8192), (131071, 0)),
+                                 ((5, 1, 70000, 2, 9, 4096, 1), (0, 7, 3, 65536, 1, 0, 1))])
 def test_fitted_prefill_twin_at_the_edges(fitted, q, p):
-    assert fitted._prefill_one(q, p) == fitted._prefill_batch(np.array([q]), np.array([p]))
+    assert fitted._prefill_few(q, p) == fitted._prefill_batch(np.array(q), np.array(p))
 
 
 @pytest.mark.parametrize("n,ctx0", [(1, 0), (1, 1), (2, 0), (1024, 0), (1024, 1024 * 131072),
@@ -139,7 +142,7 @@ def test_fitted_decode_twins_at_the_edges(fitted, n, ctx0):
 LINEAR = ("cost={name: linear, base_ms: 3, prefill_token_ms: 0.07, decode_seq_ms: 0.02, "
           "context_token_ms: 0.0003}")
 MODELS = {
-    "fitted": (None, ()),
+    "fitted": (None, ()),  # the default scenario's cost
     "roofline": (None, ("cost={name: roofline}",)),
     "linear": (None, (LINEAR,)),
     "fitted-tp2": ("llama70b-tp2-h100", ("cost={name: fitted}",)),
@@ -164,7 +167,7 @@ def plans(draw) -> StepPlan:
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     ctx = rng.integers(0, top, n_dec).tolist()
     chunks = draw(st.lists(st.tuples(st.integers(2, 8192), st.integers(0, 32768)),
-                           max_size=6))
+                           max_size=10))  # up to 7: the fitted model's scalar path
     if not n_dec and not chunks:
         n_dec, ctx = 1, [0]
     tok = [1] * n_dec + [q for q, _ in chunks]
