@@ -53,7 +53,7 @@ from traces.errors import InputError
 AUTO = "auto"
 _EMPTY = np.zeros(0, dtype=np.int64)
 MEMO_MAX = 1_000_000  # memoised single-prefill prices kept at most (entries)
-SCALAR_RUN_MAX = 32  # decode runs up to this many steps are priced in Python floats
+SCALAR_RUN_MAX = 40  # decode runs up to this many steps are priced in Python floats
 
 
 def default_profile(gpu_name: str, framework: str = "vllm") -> str | None:
