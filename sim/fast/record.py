@@ -114,7 +114,8 @@ class FastRecord:
 
 
 def _column(a: array) -> np.ndarray:
-    return np.frombuffer(a, dtype=np.int64).copy() if len(a) else np.zeros(0, dtype=np.int64)
+    """The column as int64, sharing the array's memory (nothing appends to it any more)."""
+    return np.frombuffer(a, dtype=np.int64) if len(a) else np.zeros(0, dtype=np.int64)
 
 
 class Emissions:
