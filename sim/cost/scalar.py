@@ -26,6 +26,9 @@ import numpy as np
 
 from calibrate import grid
 
+SCALAR_RUN_MAX = 40  # decode runs up to this many steps are priced in Python floats
+_NONE = np.zeros(0, dtype=np.int64)
+
 
 def _libm_is_numpy() -> bool:
     rng = np.random.default_rng(20261201)
@@ -105,6 +108,27 @@ class ScalarPricing:
             t = self._dec_lists[n] = (self.dec_nodes[1].tolist(), ys.tolist(), b, 4.0 * hd * b,
                                       self.kv_e * 2 * kvd, self.attn_e * 2 * hd)
         return t
+
+    # ---- the fast core's pricing calls (sim/cost/base.py) --------------------------------
+    def run_times(self, n, decode_ctx0, num_steps):
+        fixed = self._fixed(n, n, _NONE, _NONE)
+        if num_steps <= SCALAR_RUN_MAX:
+            return self.decode_run_times(n, decode_ctx0, num_steps, fixed)
+        ctx = decode_ctx0 + n * np.arange(num_steps, dtype=np.int64)
+        return (self.layers * self._decode(n, ctx) + fixed).tolist()
+
+    def run_ns(self, n, decode_ctx0, num_steps):
+        if num_steps > SCALAR_RUN_MAX:  # to_ns of the vectorised run
+            t = self.shape_times(n, n, _NONE, _NONE, n, decode_ctx0, num_steps)
+            return np.rint(np.minimum(t, 4.611686018427388e9) * 1e9).astype(np.int64).tolist()
+        return self.decode_run_times(n, decode_ctx0, num_steps, self._fixed(n, n, _NONE, _NONE),
+                                     to_ns=True)
+
+    def shape_time1(self, total, reqs, prefill_q, prefill_ctx, num_decode, decode_ctx0):
+        fixed = self._fixed(total, reqs, prefill_q, prefill_ctx)
+        if not num_decode:
+            return fixed
+        return self.layers * self._decode_one(num_decode, decode_ctx0) + fixed
 
     def _decode_one(self, n: int, ctx: int) -> float:
         """``_decode`` for one step, in Python floats (math.log2, as single steps always
