@@ -53,7 +53,6 @@ from traces.errors import InputError
 AUTO = "auto"
 _EMPTY = np.zeros(0, dtype=np.int64)
 MEMO_MAX = 1_000_000  # memoised single-prefill prices kept at most (entries)
-SCALAR_RUN_MAX = 32  # decode runs up to this many steps are priced in Python floats
 
 
 def default_profile(gpu_name: str, framework: str = "vllm") -> str | None:
@@ -361,23 +360,3 @@ class FittedCost(ScalarPricing, CostModel):
             return np.array([self.layers * self._decode_one(num_decode, decode_ctx0) + fixed])
         ctx = decode_ctx0 + num_decode * np.arange(num_steps, dtype=np.int64)
         return self.layers * self._decode(num_decode, ctx) + fixed
-
-    def run_times(self, n, decode_ctx0, num_steps):
-        fixed = self._fixed(n, n, _EMPTY, _EMPTY)
-        if num_steps <= SCALAR_RUN_MAX:
-            return self.decode_run_times(n, decode_ctx0, num_steps, fixed)
-        ctx = decode_ctx0 + n * np.arange(num_steps, dtype=np.int64)
-        return (self.layers * self._decode(n, ctx) + fixed).tolist()
-
-    def run_ns(self, n, decode_ctx0, num_steps):
-        if num_steps > SCALAR_RUN_MAX:  # to_ns of the vectorised run
-            t = self.shape_times(n, n, _EMPTY, _EMPTY, n, decode_ctx0, num_steps)
-            return np.rint(np.minimum(t, 4.611686018427388e9) * 1e9).astype(np.int64).tolist()
-        return self.decode_run_times(n, decode_ctx0, num_steps, self._fixed(n, n, _EMPTY, _EMPTY),
-                                     to_ns=True)
-
-    def shape_time1(self, total, reqs, prefill_q, prefill_ctx, num_decode, decode_ctx0):
-        fixed = self._fixed(total, reqs, prefill_q, prefill_ctx)
-        if not num_decode:
-            return fixed
-        return self.layers * self._decode_one(num_decode, decode_ctx0) + fixed

@@ -8,8 +8,13 @@ them against numpy on random inputs):
 * ``interp1``: ``np.interp`` (numpy's algorithm: bisection, slope times offset plus the
   left value, exact at the nodes, clamped outside);
 * ``bilinear1``: ``sim.cost.fitted._bilinear`` at one point;
-* ``exp2`` and the run path's ``log2`` stay numpy's (called on a float): libm's pow and
-  numpy's exp2 differ in the last bit for about 0.1 % of inputs.
+* ``log2`` and ``exp2`` must be numpy's: numpy calls libm's log2/exp2 where its build has
+  no vector versions of them, and then ``math.log2``/``math.exp2`` (the same libm) are the
+  same functions, a hundred times cheaper on one value; where numpy vectorises them
+  (SVML on AVX-512 machines) they may differ in the last bit. ``LIBM_IS_NUMPY`` checks
+  which holds on this machine at import (20,000 values over the ranges priced) and the
+  functions below use numpy's own otherwise. (``2.0 ** x`` is libm's pow, not exp2: it
+  differs from both in about 0.1 % of inputs.)
 """
 
 from __future__ import annotations
@@ -21,7 +26,39 @@ import numpy as np
 
 from calibrate import grid
 
-_exp2, _log2 = np.exp2, np.log2
+SCALAR_RUN_MAX = 40  # decode runs up to this many steps are priced in Python floats
+_NONE = np.zeros(0, dtype=np.int64)
+
+
+def _libm_is_numpy() -> bool:
+    rng = np.random.default_rng(20261201)
+    lg = np.exp2(rng.uniform(-2.0, 24.0, 10_000))  # KV lengths, prompt sizes, ratios
+    ex = rng.uniform(-8.0, 8.0, 10_000)  # log2 ratios of the fitted tables
+    return (np.log2(lg).tolist() == [math.log2(x) for x in lg.tolist()]
+            and np.exp2(ex).tolist() == [math.exp2(x) for x in ex.tolist()])
+
+
+LIBM_IS_NUMPY = _libm_is_numpy()
+if LIBM_IS_NUMPY:
+    _log2_1, _exp2_1 = math.log2, math.exp2
+
+    def _log2_list(xs: list[float]) -> list[float]:
+        return [math.log2(x) for x in xs]
+
+    def _exp2_list(xs: list[float]) -> list[float]:
+        return [math.exp2(x) for x in xs]
+else:
+    def _log2_1(x: float) -> float:
+        return float(np.log2(x))
+
+    def _exp2_1(x: float) -> float:
+        return float(np.exp2(x))
+
+    def _log2_list(xs: list[float]) -> list[float]:
+        return np.log2(xs).tolist()
+
+    def _exp2_list(xs: list[float]) -> list[float]:
+        return np.exp2(xs).tolist()
 
 
 def interp1(x: float, xs: list[float], ys: list[float]) -> float:
@@ -72,6 +109,27 @@ class ScalarPricing:
                                       self.kv_e * 2 * kvd, self.attn_e * 2 * hd)
         return t
 
+    # ---- the fast core's pricing calls (sim/cost/base.py) --------------------------------
+    def run_times(self, n, decode_ctx0, num_steps):
+        fixed = self._fixed(n, n, _NONE, _NONE)
+        if num_steps <= SCALAR_RUN_MAX:
+            return self.decode_run_times(n, decode_ctx0, num_steps, fixed)
+        ctx = decode_ctx0 + n * np.arange(num_steps, dtype=np.int64)
+        return (self.layers * self._decode(n, ctx) + fixed).tolist()
+
+    def run_ns(self, n, decode_ctx0, num_steps):
+        if num_steps > SCALAR_RUN_MAX:  # to_ns of the vectorised run
+            t = self.shape_times(n, n, _NONE, _NONE, n, decode_ctx0, num_steps)
+            return np.rint(np.minimum(t, 4.611686018427388e9) * 1e9).astype(np.int64).tolist()
+        return self.decode_run_times(n, decode_ctx0, num_steps, self._fixed(n, n, _NONE, _NONE),
+                                     to_ns=True)
+
+    def shape_time1(self, total, reqs, prefill_q, prefill_ctx, num_decode, decode_ctx0):
+        fixed = self._fixed(total, reqs, prefill_q, prefill_ctx)
+        if not num_decode:
+            return fixed
+        return self.layers * self._decode_one(num_decode, decode_ctx0) + fixed
+
     def _decode_one(self, n: int, ctx: int) -> float:
         """``_decode`` for one step, in Python floats (math.log2, as single steps always
         were priced; numpy's exp2)."""
@@ -81,7 +139,7 @@ class ScalarPricing:
         flops, nbytes = c_flops * kv_len, b * (c_kv * kv_len + c_act)
         a, m = flops / norm.peak_flops, nbytes / norm.mem_bandwidth
         r = (a if a > m else m) + norm.floor_s
-        return r * float(_exp2(interp1(math.log2(kv_len), xs, ys)))
+        return r * _exp2_1(interp1(math.log2(kv_len), xs, ys))
 
     def decode_run_times(self, n: int, ctx0: int, k: int, fixed: float,
                          to_ns: bool = False) -> list:
@@ -92,28 +150,22 @@ class ScalarPricing:
         norm = self.norm
         peak, bw, floor, layers = norm.peak_flops, norm.mem_bandwidth, norm.floor_s, self.layers
         kv = [(ctx0 + n * j) / n + 1.0 for j in range(k)]
-        x0, x1, slope = xs[0], xs[-1], self._dec_slopes(n, xs, ys)
-        ratios, i = [], 0
-        for x in _log2(kv).tolist():  # interp1 inlined; x grows, so the segment i does too
-            if x >= x1:
-                ratios.append(ys[-1])
-            elif x <= x0:
-                ratios.append(ys[0])
-            else:
-                while xs[i + 1] <= x:
-                    i += 1
-                ratios.append(ys[i] if xs[i] == x else slope[i] * (x - xs[i]) + ys[i])
-        out = []
+        lg = _log2_list(kv)
+        i = bisect_right(xs, lg[0]) - 1
+        if 0 <= i < len(xs) - 1 and xs[i] < lg[0] and lg[-1] < xs[i + 1]:
+            # the whole run inside one segment of the table (the common case): x grows
+            sl, xi, yi = self._dec_slopes(n, xs, ys)[i], xs[i], ys[i]
+            ratios = [sl * (x - xi) + yi for x in lg]
+        else:
+            ratios = [interp1(x, xs, ys) for x in lg]
+        ex = _exp2_list(ratios)
         if to_ns:  # durations below 4.6e9 s: to_ns's clamp never applies
-            for s, ratio in zip(kv, _exp2(ratios).tolist()):
-                a, m = c_flops * s / peak, b * (c_kv * s + c_act) / bw
-                out.append(round((layers * (((a if a > m else m) + floor) * ratio) + fixed)
-                                 * 1_000_000_000))
-            return out
-        for s, ratio in zip(kv, _exp2(ratios).tolist()):
-            a, m = c_flops * s / peak, b * (c_kv * s + c_act) / bw
-            out.append(layers * (((a if a > m else m) + floor) * ratio) + fixed)
-        return out
+            return [round((layers * (((a if (a := c_flops * s / peak) > (
+                m := b * (c_kv * s + c_act) / bw) else m) + floor) * r) + fixed) * 1_000_000_000)
+                for s, r in zip(kv, ex)]
+        return [layers * (((a if (a := c_flops * s / peak) > (
+            m := b * (c_kv * s + c_act) / bw) else m) + floor) * r) + fixed
+            for s, r in zip(kv, ex)]
 
     def _dec_slopes(self, n: int, xs: list[float], ys: list[float]) -> list[float]:
         """np.interp's slope of each segment of ``n``'s table (the same division)."""
@@ -143,11 +195,11 @@ class ScalarPricing:
         qf, pf = [float(q) for q in qs], [float(p) for p in ps]
         if k == 1:  # numpy's log2/exp2 on one float: cheaper than on a list
             q, p = qf[0], pf[0]
-            ratios = [float(_exp2(bilinear1(sub, float(_log2(q)), float(_log2(1 + p / q)))))]
+            ratios = [_exp2_1(bilinear1(sub, _log2_1(q), _log2_1(1 + p / q)))]
         else:
-            x0 = _log2(qf).tolist()
-            x1 = _log2([1 + p / q for q, p in zip(qf, pf)]).tolist()
-            ratios = _exp2([bilinear1(sub, a, b) for a, b in zip(x0, x1)]).tolist()
+            x0 = _log2_list(qf)
+            x1 = _log2_list([1 + p / q for q, p in zip(qf, pf)])
+            ratios = _exp2_list([bilinear1(sub, a, b) for a, b in zip(x0, x1)])
         total = 0.0
         for q, p, ratio in zip(qf, pf, ratios):
             a = c_flops * (q * p + q * (q + 1) / 2) / peak

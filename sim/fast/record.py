@@ -63,9 +63,14 @@ class FastRecord:
         st[3].append(stored)
         st[4].append(waiting)
 
-    def steps(self, *cols: list[int]) -> None:
-        for a, c in zip(self.st, cols):
-            a.extend(c)
+    def steps(self, starts, durs, used, stored, waiting) -> None:
+        """A decode run's steps, column by column (iterables of ints)."""
+        st = self.st
+        st[0].extend(starts)
+        st[1].extend(durs)
+        st[2].extend(used)
+        st[3].extend(stored)
+        st[4].extend(waiting)
 
     def step_arrays(self, *cols: np.ndarray) -> None:
         """A long run's steps, as columns (int64 arrays)."""
@@ -109,7 +114,8 @@ class FastRecord:
 
 
 def _column(a: array) -> np.ndarray:
-    return np.frombuffer(a, dtype=np.int64).copy() if len(a) else np.zeros(0, dtype=np.int64)
+    """The column as int64, sharing the array's memory (nothing appends to it any more)."""
+    return np.frombuffer(a, dtype=np.int64) if len(a) else np.zeros(0, dtype=np.int64)
 
 
 class Emissions:

@@ -58,6 +58,7 @@ class FastScheduler(Progress):
         self.recomputed = 0  # tokens thrown away by preemption (tokens)
         self.alloc_failures = 0
         self._victims: list[int] = []
+        self._pure = Planned()  # the plan of a step where every request decodes
         # why admission stopped at the last waiting pass; a step that preempted skips the
         # pass and reports the reason from before, as VllmScheduler does
         self.blocked = EMPTY
@@ -94,9 +95,9 @@ class FastScheduler(Progress):
         """Plan the next step (None: nothing can run)."""
         if not self.pre and not self.waiting and self.n_dec and not self._victims:
             blocks = self.phase[self.g % self.bs]
-            if blocks <= self.num_blocks - self.used:
+            if blocks <= self.num_blocks - self.used:  # every request decodes; none waits
                 self.used += blocks
-                p = Planned()
+                p = self._pure  # reused: a pure decode plan is consumed before the next
                 p.n_dec, p.dec_ctx = self.n_dec, self.sum_base + self.n_dec * self.g
                 self.blocked = EMPTY
                 return p

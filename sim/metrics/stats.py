@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 PERCENTILES = (50, 90, 95, 99)
@@ -11,7 +13,10 @@ def describe_ms(values_s: np.ndarray, weights: np.ndarray | None = None) -> dict
     """mean/std/median/p90/p95/p99/max of seconds, reported in ms (NaNs dropped).
 
     With ``weights`` (integer multiplicities) the result equals that of the
-    expanded sample, without expanding it.
+    expanded sample, without expanding it, and depends on the sample only, not on how it
+    is split into (value, weight) pairs: equal values are grouped and the mean and std
+    sums are exact (math.fsum), so the two simulation cores (sim/fast), which keep the
+    same ITL sample differently, report the same figures.
     """
     v = np.asarray(values_s, dtype=np.float64)
     w = np.ones(len(v), dtype=np.int64) if weights is None else np.asarray(weights)
@@ -19,9 +24,16 @@ def describe_ms(values_s: np.ndarray, weights: np.ndarray | None = None) -> dict
     v, w = v[keep], w[keep]
     if not len(v):
         return {"count": 0}
-    n = int(w.sum())
-    mean = float((v * w).sum() / n)
-    std = float(np.sqrt((w * (v - mean) ** 2).sum() / n))
+    if weights is None:
+        n = int(w.sum())
+        mean = float((v * w).sum() / n)
+        std = float(np.sqrt((w * (v - mean) ** 2).sum() / n))
+    else:  # the same sample may come as different (value, weight) lists: group, sum exactly
+        v, inv = np.unique(v, return_inverse=True)
+        w = np.bincount(inv, weights=w).astype(np.int64)
+        n, fw = int(w.sum()), w.astype(np.float64)
+        mean = math.fsum((v * fw).tolist()) / n
+        std = math.sqrt(math.fsum((fw * (v - mean) ** 2).tolist()) / n)
     out = {"count": n, "mean": mean, "std": std}
     for p, val in zip(PERCENTILES, weighted_percentiles(v, w, PERCENTILES)):
         out["median" if p == 50 else f"p{p}"] = val
