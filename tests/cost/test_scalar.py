@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import sim.cost.scalar as scalar
 from sim.cost.base import StepShape
 from sim.cost.fitted import FittedCost, _bilinear
-from sim.cost.scalar import bilinear1, interp1
+from sim.cost.scalar import SCALAR_RUN_MAX, bilinear1, interp1
+from sim.engine.clock import to_ns
 from sim.engine.plan import StepPlan
 from sim.runner import build_cost
 from tests.fast.equivalence import prepared
@@ -95,6 +97,23 @@ def test_single_node_tables():
 
 
 # ---- the fitted model's twins ----------------------------------------------------------------
+def _numpy_log_exp(monkeypatch) -> None:
+    """The twins' log2/exp2 are libm's where they equal numpy's on this machine (checked at
+    import, sim.cost.scalar.LIBM_IS_NUMPY), else numpy's own: force the second path (taken
+    where numpy vectorises them, e.g. SVML on AVX-512) on any machine."""
+    monkeypatch.setattr(scalar, "_log2_1", lambda x: float(np.log2(x)))
+    monkeypatch.setattr(scalar, "_exp2_1", lambda x: float(np.exp2(x)))
+    monkeypatch.setattr(scalar, "_log2_list", lambda xs: np.log2(xs).tolist())
+    monkeypatch.setattr(scalar, "_exp2_list", lambda xs: np.exp2(xs).tolist())
+
+
+@pytest.fixture(params=["as imported", "numpy's"])
+def log_exp(request, monkeypatch):
+    if request.param == "numpy's":
+        _numpy_log_exp(monkeypatch)
+    return request.param
+
+
 @pytest.fixture(scope="module")
 def fitted() -> FittedCost:
     r, _ = prepared(None)  # the default scenario: Llama-3-8B, the shipped h100-sxm/vllm fit
@@ -103,17 +122,18 @@ def fitted() -> FittedCost:
     return cost
 
 
-def test_fitted_twins_on_random_points(fitted):
+def test_fitted_twins_on_random_points(fitted, log_exp):
     rng = np.random.default_rng(13)
     c = fitted
-    for _ in range(1500):
+    for _ in range(1000):
         n = int(rng.integers(1, 1025))
         ctx0 = int(rng.integers(0, n * 8192))
         k = int(rng.integers(1, 48))
         fixed = c._fixed(n, n, _EMPTY, _EMPTY)
         steps = ctx0 + n * np.arange(k, dtype=np.int64)
-        assert c.decode_run_times(n, ctx0, k, fixed) == \
-            (c.layers * c._decode(n, steps) + fixed).tolist(), (n, ctx0, k)
+        want = c.layers * c._decode(n, steps) + fixed
+        assert c.decode_run_times(n, ctx0, k, fixed) == want.tolist(), (n, ctx0, k)
+        assert c.decode_run_times(n, ctx0, k, fixed, to_ns=True) == to_ns(want).tolist()
         assert c._decode_one(n, ctx0) == float(c._decode(n, np.array([ctx0]))[0])
         m = int(rng.integers(1, 8))  # the scalar path prices up to 7 prefill requests
         q, p = rng.integers(1, 16385, m), rng.integers(0, 65536, m)
@@ -124,15 +144,15 @@ def test_fitted_twins_on_random_points(fitted):
                                  ((8192,), (0,)), ((1,), (131071,)), ((131072,), (0,)),
                                  ((3,), (1 << 20,)), ((1, 1), (0, 0)), ((1, 8192), (131071, 0)),
                                  ((5, 1, 70000, 2, 9, 4096, 1), (0, 7, 3, 65536, 1, 0, 1))])
-def test_fitted_prefill_twin_at_the_edges(fitted, q, p):
+def test_fitted_prefill_twin_at_the_edges(fitted, log_exp, q, p):
     assert fitted._prefill_few(q, p) == fitted._prefill_batch(np.array(q), np.array(p))
 
 
 @pytest.mark.parametrize("n,ctx0", [(1, 0), (1, 1), (2, 0), (1024, 0), (1024, 1024 * 131072),
                                     (7, 3), (4096, 1)])
-def test_fitted_decode_twins_at_the_edges(fitted, n, ctx0):
+def test_fitted_decode_twins_at_the_edges(fitted, log_exp, n, ctx0):
     fixed = fitted._fixed(n, n, _EMPTY, _EMPTY)
-    for k in (1, 2, 32, 33):
+    for k in (1, 2, SCALAR_RUN_MAX, SCALAR_RUN_MAX + 1):
         steps = ctx0 + n * np.arange(k, dtype=np.int64)
         assert fitted.decode_run_times(n, ctx0, k, fixed) == \
             (fitted.layers * fitted._decode(n, steps) + fixed).tolist()
@@ -150,12 +170,25 @@ MODELS = {
 }
 
 
-@pytest.fixture(scope="module", params=sorted(MODELS))
-def cost(request):
-    r, _ = prepared(*MODELS[request.param][:1], *MODELS[request.param][1])
-    c = build_cost(r)
-    assert c.prices_shapes and r.scenario.cost.name == request.param.split("-")[0]
-    return c
+NUMPY_LOG_EXP = "fitted, numpy's log2/exp2"
+
+
+@pytest.fixture(scope="module")
+def costs() -> dict:
+    out = {}
+    for name, (scenario, sets) in MODELS.items():
+        r, _ = prepared(scenario, *sets)
+        out[name] = build_cost(r)
+        assert out[name].prices_shapes and r.scenario.cost.name == name.split("-")[0]
+    return out
+
+
+@pytest.fixture(params=[*sorted(MODELS), NUMPY_LOG_EXP])
+def cost(request, costs, monkeypatch):
+    if request.param == NUMPY_LOG_EXP:
+        _numpy_log_exp(monkeypatch)
+        return costs["fitted"]
+    return costs[request.param]
 
 
 @st.composite
@@ -185,27 +218,37 @@ def _shape_args(plan: StepPlan) -> tuple:
             int(s.decode_ctx[0]))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(plan=plans())
 def test_shape_pricing_is_step_times(cost, plan):
     want = cost.step_times(plan)
     args = _shape_args(plan)
-    k = plan.num_steps
-    assert np.array_equal(cost.shape_times(*args, k), want)
+    assert np.array_equal(cost.shape_times(*args, plan.num_steps), want)
     assert cost.shape_time1(*args) == float(want[0])
-    if plan.total_tokens == plan.batch_size:  # every request decode-shaped
-        n, ctx0 = plan.batch_size, int(plan.context_lens.sum())
-        assert cost.run_times(n, ctx0, k) == want.tolist()
-        assert cost.shape_times(n, n, _EMPTY, _EMPTY, n, ctx0, k).tolist() == want.tolist()
 
 
-def test_shape_pricing_on_many_random_plans(cost):
+def _decode_plan(n: int, ctx: np.ndarray, k: int) -> StepPlan:
+    return StepPlan.build(np.arange(n), np.ones(n, dtype=np.int64), ctx, num_steps=k)
+
+
+def test_runs_priced_in_pieces_are_the_plans_steps(cost):
+    # the fast core prices a decode run of K steps in pieces (a first guess, then further
+    # steps; a run an arrival cuts short keeps its first steps): steps j..j+m-1 priced on
+    # their own must be those steps of the K-step plan, to the nanosecond
     rng = np.random.default_rng(7)
-    for _ in range(400):
+    for _ in range(300):
         n = int(rng.integers(1, 513))
-        ctx = rng.integers(0, 32768, n)
-        k = int(rng.integers(1, 80))
-        plan = StepPlan.build(np.arange(n), np.ones(n, dtype=np.int64), ctx, num_steps=k)
-        want = cost.step_times(plan).tolist()
-        assert cost.run_times(n, int(ctx.sum()), k) == want, (n, k)
-        assert cost.shape_time1(n, n, _EMPTY, _EMPTY, n, int(ctx.sum())) == want[0]
+        ctx = rng.integers(0, int(rng.choice([2, 4096, 32768])), n)
+        ctx0 = int(ctx.sum())
+        k = int(rng.integers(2, 100))
+        want = cost.step_times(_decode_plan(n, ctx, k))
+        want_ns = to_ns(want).tolist()
+        assert cost.run_times(n, ctx0, k) == want.tolist(), (n, ctx0, k)
+        assert cost.run_ns(n, ctx0, k) == want_ns, (n, ctx0, k)
+        j = int(rng.integers(0, k))
+        m = int(rng.integers(1, k - j + 1))
+        assert cost.run_ns(n, ctx0 + n * j, m) == want_ns[j:j + m], (n, ctx0, k, j, m)
+        assert cost.run_times(n, ctx0 + n * j, m) == want.tolist()[j:j + m]
+        one = cost.step_times(_decode_plan(n, ctx, 1))  # a one-step plan: shape_time1
+        assert cost.shape_time1(n, n, _EMPTY, _EMPTY, n, ctx0) == float(one[0])

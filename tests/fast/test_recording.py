@@ -44,24 +44,11 @@ def test_the_comparer_names_the_first_difference(pair):
     assert_same(a, b)
 
 
-def _walk(x, y, path=""):
-    """Paths where two summaries differ."""
-    if isinstance(x, dict) and isinstance(y, dict):
-        return [p for k in sorted(set(x) | set(y))
-                for p in _walk(x.get(k), y.get(k), f"{path}.{k}")]
-    return [] if x == y else [path]
-
-
 def test_the_summaries_agree(pair):
     a, b = pair
     sa, sb = summarize(a), summarize(b)
-    # the one documented difference (sim/fast/__init__.py): the ITL mean (and the std
-    # around it) sum the same samples in another order
-    loose = {".latency_ms.itl.mean", ".latency_ms.itl.std"}
-    assert set(_walk(sa, sb)) <= loose
-    for key in ("mean", "std"):
-        x, y = sa["latency_ms"]["itl"][key], sb["latency_ms"]["itl"][key]
-        assert x == pytest.approx(y, rel=1e-12)
+    assert sa["latency_ms"]["itl"]["count"] > 10_000
+    assert sa == sb  # ITL mean and std included: sums over the grouped sample, exact
 
 
 def _tokens(res) -> int:
