@@ -16,6 +16,7 @@ invocations) and peak RSS.
 
     python benchmarks/bench_sim.py [--cases azure1x poisson100k] [--rate 15]
                                    [--profile DIR]   # cProfile of each simulation
+                                   [--core general]  # the general engine (sim/fast)
 
 The trace lives outside the repository (../shared/traces); without it the trace cases
 say so and are skipped.
@@ -37,14 +38,15 @@ CASES = {"azure1x": ("trace", 1.0), "azure8x": ("trace", 8.0),
          "poisson100k": ("poisson", 100_000), "poisson1m": ("poisson", 1_000_000)}
 
 
-def _overrides(case: str, rate: float) -> tuple[tuple[str, ...], str | None]:
+def _overrides(case: str, rate: float, core: str) -> tuple[tuple[str, ...], str | None]:
     kind, x = CASES[case]
+    core_set = (f"core={core}",) if core != "auto" else ()
     if kind == "trace":
-        return ((f"workload.rate_scale={x}",) if x != 1 else ()), "trace"
-    return (f"workload.num_requests={int(x)}", f"workload.arrival.rate={rate}"), None
+        return ((f"workload.rate_scale={x}",) if x != 1 else ()) + core_set, "trace"
+    return (f"workload.num_requests={int(x)}", f"workload.arrival.rate={rate}", *core_set), None
 
 
-def one(case: str, trace: Path, rate: float, profile: Path | None) -> dict:
+def one(case: str, trace: Path, rate: float, profile: Path | None, core: str = "auto") -> dict:
     """Run one case in this process; returns its figures."""
     t0, c0 = time.perf_counter(), time.process_time()
     from sim.config.load import load_scenario
@@ -52,7 +54,7 @@ def one(case: str, trace: Path, rate: float, profile: Path | None) -> dict:
     from sim.pipeline import prepare
     from sim.runner import simulate
 
-    overrides, tr = _overrides(case, rate)
+    overrides, tr = _overrides(case, rate, core)
     r, specs, _ = prepare(load_scenario(None, overrides, str(trace) if tr else None))
     t1, c1 = time.perf_counter(), time.process_time()
     prof = None
@@ -74,7 +76,7 @@ def one(case: str, trace: Path, rate: float, profile: Path | None) -> dict:
             "total_cpu_s": c3 - c0, "req_per_s": len(specs) / (t2 - t1),
             "steps_per_s": rec.num_steps / (t2 - t1),
             "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "verdict": s["stability"]["verdict"],
+            "verdict": s["stability"]["verdict"], "core": res.core,
             "ttft_p95_ms": s["latency_ms"]["ttft"].get("p95", float("nan"))}
 
 
@@ -84,10 +86,12 @@ def main() -> None:
     ap.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
     ap.add_argument("--rate", type=float, default=15.0, help="Poisson rate (req/s)")
     ap.add_argument("--profile", type=Path, default=None, help="write <case>.prof here")
+    ap.add_argument("--core", choices=("auto", "general", "fast"), default="auto",
+                    help="simulation core (sim/fast); auto: the fast one where it runs")
     ap.add_argument("--one", help=argparse.SUPPRESS)  # run one case here, print JSON
     args = ap.parse_args()
     if args.one:
-        print(json.dumps(one(args.one, args.trace, args.rate, args.profile)))
+        print(json.dumps(one(args.one, args.trace, args.rate, args.profile, args.core)))
         return
     if args.profile is not None:
         args.profile.mkdir(parents=True, exist_ok=True)
@@ -95,13 +99,13 @@ def main() -> None:
           f"req/s; trace: {args.trace.name}")
     print(f"{'case':<12} {'requests':>9} {'steps':>10} {'plans':>9} {'sim wall s':>10} "
           f"{'total wall s':>12} {'sim CPU s':>9} {'total CPU s':>11} {'req/s':>9} "
-          f"{'steps/s':>9} {'peak RSS MiB':>12}  verdict")
+          f"{'steps/s':>9} {'peak RSS MiB':>12}  verdict  core")
     for case in args.cases:
         if CASES[case][0] == "trace" and not args.trace.exists():
             print(f"{case:<12} trace not found: {args.trace} (needs ../shared/traces); skipped")
             continue
         cmd = [sys.executable, __file__, "--one", case, "--trace", str(args.trace),
-               "--rate", str(args.rate)]
+               "--rate", str(args.rate), "--core", args.core]
         if args.profile is not None:
             cmd += ["--profile", str(args.profile)]
         b = json.loads(subprocess.run(cmd, check=True, capture_output=True,
@@ -109,7 +113,7 @@ def main() -> None:
         print(f"{case:<12} {b['requests']:>9,} {b['steps']:>10,} {b['plans']:>9,} "
               f"{b['sim_wall_s']:>10.2f} {b['total_wall_s']:>12.2f} {b['sim_cpu_s']:>9.2f} "
               f"{b['total_cpu_s']:>11.2f} {b['req_per_s']:>9,.0f} {b['steps_per_s']:>9,.0f} "
-              f"{b['peak_rss_mib']:>12,.0f}  {b['verdict']}")
+              f"{b['peak_rss_mib']:>12,.0f}  {b['verdict']:<8} {b['core']}")
 
 
 if __name__ == "__main__":

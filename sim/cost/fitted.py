@@ -189,7 +189,6 @@ class FittedCost(ScalarPricing, CostModel):
         self._dec_lists: dict[int, tuple] = {}  # sim/cost/scalar.py
         self._dec_slope_memo: dict[int, list[float]] = {}
         self._pre_lists: dict[int, tuple] = {}
-        self._fixed_memo: dict[tuple[int, int], float] = {}
         ar = f.ops.get("allreduce")
         self.ar = _ratio_1d(ar, {1: lg(tp)}) if ar is not None and tp > 1 else None
         self.elem = ElementwiseWork.of(m, tp) if f.elementwise is not None else None
@@ -340,13 +339,7 @@ class FittedCost(ScalarPricing, CostModel):
         return out
 
     def _fixed(self, total, reqs, prefill_q, prefill_ctx) -> float:
-        key = (total, reqs)
-        fixed = self._fixed_memo.get(key)
-        if fixed is None:
-            if len(self._fixed_memo) >= MEMO_MAX:
-                self._fixed_memo.clear()
-            fixed = self._fixed_memo[key] = (self._per_token_count(total, reqs)
-                                             + self._overhead(reqs) + self.over_tok * total)
+        fixed = self._per_token_count(total, reqs) + self._overhead(reqs) + self.over_tok * total
         if len(prefill_q):
             fixed += self.layers * self._prefill(prefill_q, prefill_ctx)
         return fixed

@@ -230,7 +230,8 @@ class FastEngine:
         limit, i = self.stop, self.delivered
         if interruptible and i < self.n_arr and self.arrival[i] < limit:
             limit = self.arrival[i]
-        k = min(k_max, (limit - self.clock) // self.last_d + 2)  # a guess
+        # a guess at where the run will be cut, at least 2 steps (a run may be cut to 1)
+        k = min(k_max, (limit - self.clock) // (self.last_d or 1) + 2)
         used = self._run_blocks(g, k)  # blocks in use at each step of the run
         if used is None:  # step 1 of the run would not find a free block
             return self._step(p)

@@ -107,7 +107,7 @@ class FastRecord:
         gap = dur_s.copy()  # inside a decode run: the step's duration
         first = np.concatenate(([0], np.cumsum(plans["plan_steps"])[:-1]))[1:]
         gap[first] = ends[first] - ends[first - 1]  # a plan's first step: from the last end
-        emissions = Emissions(progress, ends, gap, self.n, self.egress_s)
+        emissions = Emissions(progress, ends, gap, self.n, self.egress_s, rec.tokens.limit)
         rec.last_token_s, rec.max_itl_s = emissions.last_token(), emissions.max_gap()
         rec.itl, rec.tokens = emissions, emissions
         return rec
@@ -122,13 +122,15 @@ class Emissions:
     """Token emission of every request as runs of consecutive steps plus lone gaps; answers
     the recorder's ``itl.samples(mask)`` and ``tokens.csr()``."""
 
-    def __init__(self, progress, ends: np.ndarray, gap: np.ndarray, n: int, egress_s: float):
+    def __init__(self, progress, ends: np.ndarray, gap: np.ndarray, n: int, egress_s: float,
+                 token_limit: int = TOKEN_TIMES_LIMIT):
         def arr(a):
             return np.frombuffer(a, dtype=np.int64) if len(a) else np.zeros(0, np.int64)
 
         self.rr, self.ra, self.rb = (arr(a) for a in progress.runs)
         gr, gg, gp = (arr(a) for a in progress.gaps)
         self.ends, self.gap, self.n, self.egress_s = ends, gap, n, egress_s
+        self.limit = token_limit  # token times kept while the run has at most this many
         self.lone_req, self.lone = gr, ends[gg] - ends[gp]
         self.exact = True
 
@@ -171,7 +173,7 @@ class Emissions:
         """(offsets, times) of every request's token times (sim/metrics/token_times.py)."""
         lens = self.rb - self.ra + 1
         total = int(lens.sum())
-        if total > TOKEN_TIMES_LIMIT:
+        if total > self.limit:
             return None
         req = np.repeat(self.rr, lens)
         steps = np.repeat(self.ra - np.concatenate(([0], np.cumsum(lens)[:-1])), lens) \
