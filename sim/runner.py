@@ -233,7 +233,7 @@ def _fast_unsupported(r: Resolved, sched, kv, cost, source) -> str:
         return "core: general"
     from sim.fast import unsupported
 
-    why = unsupported(sched, kv, cost, source)
+    why = unsupported(r.scenario, sched, kv, cost, source)
     if why and core == "fast":
         from traces.errors import InputError
 

@@ -14,7 +14,8 @@ comparer) gets the general engine's StepPlan and StepOutcome (sim/fast/hooks.py)
 ``core: auto`` (the default) uses it then, the general engine otherwise; ``core:
 general`` always uses the general engine. Its results equal the general engine's
 (tests/fast compares them column by column; the conformance references replay through
-both); the one difference is the summation order of the ITL mean.
+both), ITL summaries included (sim/metrics/stats.py sums the sample exactly, however it
+is split into values and weights).
 """
 
 from __future__ import annotations
@@ -39,24 +40,27 @@ from sim.sched.vllm import VllmScheduler
 CORES = ("auto", "general", "fast")
 
 
-def unsupported(sched, kv, cost, source) -> str:
-    """Why the fast core cannot run this configuration ('' = it can)."""
+def unsupported(sc, sched, kv, cost, source) -> str:
+    """Why the fast core cannot run this configuration ('' = it can), in the scenario's
+    words (``sc``: the resolved Scenario)."""
     if type(sched) is not VllmScheduler:
-        return f"scheduler {type(sched).__name__} (the fast core runs vllm)"
+        return f"scheduler {sc.scheduler.name} (the fast core runs vllm)"
     if type(sched.admission) is not Optimistic or type(sched.waiting) is not FCFSQueue:
-        return "a non-default admission rule or queue"
+        return f"admission rule {sc.admission.name} (the fast core runs optimistic)"
     if type(kv) is not PagedKV:
-        return f"KV policy {type(kv).__name__} (the fast core runs paged without prefix caching)"
+        what = "prefix caching" if sc.engine.enable_prefix_caching else f"KV policy {sc.kv.name}"
+        return f"{what} (the fast core runs paged KV without prefix caching)"
     if kv.host is not None:
-        return "swap preemption"
+        return "swap preemption (engine.preemption_mode: swap)"
     if not isinstance(cost, CostModel) or not cost.prices_shapes:
-        return "a cost model or executor that prices whole plans"
+        name = sc.cost.name if sc.cost is not None else "the default"
+        return f"cost {name}, which prices whole plans (the fast core prices step shapes)"
     base = CostModel
     if any(getattr(type(cost), m) is not getattr(base, m)
            for m in ("after_plan", "start_run", "end_run")):
-        return "an executor with run hooks"
+        return "an executor with run hooks (live mode)"
     if not isinstance(source, OpenLoop):
-        return "gated (closed-loop) arrivals"
+        return "gated (closed-loop) arrivals (workload.arrival.concurrency)"
     return ""
 
 

@@ -137,7 +137,11 @@ class FastEngine:
         d = round((dur if dur < _MAX_S else _MAX_S) * NS_PER_S)
         start = self.clock
         self.last_start, self.clock = start, start + d
-        view = hooks.batch_view(s, p) if self.hook is not None else None
+        view = None
+        if self.hook is not None:
+            view = hooks.batch_view(s, p)
+            pure = not p.entries and not p.skipped and not p.preempted and not s.pre
+            interruptible = not s.persists[p.blocked] if pure else True  # as _plan sets it
         first, finished = self._commit(p)
         rec = self.rec
         rec.plan(sum(pq), p.n_dec + n1, p.num_reqs, running, len(p.preempted), 1, p.blocked)
@@ -145,7 +149,7 @@ class FastEngine:
         if p.first_sched or first or finished:
             rec.events(start, d, p.first_sched, first, finished)
         if view is not None:
-            hooks.call(self.hook, view, p, steps=1, interruptible=True, starts=[start],
+            hooks.call(self.hook, view, p, steps=1, interruptible=interruptible, starts=[start],
                        durs=[d], kv_used=[used], kv_tokens=[stored], running=running,
                        waiting=waiting, first=first, finished=finished)
 
@@ -153,20 +157,30 @@ class FastEngine:
         """Advance progress by the step just executed (sim/sched/base.py update)."""
         s = self.s
         g = s.g
+        first, done = [], []
         if s.stale:
             skipped = set(p.skipped)
             for r in [r for r in s.stale if r not in skipped]:
                 s.emit_fresh(r, g)
                 s.stale.discard(r)
+                if r in s.first_due:
+                    s.first_due.discard(r)
+                    first.append(r)
         if p.skipped:
             for r in p.skipped:
                 s.skip(r)
-        first, done = [], []
         known, prompt, out, last_emit = s.known, s.prompt, s.out, s.last_emit
         for r, t, c in p.entries:
             ca = c + t
             if ca < known[r]:
-                s.comp[r] = ca
+                if ca + 1 < known[r]:
+                    s.comp[r] = ca
+                    continue
+                s.pre.remove(r)  # one prompt token left: decode-shaped from the next step
+                s.add_dec(r, ca, g + 1)
+                s.stale.add(r)
+                if known[r] == prompt[r]:
+                    s.first_due.add(r)
                 continue
             gen = known[r] - prompt[r]
             if gen == 0:  # its first token: no gap before it
@@ -263,10 +277,15 @@ class FastEngine:
         kv_tokens = range(stored0, stored0 + n * k, n)
         view = hooks.batch_view(s, p) if self.hook is not None else None
         # commit k steps: every decoding request emits in each
+        first = ()
         if s.stale:
             for r in s.stale:
                 s.emit_fresh(r, g)
             s.stale.clear()
+            if s.first_due:  # their first tokens came with the run's first step
+                first = list(s.first_due)
+                s.first_due.clear()
+                self.rec.events(starts[0], d[0], (), first, ())
         s.used = kv_used[-1]
         gl = g + k - 1  # the run's last step
         ending = self._finishing(gl) if s.fin and s.fin[0][0] <= gl else ()
@@ -282,7 +301,7 @@ class FastEngine:
         if view is not None:
             hooks.call(self.hook, view, p, steps=k, interruptible=interruptible, starts=starts,
                        durs=d, kv_used=kv_used, kv_tokens=list(kv_tokens), running=running,
-                       waiting=waiting, first=[], finished=list(finished))
+                       waiting=waiting, first=list(first), finished=list(finished))
 
     def _run_blocks(self, g: int, k: int) -> list[int] | None:
         """Blocks in use at steps 0..k-1 of a run from step ``g`` (step 0's allocated by

@@ -181,6 +181,7 @@ class FastScheduler(Progress):
             if v not in self.stale:
                 self.close_run(v, self.g - 1)
             self.stale.discard(v)
+            self.first_due.discard(v)
             self.drop_dec(v)
         else:
             self.pre.remove(v)

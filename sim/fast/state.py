@@ -22,6 +22,10 @@ Emission runs (for ITL, token times and max ITL, sim/fast/record.py): a request'
 consecutive token-emitting steps ``[run_start, last]``. A decoding request that emitted
 in the previous step is *continuing*; one that did not (skipped, or emitting for the
 first time after a preemption) is *stale* and starts a new run when it next emits.
+
+A prefilling request with one prompt token left is decoding too: its next step computes its
+last known token, as vLLM's decode steps do (sim/sched/vllm.py folds it into decode runs);
+it joins as stale, and ``first_due`` when that token is its first.
 """
 
 from __future__ import annotations
@@ -57,6 +61,8 @@ class Progress:
         self.phase = [0] * block_size  # decoding requests by (-base) % block_size
         self.fin: list[tuple[int, int]] = []  # heap of (last-token step, request)
         self.stale: set[int] = set()  # decoding requests that did not emit last step
+        # decoding requests whose next token is their first (a prompt's last token left)
+        self.first_due: set[int] = set()
         self.g = 0  # steps executed
         self.num_blocks, self.used = num_blocks, 0  # usable blocks, blocks held (blocks)
         # closed emission runs (request, first step, last step) and lone gaps (request,

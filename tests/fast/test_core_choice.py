@@ -46,13 +46,14 @@ def test_auto_picks_the_fast_core_where_it_runs(scenario, overrides, core):
 
 
 UNSUPPORTED = [
-    ("lanes.yaml", (), ["LanesScheduler", "the fast core runs vllm"]),
-    ("static-offline.yaml", (), ["StaticScheduler", "the fast core runs vllm"]),
-    ("default.yaml", ("scheduler.name=vllm-priority",), ["scheduler", "fast core runs vllm"]),
-    ("prefix-cache-system-prompt.yaml", (), ["PrefixCachingKV", "without prefix caching"]),
-    ("contiguous-vs-paged.yaml", (), ["KV policy"]),
+    ("lanes.yaml", (), ["scheduler lanes", "the fast core runs vllm"]),
+    ("static-offline.yaml", (), ["scheduler static", "the fast core runs vllm"]),
+    ("default.yaml", ("scheduler.name=vllm-priority",),
+     ["scheduler vllm-priority", "fast core runs vllm"]),
+    ("prefix-cache-system-prompt.yaml", (), ["prefix caching", "without prefix caching"]),
+    ("contiguous-vs-paged.yaml", (), ["KV policy contiguous"]),
     ("swap-preemption.yaml", (), ["swap preemption"]),
-    ("reserve-admission.yaml", (), ["admission rule"]),
+    ("reserve-admission.yaml", (), ["admission rule reserve"]),
     ("default.yaml", ("workload.arrival.concurrency=4",), ["closed-loop"]),
 ]
 
