@@ -105,8 +105,12 @@ class ScalarPricing:
                                                        {0: np.log2(n)})[0]
             b, hd = float(n), float(self.heads) * self.head_dim
             kvd = float(self.kv_heads) * self.head_dim
-            t = self._dec_lists[n] = (self.dec_nodes[1].tolist(), ys.tolist(), b, 4.0 * hd * b,
-                                      self.kv_e * 2 * kvd, self.attn_e * 2 * hd)
+            c_flops, c_kv = 4.0 * hd * b, self.kv_e * 2 * kvd
+            # memory-bound at every KV length with room to spare: max(FLOPs/peak, bytes/bw)
+            # is bytes/bw for sure (FLOPs/peak < bytes/bw / 2 for every length >= 0)
+            bound = c_flops * self.norm.mem_bandwidth <= 0.5 * b * c_kv * self.norm.peak_flops
+            t = self._dec_lists[n] = (self.dec_nodes[1].tolist(), ys.tolist(), b, c_flops,
+                                      c_kv, self.attn_e * 2 * hd, bound)
         return t
 
     # ---- the fast core's pricing calls (sim/cost/base.py) --------------------------------
@@ -133,12 +137,15 @@ class ScalarPricing:
     def _decode_one(self, n: int, ctx: int) -> float:
         """``_decode`` for one step, in Python floats (math.log2, as single steps always
         were priced; numpy's exp2)."""
-        xs, ys, b, c_flops, c_kv, c_act = self._dec_table(n)
+        xs, ys, b, c_flops, c_kv, c_act, bound = self._dec_table(n)
         kv_len = ctx / n + 1.0
         norm = self.norm
-        flops, nbytes = c_flops * kv_len, b * (c_kv * kv_len + c_act)
-        a, m = flops / norm.peak_flops, nbytes / norm.mem_bandwidth
-        r = (a if a > m else m) + norm.floor_s
+        m = b * (c_kv * kv_len + c_act) / norm.mem_bandwidth
+        if bound:  # memory-bound for sure (_dec_table)
+            r = m + norm.floor_s
+        else:
+            a = c_flops * kv_len / norm.peak_flops
+            r = (a if a > m else m) + norm.floor_s
         return r * _exp2_1(interp1(math.log2(kv_len), xs, ys))
 
     def decode_run_times(self, n: int, ctx0: int, k: int, fixed: float,
@@ -146,7 +153,7 @@ class ScalarPricing:
         """``layers * _decode(n, ctx0 + n * arange(k)) + fixed`` as floats (``to_ns``:
         rounded to integer nanoseconds, as sim.engine.clock.to_ns does): numpy's log2 and
         exp2 (on arrays), the rest in the vectorised path's order of operations."""
-        xs, ys, b, c_flops, c_kv, c_act = self._dec_table(n)
+        xs, ys, b, c_flops, c_kv, c_act, bound = self._dec_table(n)
         norm = self.norm
         peak, bw, floor, layers = norm.peak_flops, norm.mem_bandwidth, norm.floor_s, self.layers
         kv = [(ctx0 + n * j) / n + 1.0 for j in range(k)]
@@ -155,11 +162,16 @@ class ScalarPricing:
         if 0 <= i < len(xs) - 1 and xs[i] < lg[0] and lg[-1] < xs[i + 1]:
             # the whole run inside one segment of the table (the common case): x grows
             sl, xi, yi = self._dec_slopes(n, xs, ys)[i], xs[i], ys[i]
-            ratios = [sl * (x - xi) + yi for x in lg]
+            if LIBM_IS_NUMPY:
+                ex = [_exp2_1(sl * (x - xi) + yi) for x in lg]
+            else:
+                ex = _exp2_list([sl * (x - xi) + yi for x in lg])
         else:
-            ratios = [interp1(x, xs, ys) for x in lg]
-        ex = _exp2_list(ratios)
-        if to_ns:  # durations below 4.6e9 s: to_ns's clamp never applies
+            ex = _exp2_list([interp1(x, xs, ys) for x in lg])
+        if to_ns and bound:  # durations below 4.6e9 s: to_ns's clamp never applies
+            return [round((layers * ((b * (c_kv * s + c_act) / bw + floor) * r) + fixed)
+                          * 1_000_000_000) for s, r in zip(kv, ex)]
+        if to_ns:
             return [round((layers * (((a if (a := c_flops * s / peak) > (
                 m := b * (c_kv * s + c_act) / bw) else m) + floor) * r) + fixed) * 1_000_000_000)
                 for s, r in zip(kv, ex)]
