@@ -27,9 +27,6 @@ from sim.fast.sched import FastScheduler, Planned
 from sim.fast.state import cdiv
 from sim.sched.vllm import MAX_RUN_STEPS
 
-_EMPTY = np.zeros(0, dtype=np.int64)
-_AR = np.arange(MAX_RUN_STEPS + 1, dtype=np.int64)
-SHORT_RUN = 32  # decode runs up to this many steps are priced and recorded in Python
 _MAX_S = MAX_NS / NS_PER_S
 
 
@@ -230,11 +227,11 @@ class FastEngine:
 
     # ---- a decode run -------------------------------------------------------------------
     def _decode_run(self, p: Planned) -> None:
-        """A run of pure decode steps (sim/sched/vllm.py _run_length): short runs in Python
-        floats and lists, long ones with numpy (the same values either way). Steps are
-        priced up to a guess of where the run will be cut (the next arrival, the horizon),
-        then further if the guess was short: each step's price is independent of the run
-        length, so the steps kept are the general engine's."""
+        """A run of pure decode steps (sim/sched/vllm.py _run_length), kept as lists of ints
+        (the cost model prices long runs with numpy, short ones in Python floats: the same
+        values). Steps are priced up to a guess of where the run will be cut (the next
+        arrival, the horizon), then further if the guess was short: each step's price is
+        independent of the run length, so the steps kept are the general engine's."""
         s = self.s
         n, g = s.n_dec, s.g
         k_max = min(s.next_finish() - g + 1, MAX_RUN_STEPS)
