@@ -37,9 +37,10 @@ def call(hook, view, p, *, steps: int, interruptible: bool, starts: list[int],
          durs: list[int], kv_used: list[int], kv_tokens: list[int], running: int,
          waiting: int, first: list[int], finished: list[int]) -> None:
     ids, tok, ctx, emit = view
-    if len(finished) > 1:  # in batch order, as the general scheduler reports them
+    if len(finished) > 1 or len(first) > 1:  # in batch order, as the general engine has them
         pos = {r: i for i, r in enumerate(ids)}
         finished = sorted(finished, key=pos.__getitem__)
+        first = sorted(first, key=pos.__getitem__)
     plan = StepPlan.build(ids, tok, ctx, p.preempted, num_steps=steps,
                           interruptible=interruptible)
     arr = np.asarray
