@@ -42,8 +42,15 @@ class StepShape:
             dec = tok == 1
             n_dec, ctx0 = int(dec.sum()), int(ctx[dec].sum())
             pq, pc = tok[~dec], ctx[~dec]
-        decode_ctx = (ctx0 + n_dec * np.arange(k, dtype=np.int64)) if k > 1 else np.array([ctx0])
-        return StepShape(k, total, len(tok), pq, pc, n_dec, decode_ctx)
+        return StepShape(k, total, len(tok), pq, pc, n_dec, decode_contexts(ctx0, n_dec, k))
+
+
+def decode_contexts(ctx0: int, num_decode: int, num_steps: int) -> np.ndarray:
+    """Sum of the decode requests' contexts before each step of a run (tokens): each of
+    the ``num_decode`` requests adds one token per step."""
+    if num_steps == 1:
+        return np.array([ctx0])
+    return ctx0 + num_decode * np.arange(num_steps, dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -129,6 +136,25 @@ class CostModel(ABC):
         """Seconds to move swapped KV over the host link before the step."""
         moved = plan.swap_in_bytes + plan.swap_out_bytes
         return moved / self.gpu.host_bandwidth if moved else 0.0
+
+
+class ShapeCost(CostModel):
+    """A cost model whose step times depend on the step's shape alone (StepShape): it
+    implements ``shape_times``; plans are priced through it, swap time added."""
+
+    prices_shapes = True
+
+    def step_times(self, plan: StepPlan) -> np.ndarray:
+        s = StepShape.of(plan)
+        out = self.shape_times(s.total_tokens, s.num_reqs, s.prefill_q, s.prefill_ctx,
+                               s.num_decode, int(s.decode_ctx[0]), s.num_steps)
+        out[0] += self.swap_time(plan)
+        return out
+
+    @abstractmethod
+    def shape_times(self, total, reqs, prefill_q, prefill_ctx, num_decode, decode_ctx0,
+                    num_steps) -> np.ndarray:
+        """See CostModel.shape_times."""
 
 
 class NoParams(BaseModel):

@@ -44,7 +44,7 @@ from calibrate.model_file import (
     table_key,
 )
 from calibrate.shapes import ELEM_BYTES, model_gemms
-from sim.cost.base import COST_MODELS, CostModel
+from sim.cost.base import COST_MODELS, CostModel, decode_contexts
 from sim.cost.elementwise import ElementwiseWork
 from sim.cost.scalar import ScalarPricing
 from sim.cost.stepfit import StepFitPricer
@@ -351,5 +351,5 @@ class FittedCost(ScalarPricing, CostModel):
             return np.full(num_steps, fixed)
         if num_steps == 1:
             return np.array([self.layers * self._decode_one(num_decode, decode_ctx0) + fixed])
-        ctx = decode_ctx0 + num_decode * np.arange(num_steps, dtype=np.int64)
+        ctx = decode_contexts(decode_ctx0, num_decode, num_steps)
         return self.layers * self._decode(num_decode, ctx) + fixed

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from sim.cost.base import COST_MODELS, CostModel, StepShape
+from sim.cost.base import COST_MODELS, ShapeCost, decode_contexts
 
 _LONG = {"why": "longer than a simulated run can be (1e9 s)"}
 
@@ -39,24 +39,14 @@ class LinearParams(BaseModel):
 
 
 @COST_MODELS.register("linear")
-class LinearCost(CostModel):
+class LinearCost(ShapeCost):
     description = "base + per-prefill-token + per-decode-seq + per-context-token (ms)"
     Params = LinearParams
-
-    prices_shapes = True
-
-    def step_times(self, plan):
-        s = StepShape.of(plan)
-        out = self.shape_times(s.total_tokens, s.num_reqs, s.prefill_q, s.prefill_ctx,
-                               s.num_decode, int(s.decode_ctx[0]), s.num_steps)
-        out[0] += self.swap_time(plan)
-        return out
 
     def shape_times(self, total, reqs, prefill_q, prefill_ctx, num_decode, decode_ctx0,
                     num_steps):
         p = self.params
-        ctx = decode_ctx0 + num_decode * np.arange(num_steps, dtype=np.int64) \
-            if num_steps > 1 else np.array([decode_ctx0])
+        ctx = decode_contexts(decode_ctx0, num_decode, num_steps)
         ms = (p.base_ms + p.prefill_token_ms * float(np.sum(prefill_q, dtype=np.int64))
               + p.decode_seq_ms * num_decode + p.context_token_ms * ctx)
         return np.asarray(ms, dtype=np.float64) * 1e-3

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from sim.cost.base import COST_MODELS, CostModel, StepShape
+from sim.cost.base import COST_MODELS, ShapeCost, decode_contexts
 from sim.cost.elementwise import ElementwiseWork
 
 
@@ -50,7 +50,7 @@ def _roof(flops, nbytes, peak, bw):
 
 
 @COST_MODELS.register("roofline")
-class RooflineCost(CostModel):
+class RooflineCost(ShapeCost):
     description = "per-op max(FLOPs/peak, bytes/bandwidth) from model + GPU datasheets"
     Params = RooflineParams
 
@@ -125,15 +125,6 @@ class RooflineCost(CostModel):
         nbytes = m.act_bytes * (m.hidden_size * n + rows * (m.hidden_size + n))
         return max(flops / self.peak_gemm, nbytes / self.bw)
 
-    prices_shapes = True
-
-    def step_times(self, plan):
-        s = StepShape.of(plan)
-        out = self.shape_times(s.total_tokens, s.num_reqs, s.prefill_q, s.prefill_ctx,
-                               s.num_decode, int(s.decode_ctx[0]), s.num_steps)
-        out[0] += self.swap_time(plan)
-        return out
-
     def shape_times(self, total, reqs, prefill_q, prefill_ctx, num_decode, decode_ctx0,
                     num_steps):
         fixed = self._per_token_count(total, reqs) + self.overhead
@@ -141,8 +132,7 @@ class RooflineCost(CostModel):
             fixed += self.model.num_layers * self._prefill_attention(
                 np.asarray(prefill_q, dtype=np.int64), np.asarray(prefill_ctx, dtype=np.int64))
         if num_decode:
-            ctx = decode_ctx0 + num_decode * np.arange(num_steps, dtype=np.int64) \
-                if num_steps > 1 else np.array([decode_ctx0])
+            ctx = decode_contexts(decode_ctx0, num_decode, num_steps)
             out = self.model.num_layers * self._decode_attention(num_decode, ctx)
             out += fixed
         else:

@@ -25,6 +25,7 @@ from bisect import bisect_right
 import numpy as np
 
 from calibrate import grid
+from sim.cost.base import decode_contexts
 
 SCALAR_RUN_MAX = 40  # decode runs up to this many steps are priced in Python floats
 _NONE = np.zeros(0, dtype=np.int64)
@@ -118,7 +119,7 @@ class ScalarPricing:
         fixed = self._fixed(n, n, _NONE, _NONE)
         if num_steps <= SCALAR_RUN_MAX:
             return self.decode_run_times(n, decode_ctx0, num_steps, fixed)
-        ctx = decode_ctx0 + n * np.arange(num_steps, dtype=np.int64)
+        ctx = decode_contexts(decode_ctx0, n, num_steps)
         return (self.layers * self._decode(n, ctx) + fixed).tolist()
 
     def run_ns(self, n, decode_ctx0, num_steps):

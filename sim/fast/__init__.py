@@ -35,7 +35,7 @@ from sim.kv.paged import PagedKV
 from sim.metrics.recorder import Recorder
 from sim.sched.admission import Optimistic
 from sim.sched.queues import FCFSQueue
-from sim.sched.vllm import VllmScheduler
+from sim.sched.vllm import BUDGET, EMPTY, MEMORY, SEQS, VllmScheduler
 
 CORES = ("auto", "general", "fast")
 
@@ -85,8 +85,9 @@ def run(specs, sched: VllmScheduler, kv: PagedKV, cost: CostModel, source: OpenL
         stop_s: float, egress_s: float, drain: tuple[int, int], progress=None,
         on_plan=None) -> FastRun:
     """Simulate ``specs`` (as the engine sees them) with the general components' settings."""
+    persists = {r: sched.blocked_persists(r) for r in (EMPTY, SEQS, BUDGET, MEMORY)}
     fs = FastScheduler(specs.prompt_tokens, specs.output_tokens, sched.limits, kv.block_size,
-                       kv.num_blocks, kv.admission_reserve)
+                       kv.num_blocks, kv.admission_reserve, persists)
     rec = FastRecord(len(specs), egress_s)
     engine = FastEngine(fs, cost, source, admissible(specs, sched), rec,
                         stop_ns=min(ns(stop_s), MAX_NS), drain=drain, progress=progress,

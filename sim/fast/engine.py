@@ -34,7 +34,7 @@ class FastEngine:
     def __init__(self, sched: FastScheduler, cost, source: OpenLoop, admissible: np.ndarray,
                  record: FastRecord, *, stop_ns: int, drain: tuple[int, int], progress=None,
                  hook=None):
-        self.s, self.cost, self.source, self.rec = sched, cost, source, record
+        self.s, self.cost, self.rec = sched, cost, record
         self.ok = bytearray(admissible.astype(np.uint8).tobytes())  # accepted at arrival
         self.arrival = source.arrival.tolist()  # arrival times (ns), sorted
         self.cum_ok = source.cum_admissible.tolist()  # admissible arrivals before index i
@@ -99,13 +99,11 @@ class FastEngine:
                 s.status[r] = 4  # REJECTED
 
     def _drain(self) -> None:
-        """Count a plan; past the drain budget the run stops after this plan's first step."""
+        """Count a plan; once every request has arrived, past the drain budget the run stops
+        after this plan's first step."""
         self.plans += 1
-        if self.delivered >= self.n_arr:
-            self._drain_check()
-
-    def _drain_check(self) -> None:
-        """Every request has arrived: the drain limit counts the plans from here."""
+        if self.delivered < self.n_arr:
+            return
         if self.drain_limit is None:
             self.drain_budget = max(self.drain_min, self.drain_factor * self.plans)
             self.drain_limit = self.plans + self.drain_budget
@@ -127,9 +125,7 @@ class FastEngine:
         comp = s.comp
         stored = s.sum_base + s.n_dec * s.g + sum([comp[r] for r in s.pre]) + total
         used, running, waiting = s.used, len(s.running), len(s.waiting)
-        self.plans += 1
-        if self.delivered >= self.n_arr:
-            self._drain_check()
+        self._drain()
         dur = self.cost.shape_time1(total, p.num_reqs, pq, pc, p.n_dec + n1, p.dec_ctx + c1)
         d = round((dur if dur < _MAX_S else _MAX_S) * NS_PER_S)
         start = self.clock
@@ -260,9 +256,7 @@ class FastEngine:
             d += more
             k = k2
         stored0, running, waiting = p.dec_ctx + n, len(s.running), len(s.waiting)
-        self.plans += 1
-        if self.delivered >= self.n_arr:
-            self._drain_check()
+        self._drain()
         if starts[-1] >= limit:  # cut: the steps that start before the limit
             k = max(1, bisect_left(starts, limit))
             del starts[k:], d[k:]

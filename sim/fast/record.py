@@ -72,11 +72,6 @@ class FastRecord:
         st[3].extend(stored)
         st[4].extend(waiting)
 
-    def step_arrays(self, *cols: np.ndarray) -> None:
-        """A long run's steps, as columns (int64 arrays)."""
-        for a, c in zip(self.st, cols):
-            a.frombytes(np.ascontiguousarray(c, dtype=np.int64).tobytes())
-
     def events(self, start: int, dur: int, scheduled, first, finished) -> None:
         """Per-request times of one step (ns): first scheduled, first token, finish."""
         s = start / NS_PER_S

@@ -15,6 +15,7 @@ Then, only if nothing was preempted, the waiting pass admits in queue order.
 
 from __future__ import annotations
 
+from array import array
 from collections import deque
 
 from sim.fast.state import Progress, cdiv
@@ -25,8 +26,7 @@ from sim.sched.vllm import BUDGET, EMPTY, MEMORY, SEQS
 class Planned:
     """One scheduled step (internal to the fast core; mutable while it is built)."""
 
-    __slots__ = ("n_dec", "dec_ctx", "entries", "skipped", "preempted", "admitted", "blocked",
-                 "first_sched")
+    __slots__ = ("n_dec", "dec_ctx", "entries", "skipped", "preempted", "blocked", "first_sched")
 
     def __init__(self):
         self.n_dec = 0  # decoding requests scheduled (one token each)
@@ -34,7 +34,6 @@ class Planned:
         self.entries: list = []  # (request, tokens, context): the others, in batch order
         self.skipped: list | tuple = ()  # decoding requests not scheduled
         self.preempted: list | tuple = ()
-        self.admitted = 0
         self.blocked = EMPTY  # why admission stopped
         self.first_sched: list | tuple = ()  # admitted for the first time
 
@@ -45,15 +44,15 @@ class Planned:
 
 class FastScheduler(Progress):
     def __init__(self, prompt, output, limits: SchedulerLimits, block_size: int,
-                 num_blocks: int, admission_reserve: int):
+                 num_blocks: int, admission_reserve: int, persists: dict[str, bool]):
         super().__init__(prompt, output, block_size, num_blocks)
         self.lim = limits
         self.reserve = admission_reserve  # blocks admissions leave free (watermark)
         self.waiting: deque[int] = deque()
         n = len(prompt)
         self.status = bytearray(n)  # sim.sched.base.Status codes
-        self.npre = array_zeros(n)  # preemptions per request
-        self.cached = array_minus1(n)  # computed tokens at first admission (-1 never ran)
+        self.npre = array("q", bytes(8 * n))  # preemptions per request
+        self.cached = array("q", [-1]) * n  # computed tokens at first admission (-1 never ran)
         self.memory_blocked = bytearray(n)
         self.recomputed = 0  # tokens thrown away by preemption (tokens)
         self.alloc_failures = 0
@@ -62,8 +61,9 @@ class FastScheduler(Progress):
         # why admission stopped at the last waiting pass; a step that preempted skips the
         # pass and reports the reason from before, as VllmScheduler does
         self.blocked = EMPTY
-        # whether an admission stop for each reason holds for a whole decode run
-        self.persists = {r: self.blocked_persists(r) for r in (EMPTY, SEQS, BUDGET, MEMORY)}
+        # whether an admission stop for each reason holds for a whole decode run (the
+        # general scheduler's rule, VllmScheduler.blocked_persists, asked once per reason)
+        self.persists = persists
 
     # ---- the long-prefill cap (sim/sched/vllm.py: long_prefill_cap) --------------------
     def cap(self) -> int:
@@ -80,15 +80,6 @@ class FastScheduler(Progress):
         if cap > 0 and need > cap:
             need = cap
         return min(need, self.lim.max_model_len - 1 - c)
-
-    def blocked_persists(self, reason: str) -> bool:
-        """VllmScheduler.blocked_persists for FCFS and optimistic admission."""
-        if reason == SEQS:
-            return True
-        lim = self.lim
-        if lim.long_prefill_token_threshold > 0 and lim.long_prefill_token_threshold_adaptive:
-            return False
-        return reason in (BUDGET, MEMORY)
 
     # ---- the step -----------------------------------------------------------------------
     def schedule(self) -> Planned | None:
@@ -243,18 +234,5 @@ class FastScheduler(Progress):
                     p.first_sched = []
                 p.first_sched.append(r)
             p.entries.append((r, need, c))
-            p.admitted += 1
             budget -= need
         p.blocked = EMPTY
-
-
-def array_zeros(n: int):
-    from array import array
-
-    return array("q", bytes(8 * n))
-
-
-def array_minus1(n: int):
-    from array import array
-
-    return array("q", [-1]) * n

@@ -161,9 +161,6 @@ class Progress:
                 self.close_run(r, self.g - 1)
 
     # ---- blocks -------------------------------------------------------------------------
-    def free_request(self, r: int, computed: int) -> None:
-        self.used -= cdiv(computed, self.bs)
-
     def check(self) -> None:
         """KV conservation: the blocks in use are exactly the running requests' tables."""
         held = sum(cdiv(self.ctx(r), self.bs) for r in self.running)
