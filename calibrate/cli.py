@@ -61,6 +61,9 @@ def profile(
     max_model_len: Annotated[int | None, typer.Option(min=16)] = None,
     warmup: Annotated[int, typer.Option(min=0, help="Untimed calls per shape.")] = 3,
     repeats: Annotated[int, typer.Option(min=1, help="Timed calls per shape.")] = 10,
+    passes: Annotated[int | None, typer.Option(min=1, help="Sweeps over the shapes; a row "
+                                               "keeps its quietest (default: cpu 3, cuda 1)."
+                                               )] = None,
     max_rows: Annotated[int | None, typer.Option(min=1, help="Stop after this many new "
                                                  "rows (rerun to resume).")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
@@ -94,6 +97,7 @@ def profile(
             bar.update(task, total=n, completed=i, description=what)
 
         run = run_profile(shapes, out, device, warmup=warmup, repeats=repeats,
+                          passes=passes or (3 if device == "cpu" else 1),
                           max_rows=max_rows, progress=progress)
     for f in run.failed:
         _err.print(f"calibrate: skipped {f}")

@@ -11,7 +11,8 @@ from calibrate.model_file import load_model_file
 from calibrate.profile import COLUMNS, read_profile
 from sim.cli import main
 
-# a small grid: ~140 shapes of a 2-layer, hidden-256 model, a few seconds on one core
+# a small grid: 144 shapes of a 2-layer, hidden-256 model, 3 passes (the cpu default), about
+# 20 s on one core
 PROFILE_ARGS = ["--model", "tiny-2l", "--device", "cpu", "--grid", "quick",
                 "--max-num-batched-tokens", "256", "--max-num-seqs", "32", "--warmup", "2",
                 "--repeats", "7", "-q"]
