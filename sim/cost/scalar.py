@@ -62,6 +62,27 @@ else:
         return np.exp2(xs).tolist()
 
 
+def _one_segment(kv, sl, xi, yi, layers, b, c_kv, c_act, bw, floor, fixed, c_flops, peak,
+                 to_ns) -> list:
+    """decode_run_times over one table segment in a single pass (libm is numpy's here):
+    per step, ``layers * (roofline * exp2(sl * (log2(kv) - xi) + yi)) + fixed``, the same
+    operations in the same order as the separate passes. ``c_flops`` 0: memory-bound."""
+    log2, exp2 = math.log2, math.exp2
+    if not c_flops:
+        if to_ns:
+            return [round((layers * ((b * (c_kv * s + c_act) / bw + floor)
+                                     * exp2(sl * (log2(s) - xi) + yi)) + fixed) * 1_000_000_000)
+                    for s in kv]
+        return [layers * ((b * (c_kv * s + c_act) / bw + floor)
+                          * exp2(sl * (log2(s) - xi) + yi)) + fixed for s in kv]
+    if to_ns:
+        return [round((layers * (((a if (a := c_flops * s / peak) > (
+            m := b * (c_kv * s + c_act) / bw) else m) + floor) * exp2(sl * (log2(s) - xi) + yi))
+            + fixed) * 1_000_000_000) for s in kv]
+    return [layers * (((a if (a := c_flops * s / peak) > (m := b * (c_kv * s + c_act) / bw)
+                        else m) + floor) * exp2(sl * (log2(s) - xi) + yi)) + fixed for s in kv]
+
+
 def interp1(x: float, xs: list[float], ys: list[float]) -> float:
     """``np.interp(x, xs, ys)`` for one finite ``x`` (xs ascending)."""
     if x > xs[-1]:
@@ -158,10 +179,16 @@ class ScalarPricing:
         norm = self.norm
         peak, bw, floor, layers = norm.peak_flops, norm.mem_bandwidth, norm.floor_s, self.layers
         kv = [(ctx0 + n * j) / n + 1.0 for j in range(k)]
+        lo, hi = _log2_1(kv[0]), _log2_1(kv[-1])
+        i = bisect_right(xs, lo) - 1
+        one_segment = 0 <= i < len(xs) - 1 and xs[i] < lo and hi < xs[i + 1]
+        if one_segment and LIBM_IS_NUMPY:
+            # the whole run inside one segment of the table (the common case): one pass
+            sl, xi, yi = self._dec_slopes(n, xs, ys)[i], xs[i], ys[i]
+            return _one_segment(kv, sl, xi, yi, layers, b, c_kv, c_act, bw, floor, fixed,
+                                c_flops if not bound else 0.0, peak, to_ns)
         lg = _log2_list(kv)
-        i = bisect_right(xs, lg[0]) - 1
-        if 0 <= i < len(xs) - 1 and xs[i] < lg[0] and lg[-1] < xs[i + 1]:
-            # the whole run inside one segment of the table (the common case): x grows
+        if one_segment:  # x grows, so the run stays in segment i
             sl, xi, yi = self._dec_slopes(n, xs, ys)[i], xs[i], ys[i]
             if LIBM_IS_NUMPY:
                 ex = [_exp2_1(sl * (x - xi) + yi) for x in lg]
