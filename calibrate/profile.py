@@ -175,18 +175,20 @@ class _Loop:
                 run.remaining = len(todo) - i
                 break
             self._tick(i, total, shape)
-            t = self._time(shape, run)
-            if t is not None:
-                writer.append(self._row(shape, t))
-                done.append((shape, t))
-                run.measured += 1
+            t = self._time(shape)
+            if isinstance(t, str):
+                run.failed.append(f"{shape.key()}: {t}")
+                continue
+            writer.append(self._row(shape, t))
+            done.append((shape, t))
+            run.measured += 1
         # later passes: the same shapes again, each sweep a whole pass apart in time, so a
         # burst of contention that inflated one pass of a shape rarely inflates all of them
         for k in range(1, passes):
             for j, (shape, best) in enumerate(done):
                 self._tick(k * len(todo) + j, total, shape)
-                t = self._time(shape, run)
-                if t is not None and t.median_ms < best.median_ms:
+                t = self._time(shape)  # a failure here keeps the first pass's row
+                if not isinstance(t, str) and t.median_ms < best.median_ms:
                     done[j] = (shape, t)
                     writer.replace(self._row(shape, t))
         self._tick(total, total, None)
@@ -196,15 +198,14 @@ class _Loop:
         if self.progress:
             self.progress(i, n, "done" if shape is None else f"{shape.op} {shape.name}")
 
-    def _time(self, shape: Shape, run: ProfileRun) -> Timing | None:
+    def _time(self, shape: Shape) -> Timing | str:
+        """The shape's timing, or why it could not run."""
         try:
             fn, wall = self.builder(shape, self.device)
             return self.timer(fn, self.device, warmup=self.warmup, repeats=self.repeats,
                               wall=wall)
         except (RuntimeError, ValueError, MemoryError) as e:
-            if not any(f.startswith(shape.key() + ":") for f in run.failed):
-                run.failed.append(f"{shape.key()}: {e}")
-            return None
+            return str(e)
 
     def _row(self, shape: Shape, t: Timing) -> dict:
         return make_row(shape, t, self.name, self.device, self.vers,
