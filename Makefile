@@ -15,7 +15,7 @@ ENGINE_CASES ?= light-short heavy-short light-long heavy-mixed kv-tight medium s
 ENGINE_FIT ?= benchmarks/engine/cpu-tiny-llama.yaml
 
 .PHONY: run test lint bench bench-kernels clean conformance vllm-venv record-engine fit-engine \
-	record-bench fit-bench
+	record-bench fit-bench silicon
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,11 @@ lint: $(VENV)/.all
 
 bench: $(VENV)/.core
 	$(BIN)/python benchmarks/bench_sim.py
+
+# NVIDIA's measured vLLM deployments (aiconfigurator-core's silicon_sample.csv) replayed as
+# measured: the error table per system and model, rows.csv, scatter.png (benchmarks/silicon)
+silicon: $(VENV)/.all
+	$(BIN)/python -m benchmarks.silicon --jobs 2 --out results/silicon
 
 bench-kernels: $(VENV)/.all
 	$(BIN)/python kernels/bench.py

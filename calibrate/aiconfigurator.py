@@ -35,7 +35,7 @@ import pandas as pd
 import yaml
 
 from calibrate import work
-from calibrate.model_file import Elementwise, HostOverhead, ModelFile, Norm
+from calibrate.model_file import BAR, Elementwise, HostOverhead, ModelFile, Norm
 from calibrate.profile import COLUMNS, SHAPE_COLUMNS
 from traces.errors import InputError
 
@@ -266,29 +266,25 @@ def import_and_fit(system: str, framework: str = "vllm", seed: int = 0,
     mf.provenance.source = f"{PACKAGE} {_pkg(df)} ({system}, {framework})"
     mf.elementwise = elementwise_of(system)
     mf.host_overhead = shipped_host_overhead(gpu)
-    drop_variants_over_bar(mf)
+    mark_variants_over_bar(mf)
     return mf, df
 
 
-BAR = {"median_ape": 5.0, "p90_ape": 15.0}  # held-out error a table must meet to price (%)
-
-
-def drop_variants_over_bar(mf: ModelFile) -> list[str]:
-    """Remove dtype-variant tables (gemm.fp8, *.fp8_kv) whose held-out error misses ``BAR``
-    and say so in the notes: a model of that dtype is then refused, not priced from a noisy
-    table. (A base table that misses it keeps the whole GPU unshipped, as L40S.)"""
-    dropped = []
+def mark_variants_over_bar(mf: ModelFile) -> list[str]:
+    """Name in the notes every dtype-variant table (gemm.fp8, *.fp8_kv) whose held-out error
+    misses ``BAR``. The table is kept: aiconfigurator ships it, and a model of that dtype is
+    priced from it rather than refused; `cost fitted` warns once per run that uses it, with
+    the error. (A base table that misses it keeps the whole GPU unshipped, as L40S.)"""
+    marked = []
     for key in [k for k in mf.ops if "." in k]:
         h = mf.ops[key].heldout
-        if h is not None and (h.median_ape > BAR["median_ape"] or h.p90_ape > BAR["p90_ape"]):
-            del mf.ops[key]
-            dropped.append(key)
+        if h is not None and h.over_bar():
+            marked.append(key)
             mf.provenance.notes.append(
-                f"{key}: not used, held-out median / p90 APE {h.median_ape:.2f} / "
-                f"{h.p90_ape:.2f} % above the {BAR['median_ape']:g} / {BAR['p90_ape']:g} % bar")
-    if "gemm.fp8" in dropped:
-        mf.dtype = ",".join(d for d in mf.dtype.split(",") if d != "fp8")
-    return dropped
+                f"{key}: held-out median / p90 APE {h.median_ape:.2f} / {h.p90_ape:.2f} % "
+                f"above the {BAR['median_ape']:g} / {BAR['p90_ape']:g} % bar; kept, and a run "
+                "priced by it warns")
+    return marked
 
 
 def shipped_host_overhead(gpu: str) -> HostOverhead | None:

@@ -54,6 +54,13 @@ class Errors(BaseModel):
     p90_ape: float = Field(description="90th-percentile absolute percentage error (%).")
     max_ape: float = Field(description="Largest absolute percentage error (%).")
 
+    def over_bar(self) -> bool:
+        """Misses ``BAR``, the held-out error a shipped table should meet."""
+        return self.median_ape > BAR["median_ape"] or self.p90_ape > BAR["p90_ape"]
+
+
+BAR = {"median_ape": 5.0, "p90_ape": 15.0}  # held-out error a shipped table should meet (%)
+
 
 class Axis(BaseModel):
     model_config = _STRICT

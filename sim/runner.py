@@ -192,7 +192,8 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
                               n_all - n, shortened, ingress, egress, hook)
     drain = _DrainLimit(executor)
     engine = Engine(seen, sched, drain, recorder, stop_s=stop, num_arrivals=n,
-                    on_plan=on_plan, progress=progress, source=source)
+                    on_plan=on_plan, progress=progress, source=source,
+                    async_scheduling=r.scenario.engine.async_scheduling)
     drain.engine = engine
     if cost is not None:
         cost.start_run(kv, engine)

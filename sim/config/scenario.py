@@ -138,6 +138,14 @@ class EngineConfig(BaseModel):
         "every unfinished request is aborted), abort_request (only the victim is aborted) or "
         "recompute (the victim is recomputed; not what vLLM does).",
     )
+    async_scheduling: bool = Field(
+        False, description="vLLM's --async-scheduling: the scheduler plans the next step while "
+        "the current one runs, so a request arriving during a step is first scheduled one "
+        "step later than without it (vllm/v1/engine/core.py step_with_batch_queue, two "
+        "batches in flight). vLLM 0.32 turns it on by default on CUDA; servesim's default "
+        "stays off until it is conformed step for step (KV freed by a step's finishes is "
+        "not yet held back a step).",
+    )
     ingress_ms: float | None = Field(
         None, ge=0, le=60_000, description="A request becomes visible to the scheduler this "
         "long after the client sends it (ms). None: the cost profile's fitted value (fit-steps "

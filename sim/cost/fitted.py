@@ -32,11 +32,14 @@ A ``steps`` file (fit-steps) is priced by sim/cost/stepfit.py. Never imports tor
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from calibrate import grid, work
 from calibrate.model_file import (
+    BAR,
     ModelFile,
     load_model_file,
     resolve_profile,
@@ -152,6 +155,17 @@ class FittedCost(ScalarPricing, CostModel):
                          f"{self.model.name} (tables: {have}); choose a dtype it has, another "
                          "profile, or cost roofline")
 
+    def _warn_over_bar(self, *keys: str) -> None:
+        """One warning naming each table used whose held-out error misses the bar (kept in
+        the profile because aiconfigurator ships it: calibrate/aiconfigurator.py)."""
+        over = [f"{k} {h.median_ape:.1f} / {h.p90_ape:.1f} %" for k in keys
+                if (h := self.file.ops[k].heldout) is not None and h.over_bar()]
+        if over:
+            warnings.warn(f"cost fitted: profile {self.spec} prices {self.model.name} with "
+                          f"tables whose held-out median / p90 error misses the "
+                          f"{BAR['median_ape']:g} / {BAR['p90_ape']:g} % bar: "
+                          f"{', '.join(over)}", UserWarning, stacklevel=4)
+
     def _setup_ops(self) -> None:
         f, m, tp = self.file, self.model, self.tp
         self.norm = f.norm
@@ -161,6 +175,7 @@ class FittedCost(ScalarPricing, CostModel):
                                     table_key(op, kv="fp8"))
                       for op in ("decode_attn", "prefill_attn"))
         fp8_kv = akey.endswith("fp8_kv")
+        self._warn_over_bar(gkey, akey, pkey)
         # element sizes the tables were normalised with (calibrate/aiconfigurator.py)
         self.base_e = base
         self.e = base if gkey == "gemm" else 2  # activations

@@ -62,7 +62,8 @@ class Engine:
     def __init__(self, specs: RequestSpecs, scheduler: Scheduler,
                  executor: Callable[[StepPlan], np.ndarray], recorder: Recorder, *,
                  stop_s: float, num_arrivals: int, on_plan=None, progress=None,
-                 source: ArrivalSource | None = None, env: simpy.Environment | None = None):
+                 source: ArrivalSource | None = None, env: simpy.Environment | None = None,
+                 async_scheduling: bool = False):
         self.specs, self.scheduler, self.executor = specs, scheduler, executor
         self.recorder, self.on_plan, self.progress = recorder, on_plan, progress
         self.stop = min(ns(stop_s), MAX_NS)  # no step starts at or after this time (ns)
@@ -70,6 +71,10 @@ class Engine:
         self.env = env if env is not None else simpy.Environment()
         self.clock = 0  # the replica's simulated time (ns)
         self.last_start: int | None = None  # start of the last step executed (ns)
+        self.last_end: int | None = None  # end of the last step executed (ns)
+        # async scheduling (vLLM's batch queue of two): the plan that runs from a step's end
+        # was made when that step started, so it sees only arrivals up to that start
+        self.async_scheduling = async_scheduling
         self.source = source or OpenLoop(to_ns(specs.arrival_s[:num_arrivals]),
                                          admissible(specs, scheduler)[:num_arrivals])
 
@@ -91,6 +96,10 @@ class Engine:
                 plan = sched.schedule(self.clock / 1e9)
             except EngineStopped:  # the modelled server failed (vLLM v0: swap space full)
                 break
+            if plan is None and self._lagging():
+                # nothing was in flight to plan behind: vLLM schedules at once, seeing all
+                self._deliver(self.clock)
+                plan = sched.schedule(self.clock / 1e9)
             if plan is None:
                 if not (yield from self._wait_idle()):
                     break
@@ -104,9 +113,17 @@ class Engine:
                 sched.add_request(i)
         return RunStatus(self.clock / 1e9, self.clock >= self.stop, len(sched.waiting))
 
-    def _deliver(self) -> None:
-        """Hand over every request arriving at or before the clock (the same-time rule)."""
-        for i in self.source.due(self.clock):
+    def _lagging(self) -> bool:
+        """Async scheduling with a step ending at the clock: the plan starting now was made
+        when that step started."""
+        return self.async_scheduling and self.last_end == self.clock
+
+    def _deliver(self, upto: int | None = None) -> None:
+        """Hand over every request arriving at or before the clock (the same-time rule), or,
+        lagging (async scheduling), at or before the start of the step that just ended."""
+        if upto is None:
+            upto = self.last_start if self._lagging() else self.clock
+        for i in self.source.due(upto):
             self.scheduler.add_request(i)
 
     def _wait_idle(self):
@@ -131,7 +148,7 @@ class Engine:
         plan, durations, times = self._cut(plan, durations, times)
         self.last_start = int(times[-2])  # the last step's start (ns)
         yield _late(self.env, int(times[-1]) - self.env.now)
-        self.clock = int(times[-1])
+        self.clock = self.last_end = int(times[-1])
         durations_s = to_s(durations)
         outcome = self.scheduler.update(plan, StepResult(durations_s))
         waiting = self._waiting(outcome.num_waiting, times[:-1])

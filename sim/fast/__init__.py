@@ -47,6 +47,8 @@ def unsupported(sc, sched, kv, cost, source) -> str:
         return f"scheduler {sc.scheduler.name} (the fast core runs vllm)"
     if type(sched.admission) is not Optimistic or type(sched.waiting) is not FCFSQueue:
         return f"admission rule {sc.admission.name} (the fast core runs optimistic)"
+    if sc.engine.async_scheduling:
+        return "async scheduling (engine.async_scheduling)"
     if type(kv) is not PagedKV:
         what = "prefix caching" if sc.engine.enable_prefix_caching else f"KV policy {sc.kv.name}"
         return f"{what} (the fast core runs paged KV without prefix caching)"

@@ -1,0 +1,98 @@
+"""`python -m benchmarks.silicon`: replay NVIDIA's measured vLLM deployments through servesim.
+
+Reads every vLLM aggregated-serving row of aiconfigurator-core's `silicon_sample.csv` (the
+`aiconfigurator` extra; or `--csv` a file of the same columns, plain or gzipped), replays each
+row servesim can represent the way it was measured (benchmarks/silicon/rows.py names the
+protocol of each and its sources), prints the error table, and writes to `--out`:
+  rows.csv            every replayed row: measured and simulated TTFT/TPOT, signed errors
+  errors.csv          the table printed (all, per system, per model + precision)
+  unrepresentable.csv every row not replayed, with the reason
+  scatter.png         simulated vs measured, log axes, one colour per system
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict
+from pathlib import Path
+
+import pandas as pd
+
+from benchmarks.silicon import report
+from benchmarks.silicon.replay import replay
+from benchmarks.silicon.rows import Row, protocol, read_rows, unrepresentable
+
+
+def shipped_csv() -> Path:
+    try:
+        import aiconfigurator_core
+    except ImportError:
+        sys.exit("benchmarks.silicon: aiconfigurator-core is not installed "
+                 "(pip install 'servesim[aiconfigurator]'), or give --csv")
+    return Path(aiconfigurator_core.__file__).parent / "systems" / "silicon_sample.csv"
+
+
+def _one(row: Row) -> dict:
+    p = protocol(row)
+    sim = replay(row, p)
+    return {**asdict(row), "family": row.family, "protocol": p.name,
+            "num_prompts": p.num_prompts, "kv_fp8": p.kv_fp8,
+            "sim_ttft_ms": sim["ttft_mean"], "sim_tpot_ms": sim["tpot_mean"],
+            "sim_ttft_median_ms": sim["ttft_median"], "sim_tpot_median_ms": sim["tpot_median"],
+            "sim_preemptions": sim["preemptions"]}
+
+
+def run(rows: list[Row], jobs: int = 1) -> pd.DataFrame:
+    if jobs > 1:
+        with ProcessPoolExecutor(jobs) as pool:
+            done = list(pool.map(_one, rows, chunksize=4))
+    else:
+        done = [_one(r) for r in rows]
+    return report.errors(pd.DataFrame(done))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.silicon", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--csv", type=Path, help="silicon CSV (default: aiconfigurator-core's)")
+    ap.add_argument("--out", type=Path, default=Path("results/silicon"),
+                    help="results folder (a servesim result folder or a new path)")
+    ap.add_argument("--match", default="", help="replay only rows whose id contains this")
+    ap.add_argument("--jobs", type=int, default=1, help="worker processes")
+    args = ap.parse_args(argv)
+
+    from sim.report.write import ResultWriter
+
+    rows = read_rows(args.csv or shipped_csv())
+    rows = [r for r in rows if args.match in r.id]
+    skipped = [{"id": r.id, "model_path": r.model_path, "system": r.system,
+                "precision": r.precision, "reason": unrepresentable(r)}
+               for r in rows if unrepresentable(r)]
+    todo = [r for r in rows if not unrepresentable(r)]
+    writer = ResultWriter(args.out)
+    try:
+        df = run(todo, args.jobs)
+        t = report.table(df)
+        df.to_csv(writer.path("rows.csv"), index=False)
+        t.to_csv(writer.path("errors.csv"), index=False)
+        pd.DataFrame(skipped, columns=["id", "model_path", "system", "precision",
+                                       "reason"]).to_csv(
+            writer.path("unrepresentable.csv"), index=False)
+        report.scatter(df, writer.path("scatter.png"))
+    except BaseException:
+        writer.abort()
+        raise
+    out = writer.commit()
+    print(report.format_table(t))
+    reasons = pd.Series([s["reason"] for s in skipped]).value_counts()
+    print(f"\n{len(todo)} of {len(rows)} vLLM aggregated rows replayed; not represented:")
+    for reason, n in reasons.items():
+        print(f"  {n:>4}  {reason}")
+    print(f"results: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

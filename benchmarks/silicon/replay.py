@@ -1,0 +1,72 @@
+"""Replay one silicon row through servesim the way it was measured (rows.Protocol)."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from benchmarks.silicon.rows import MODELS, Protocol, Row, protocol
+from sim import pipeline
+from sim.catalog import get_model
+from sim.config.load import load_scenario
+
+
+def lengths(row: Row, p: Protocol, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The client's prompt and output lengths: numpy's legacy global stream seeded with the
+    client's --seed (default 0), input lengths drawn before output lengths, as
+    benchmark_serving.py's sample_random_requests does."""
+    rs = np.random.RandomState(seed)
+
+    def draw(n_tokens: int) -> np.ndarray:
+        if p.range_below:
+            lo, hi = int(n_tokens * p.range_ratio), n_tokens
+        else:
+            lo, hi = int(n_tokens * (1 - p.range_ratio)), int(n_tokens * (1 + p.range_ratio))
+        return rs.randint(max(lo, 1), hi + 1, size=p.num_prompts)
+
+    prompt = draw(row.isl)
+    return prompt, draw(row.osl)
+
+
+def model_spec(row: Row, p: Protocol) -> dict:
+    entry, weight_bytes = MODELS[row.model_path][row.precision]
+    spec = get_model(entry).model_dump() if isinstance(entry, str) else dict(entry)
+    spec["dtype_bytes"] = weight_bytes
+    spec["kv_dtype_bytes"] = 1 if p.kv_fp8 else None
+    return spec
+
+
+def scenario(row: Row, p: Protocol, trace: Path) -> dict:
+    engine = {"gpu_memory_utilization": p.gpu_memory_utilization,
+              "enable_prefix_caching": False, "async_scheduling": p.async_scheduling}
+    for key in ("max_num_seqs", "max_num_batched_tokens", "max_model_len"):
+        if getattr(p, key) is not None:
+            engine[key] = getattr(p, key)
+    return {
+        "name": row.id, "seed": 0, "model": model_spec(row, p), "gpu": row.gpu,
+        "tensor_parallel_size": row.tp, "engine": engine,
+        "workload": {"trace": str(trace), "format": "native",
+                     "arrival": {"process": "replay", "concurrency": p.concurrency}},
+        "slo": {"ttft_ms": None, "tpot_ms": None},
+    }
+
+
+def replay(row: Row, p: Protocol | None = None, overrides: tuple[str, ...] = ()) -> dict:
+    """Simulated TTFT/TPOT (mean and median, ms) of ROW, with the run's preemptions."""
+    p = p or protocol(row)
+    prompt, output = lengths(row, p)
+    with tempfile.TemporaryDirectory(prefix="servesim-silicon-") as tmp:
+        trace = Path(tmp) / "requests.csv"
+        rows = "".join(f"0,{a},{b}\n" for a, b in zip(prompt, output))
+        trace.write_text("arrival_s,prompt_tokens,output_tokens\n" + rows)
+        path = Path(tmp) / "scenario.yaml"
+        path.write_text(yaml.safe_dump(scenario(row, p, trace), sort_keys=False))
+        res = pipeline.run(load_scenario(path, overrides), None, plots=False)
+    lat = res.summary["latency_ms"]
+    return {"ttft_mean": lat["ttft"]["mean"], "ttft_median": lat["ttft"]["median"],
+            "tpot_mean": lat["tpot"]["mean"], "tpot_median": lat["tpot"]["median"],
+            "preemptions": res.summary["preemption"]["count"],
+            "cost": res.config.get("cost", {}).get("name") if res.config.get("cost") else None}

@@ -1,0 +1,80 @@
+"""The silicon replay's error table and scatter plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+METRICS = ("ttft", "tpot")
+
+
+def errors(df: pd.DataFrame) -> pd.DataFrame:
+    """Signed relative error (%) of each simulated metric against the measured one."""
+    out = df.copy()
+    for m in METRICS:
+        out[f"{m}_err_pct"] = 100.0 * (out[f"sim_{m}_ms"] / out[f"{m}_ms"] - 1.0)
+    return out
+
+
+def _stats(group: pd.DataFrame) -> dict:
+    row = {"rows": len(group)}
+    for m in METRICS:
+        e = group[f"{m}_err_pct"].to_numpy()
+        row[f"{m}_median_abs"] = float(np.median(np.abs(e)))
+        row[f"{m}_p90_abs"] = float(np.percentile(np.abs(e), 90))
+        row[f"{m}_bias"] = float(np.median(e))
+    return row
+
+
+def table(df: pd.DataFrame) -> pd.DataFrame:
+    """Error figures for all rows, per system and per model + precision (absolute %,
+    median and p90; bias = median signed %)."""
+    parts = [{"group": "all", **_stats(df)}]
+    for key in ("system", "family"):
+        for name, g in sorted(df.groupby(key), key=lambda kv: kv[0]):
+            parts.append({"group": f"{key} {name}", **_stats(g)})
+    return pd.DataFrame(parts)
+
+
+def format_table(t: pd.DataFrame) -> str:
+    head = (f"{'rows':<40} {'n':>4}  {'TTFT med':>8} {'p90':>7} {'bias':>7}  "
+            f"{'TPOT med':>8} {'p90':>7} {'bias':>7}   (abs %, bias signed %)")
+    lines = [head]
+    for r in t.itertuples():
+        lines.append(
+            f"{r.group:<40} {r.rows:>4}  {r.ttft_median_abs:>8.1f} {r.ttft_p90_abs:>7.1f} "
+            f"{r.ttft_bias:>+7.1f}  {r.tpot_median_abs:>8.1f} {r.tpot_p90_abs:>7.1f} "
+            f"{r.tpot_bias:>+7.1f}")
+    return "\n".join(lines)
+
+
+def scatter(df: pd.DataFrame, path: Path) -> None:
+    """Simulated vs measured TTFT and TPOT, log axes, one colour per system."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 5))
+    for ax, m, label in zip(axes, METRICS, ("TTFT (ms)", "TPOT (ms)")):
+        for system, g in sorted(df.groupby("system"), key=lambda kv: kv[0]):
+            ax.scatter(g[f"{m}_ms"], g[f"sim_{m}_ms"], s=14, alpha=0.75, label=system)
+        lo = float(min(df[f"{m}_ms"].min(), df[f"sim_{m}_ms"].min())) * 0.8
+        hi = float(max(df[f"{m}_ms"].max(), df[f"sim_{m}_ms"].max())) * 1.25
+        ax.plot([lo, hi], [lo, hi], color="black", lw=0.8)
+        for f in (0.85, 1.15):
+            ax.plot([lo, hi], [lo * f, hi * f], color="grey", lw=0.6, ls="--")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+        ax.set_xlabel(f"measured {label}")
+        ax.set_ylabel(f"servesim {label}")
+        ax.set_title(f"{label}: {len(df)} vLLM rows (dashed: +/-15 %)")
+        ax.legend(loc="upper left", fontsize=8)
+    fig.suptitle("servesim vs NVIDIA silicon_sample.csv (aiconfigurator-core 0.12.0)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,65 @@
+"""engine.async_scheduling: the plan that runs from a step's end was made when that step
+started (vLLM's batch queue of two, vllm/v1/engine/core.py step_with_batch_queue), so a
+request arriving during a step joins one step later than without it. Hand-computed times
+with the linear cost model (10 ms a step + 1 ms per prefill token)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tests.sim.test_engine_delays import run
+
+
+def test_an_arrival_during_a_step_joins_one_step_later(tmp_path):
+    # r0 (P=8, O=4) at 0: s1 [0, 18) prefill 8 -> token 1; r1 (P=4, O=2) arrives at 16 ms,
+    # inside s1.
+    # sync:  s2 [18, 32) r0 decode + r1 prefill 4; s3 [32, 42) both decode (r1 ends);
+    #        s4 [42, 52) r0's last token. r1 TTFT 32 - 16 = 16 ms.
+    # async: s2 was planned when s1 started (r1 not there yet): [18, 28) r0 decode;
+    #        s3 (planned at 18, r1 visible) [28, 42) r0 decode + r1 prefill 4;
+    #        s4 [42, 52) both decode: r0 and r1 end. r1 TTFT 42 - 16 = 26 ms.
+    rows = [(0.0, 8, 4), (0.016, 4, 2)]
+    _, sync, _ = run(tmp_path, rows)
+    _, lag, s = run(tmp_path, rows, async_scheduling=True)
+    np.testing.assert_allclose(sync["ttft_s"], [0.018, 0.016], atol=1e-12)
+    np.testing.assert_allclose(sync["e2el_s"], [0.052, 0.026], atol=1e-12)
+    np.testing.assert_allclose(lag["first_scheduled_s"], [0.0, 0.028], atol=1e-12)
+    np.testing.assert_allclose(lag["ttft_s"], [0.018, 0.026], atol=1e-12)
+    np.testing.assert_allclose(lag["token_times_s"][0], [0.018, 0.028, 0.042, 0.052],
+                               atol=1e-12)
+    np.testing.assert_allclose(lag["e2el_s"], [0.052, 0.036], atol=1e-12)
+    assert s["steps"]["count"] == 4
+
+
+def test_an_idle_engine_schedules_an_arrival_at_once(tmp_path):
+    # r1 arrives at 30 ms, after r0 (P=8, O=1) finished at 18 ms: nothing is in flight, so
+    # vLLM schedules it immediately, async or not: s2 [30, 44) prefill 4
+    rows = [(0.0, 8, 1), (0.030, 4, 1)]
+    _, sync, _ = run(tmp_path, rows)
+    _, lag, _ = run(tmp_path, rows, async_scheduling=True)
+    np.testing.assert_allclose(lag["ttft_s"], [0.018, 0.014], atol=1e-12)
+    np.testing.assert_allclose(lag["ttft_s"], sync["ttft_s"], atol=1e-12)
+
+
+def test_an_arrival_behind_an_empty_next_plan_is_not_held(tmp_path):
+    # r0 (P=8, O=1) finishes in s1 [0, 18); r1 arrives at 10 ms, inside s1. The plan made
+    # when s1 started had nothing after r0's last token, so at 18 ms vLLM's loop schedules
+    # with every arrival so far: s2 [18, 32) prefill 4 (sync and async alike)
+    rows = [(0.0, 8, 1), (0.010, 4, 1)]
+    _, lag, _ = run(tmp_path, rows, async_scheduling=True)
+    np.testing.assert_allclose(lag["first_scheduled_s"], [0.0, 0.018], atol=1e-12)
+    np.testing.assert_allclose(lag["ttft_s"], [0.018, 0.022], atol=1e-12)
+
+
+def test_requests_and_tokens_are_conserved(tmp_path):
+    rng = np.random.default_rng(3)
+    t = np.sort(rng.uniform(0, 2.0, 60))
+    rows = [(float(a), int(p), int(o)) for a, p, o in
+            zip(t, rng.integers(1, 300, 60), rng.integers(1, 40, 60))]
+    _, sync, s0 = run(tmp_path, rows)
+    _, lag, s1 = run(tmp_path, rows, async_scheduling=True)
+    assert (lag["generated_tokens"] == lag["output_tokens"]).all()
+    assert s1["requests"]["finished"] == s0["requests"]["finished"] == 60
+    assert (lag["first_scheduled_s"] >= lag["arrival_s"] - 1e-9).all()  # ns clock
+    assert s1["steps"]["prefill_tokens"] == s0["steps"]["prefill_tokens"] == sum(
+        p for _, p, _ in rows)
