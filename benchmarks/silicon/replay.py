@@ -33,7 +33,7 @@ def lengths(row: Row, p: Protocol, seed: int = 0) -> tuple[np.ndarray, np.ndarra
 
 def model_spec(row: Row, p: Protocol) -> dict:
     entry, weight_bytes = MODELS[row.model_path][row.precision]
-    spec = get_model(entry).model_dump() if isinstance(entry, str) else dict(entry)
+    spec = get_model(entry).model_dump()
     spec["dtype_bytes"] = weight_bytes
     spec["kv_dtype_bytes"] = 1 if p.kv_fp8 else None
     return spec

@@ -21,15 +21,6 @@ from pathlib import Path
 
 # What the silicon rows' model paths are in servesim's catalog. An entry gives the catalog
 # name, the weight and KV bytes per element the deployment served with, and the protocol.
-# Qwen3-32B is spelled out below (not yet in the catalog): figures from its config.json as
-# shipped in aiconfigurator-core (`model_configs/Qwen--Qwen3-32B_config.json`).
-QWEN3_32B = dict(
-    name="qwen3-32b", num_layers=64, hidden_size=5120, num_attention_heads=64, num_kv_heads=8,
-    head_dim=128, intermediate_size=25600, vocab_size=151936, max_position_embeddings=40960,
-    tie_word_embeddings=False,
-    source="https://huggingface.co/Qwen/Qwen3-32B/blob/main/config.json (as shipped in "
-    "aiconfigurator-core 0.12.0 model_configs/Qwen--Qwen3-32B_config.json)")
-
 SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm", "b200_sxm": "b200"}
 
 
@@ -115,11 +106,11 @@ def unrepresentable(row: Row) -> str | None:
     return None
 
 
-# model path -> precision -> (catalog name or spec, weight bytes)
-MODELS: dict[str, dict[str, tuple[str | dict, int]]] = {
+# model path -> precision -> (catalog name, weight bytes)
+MODELS: dict[str, dict[str, tuple[str, int]]] = {
     "meta-llama/Llama-3.1-70B": {"fp8": ("llama-3.1-70b", 1)},
     "nvidia/Llama-3.1-8B-Instruct-FP8": {"fp8": ("llama-3.1-8b", 1)},
-    "Qwen/Qwen3-32B": {"bf16": (QWEN3_32B, 2), "fp8": (QWEN3_32B, 1)},
+    "Qwen/Qwen3-32B": {"bf16": ("qwen3-32b", 2), "fp8": ("qwen3-32b", 1)},
 }
 
 INFERENCEMAX = (

@@ -2,8 +2,8 @@
 
 Keys are lowercase, dashed names. Every real model's ``source`` names the config.json it was
 copied from; ``sim/catalog/SOURCES.md`` lists, per figure, where it was cross-checked.
-``head_dim`` is hidden_size / num_attention_heads for every entry here (none of these configs
-sets ``head_dim`` explicitly). ``PUBLISHED_PARAMS`` holds the parameter counts the model cards
+``head_dim`` is hidden_size / num_attention_heads for every entry but Qwen3 (whose config sets
+``head_dim`` 128 explicitly). ``PUBLISHED_PARAMS`` holds the parameter counts the model cards
 publish; the catalog tests assert the derived ``ModelSpec.num_params`` is within 2% of them.
 """
 
@@ -126,6 +126,22 @@ _ENTRIES: tuple[ModelSpec, ...] = (
         source=_HF.format("Qwen/Qwen2.5-0.5B"),
     ),
     ModelSpec(
+        # head_dim 128 is set explicitly (hidden_size / heads would be 80)
+        name="qwen3-32b",
+        num_layers=64,
+        hidden_size=5120,
+        num_attention_heads=64,
+        num_kv_heads=8,
+        head_dim=128,
+        intermediate_size=25600,
+        vocab_size=151936,
+        max_position_embeddings=40960,
+        qk_norm=True,
+        tie_word_embeddings=False,
+        source=_HF.format("Qwen/Qwen3-32B")
+        + " (also shipped in aiconfigurator-core 0.12.0 model_configs/)",
+    ),
+    ModelSpec(
         name="tiny-2l",
         num_layers=2,
         hidden_size=256,
@@ -151,4 +167,5 @@ PUBLISHED_PARAMS: dict[str, float] = {
     "qwen2.5-7b": 7.61e9,
     "qwen2.5-72b": 72.7e9,
     "qwen2.5-0.5b": 0.49e9,
+    "qwen3-32b": 32.8e9,  # model card: "Number of Parameters: 32.8B"
 }

@@ -54,6 +54,9 @@ class ModelSpec(BaseModel):
         "fp8 or 16-bit weights, as vLLM's --kv-cache-dtype auto; 1 = fp8 KV)."
     )
     qkv_bias: bool = Field(False, description="Q/K/V projections carry a bias (Qwen2).")
+    qk_norm: bool = Field(False, description="Per-head RMSNorm on queries and keys before "
+                          "RoPE (Qwen3; Hugging Face's Qwen3Attention q_norm / k_norm): two "
+                          "more elementwise kernels per block.")
     tie_word_embeddings: bool = Field(
         False, description="The LM head shares the embedding matrix (no separate weights)."
     )
@@ -101,7 +104,8 @@ class ModelSpec(BaseModel):
         attn = h * (self.q_size + 2 * self.kv_size) + self.q_size * h
         bias = (self.q_size + 2 * self.kv_size) if self.qkv_bias else 0
         mlp = 3 * h * self.intermediate_size  # gate, up, down
-        return attn + bias + mlp + 2 * h  # + two RMSNorm weight vectors
+        qk = 2 * self.head_dim if self.qk_norm else 0  # q_norm, k_norm weights
+        return attn + bias + mlp + 2 * h + qk  # + two RMSNorm weight vectors
 
     @property
     def num_params(self) -> int:
@@ -116,7 +120,8 @@ class ModelSpec(BaseModel):
         LM head and final norm at the activation dtype."""
         h = self.hidden_size
         linear = self.layer_params - 2 * h - ((self.q_size + 2 * self.kv_size)
-                                               if self.qkv_bias else 0)
+                                               if self.qkv_bias else 0) - (
+            2 * self.head_dim if self.qk_norm else 0)
         rest = self.num_params - self.num_layers * linear
         return -(-(self.num_layers * linear * self.dtype_bytes + rest * self.act_bytes) // tp)
 

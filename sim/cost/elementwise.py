@@ -10,13 +10,14 @@ bytes per element, ``d`` head_dim, ``hq``/``hkv`` heads on this GPU, ``I`` inter
       RoPE on q and k, in place             read and write them               2 (hq + hkv) d a
       KV-cache write                        read k, v; write them paged       2 hkv d (a + kv)
       SiLU-and-mul                          read gate and up, write product   3 (I / tp) a
+      q_norm, k_norm (qk_norm: Qwen3)       read and write q, k per head      2 hq d a, 2 hkv d a
     per step
       embedding gather, per token           read a row, write it              2 h a
       final add + RMSNorm, per token                                          4 h a
       sampler, per request                  logits to fp32, temperature, softmax, exponential
                                             race, argmax over the vocabulary  ~42 V bytes
 
-Kernels: 5 per block, 1 embedding, 1 final norm and ``SAMPLER_KERNELS`` per step. The same
+Kernels: 5 per block (7 with qk_norm), 1 embedding, 1 final norm and ``SAMPLER_KERNELS`` per step. The same
 list is aiconfigurator's (add_norm x2, act, RoPE, KV write, embedding), whose models price
 them the same way. Pure numpy; no torch.
 """
@@ -29,7 +30,7 @@ import numpy as np
 
 from sim.config.hardware import ModelSpec
 
-LAYER_KERNELS = 5  # add+norm x2, RoPE, KV write, SiLU-and-mul
+LAYER_KERNELS = 5  # add+norm x2, RoPE, KV write, SiLU-and-mul (without qk_norm)
 SAMPLER_KERNELS = 6  # fp32 cast, temperature, softmax, exponential draw, divide, argmax
 # vocabulary bytes per request: 2 (bf16 logits in) + 4 (fp32 out) + 8 (temperature r/w)
 # + 8 (softmax r/w) + 4 (exponential draw) + 12 (divide r/r/w) + 4 (argmax read)
@@ -52,6 +53,8 @@ class ElementwiseWork:
         inter = model.intermediate_size // tp
         layer = (4.0 * h * a, 4.0 * h * a, 2.0 * (hq + hkv) * d * a, 2.0 * hkv * d * (a + kv),
                  3.0 * inter * a)
+        if model.qk_norm:  # vLLM's Qwen3Attention: q_norm, then k_norm, one kernel each
+            layer += (2.0 * hq * d * a, 2.0 * hkv * d * a)
         return ElementwiseWork(layer, 4.0 * h * a, 2.0 * h * a,
                                float(SAMPLER_BYTES_PER_VOCAB * model.vocab_size))
 
@@ -67,7 +70,7 @@ class ElementwiseWork:
         efficiency) + floor_s`` (the embedding gather at ``gather_efficiency``), plus the
         floors of the sampler's kernels (every step samples)."""
         t = np.asarray(tokens, np.float64)
-        kernels = layers * LAYER_KERNELS + 2 + SAMPLER_KERNELS
+        kernels = layers * len(self.layer_bytes) + 2 + SAMPLER_KERNELS
         moved = t * (layers * sum(self.layer_bytes) + self.norm_bytes) / (bandwidth * efficiency)
         gather = t * self.gather_bytes / (bandwidth * gather_efficiency)
         return moved + gather + kernels * floor_s

@@ -45,7 +45,8 @@ def test_model_entry_validates(key):
     assert m.name == key == normalize_name(key)
     assert ModelSpec.model_validate(m.model_dump()) == m  # round-trips through validation
     assert m.num_attention_heads % m.num_kv_heads == 0  # GQA groups are whole
-    assert m.head_dim * m.num_attention_heads == m.hidden_size  # no config here sets head_dim
+    # only Qwen3's config sets head_dim (128, not hidden_size / heads = 80)
+    assert (m.head_dim * m.num_attention_heads == m.hidden_size) != key.startswith("qwen3")
     assert m.source
     if key != "tiny-2l":
         assert m.source.startswith("https://huggingface.co/")
@@ -261,3 +262,16 @@ def test_non_string_name_rejected():
 def test_specs_are_frozen():
     with pytest.raises(Exception):  # noqa: B017 - pydantic ValidationError on frozen instance
         MODELS["llama-3-8b"].num_layers = 1  # type: ignore[misc]
+
+
+def test_qwen3_qk_norm_adds_two_kernels_and_its_weights():
+    from sim.cost.elementwise import LAYER_KERNELS, ElementwiseWork
+
+    q = MODELS["qwen3-32b"]
+    plain = q.model_copy(update={"qk_norm": False})
+    assert q.qk_norm and q.head_dim == 128 and q.num_params - plain.num_params == 64 * 2 * 128
+    assert q.weight_bytes_per_gpu(2) == plain.weight_bytes_per_gpu(2) + 64 * 2 * 128 * 2 // 2
+    work, base = ElementwiseWork.of(q, 2), ElementwiseWork.of(plain, 2)
+    assert len(base.layer_bytes) == LAYER_KERNELS and len(work.layer_bytes) == LAYER_KERNELS + 2
+    # q_norm reads and writes 32 heads x 128 x 2 bytes per token on each of 2 GPUs; k_norm 4
+    assert work.layer_bytes[-2:] == (2.0 * 32 * 128 * 2, 2.0 * 4 * 128 * 2)
