@@ -18,8 +18,8 @@ bytes per element, ``d`` head_dim, ``hq``/``hkv`` heads on this GPU, ``I`` inter
                                             race, argmax over the vocabulary  ~42 V bytes
 
 Kernels: 5 per block (7 with qk_norm), 1 embedding, 1 final norm and ``SAMPLER_KERNELS`` per
-step. The same list is aiconfigurator's (add_norm x2, act, RoPE, KV write, embedding), whose models price
-them the same way. Pure numpy; no torch.
+step. The same list is aiconfigurator's (add_norm x2, act, RoPE, KV write, embedding), whose
+models price them the same way. Pure numpy; no torch.
 """
 
 from __future__ import annotations
