@@ -119,7 +119,10 @@ INFERENCEMAX = (
     "(kimbochen/bench_serving) --dataset-name random --random-range-ratio 0.8 "
     "--num-prompts 10*CONC --max-concurrency CONC --request-rate inf --ignore-eos, lengths "
     "drawn by np.random.randint(int(L*0.8), L+1); server (benchmarks/70b_fp8_*.sh): "
-    "--kv-cache-dtype fp8, --async-scheduling, --no-enable-prefix-caching, "
+    "--kv-cache-dtype fp8 on H200 (70b_fp8_h200_slurm.sh) and B200 (70b_fp8_b200_docker.sh), "
+    "none on H100 (70b_fp8_h100_docker.sh, 70b_h100_slurm.sh: KV auto, which vLLM of "
+    "2025-10 served in bf16: it read the checkpoint's kv_cache_quant_algo only from PR 29980, "
+    "merged 2025-12-10), --async-scheduling, --no-enable-prefix-caching, "
     "--max-num-batched-tokens 8192, --gpu-memory-utilization 0.9, --max-num-seqs CONC "
     "(H100/H200) or 512 (B200), --max-model-len 10240 (H200 script)")
 GAP_ANALYSIS = (
@@ -138,7 +141,7 @@ def protocol(row: Row) -> Protocol:
         return Protocol(
             name="inferencemax", num_prompts=10 * c, concurrency=c, range_ratio=0.8,
             range_below=True, max_num_seqs=512 if row.gpu == "b200" else c,
-            max_num_batched_tokens=8192, max_model_len=10240, kv_fp8=True,
+            max_num_batched_tokens=8192, max_model_len=10240, kv_fp8=row.gpu != "h100-sxm",
             gpu_memory_utilization=0.9, async_scheduling=True, source=INFERENCEMAX)
     return Protocol(
         name="gap-analysis", num_prompts=10 * c, concurrency=c, range_ratio=0.0,

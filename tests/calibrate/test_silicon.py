@@ -39,7 +39,9 @@ def test_inferencemax_rows_are_replayed_as_measured(rows):
     p = protocol(h100)
     assert (p.name, p.num_prompts, p.concurrency, p.range_ratio, p.range_below) == (
         "inferencemax", 40, 4, 0.8, True)
-    assert p.kv_fp8 and p.async_scheduling and p.max_num_batched_tokens == 8192
+    # H100's scripts set no --kv-cache-dtype (bf16 KV then); H200's and B200's set fp8
+    assert not p.kv_fp8 and protocol(b200).kv_fp8
+    assert p.async_scheduling and p.max_num_batched_tokens == 8192
     assert p.max_num_seqs == 4 and protocol(b200).max_num_seqs == 512
     prompt, output = lengths(h100, p)
     assert len(prompt) == len(output) == 40
@@ -49,7 +51,7 @@ def test_inferencemax_rows_are_replayed_as_measured(rows):
     np.testing.assert_array_equal(prompt, rs.randint(819, 1025, size=40))
     np.testing.assert_array_equal(output, rs.randint(819, 1025, size=40))
     sc = scenario(h100, p, Path("t.csv"))
-    assert sc["model"]["dtype_bytes"] == 1 and sc["model"]["kv_dtype_bytes"] == 1
+    assert sc["model"]["dtype_bytes"] == 1 and sc["model"]["kv_dtype_bytes"] is None
     assert sc["engine"]["async_scheduling"] is True
     assert sc["engine"]["enable_prefix_caching"] is False
     assert sc["workload"]["arrival"] == {"process": "replay", "concurrency": 4}
