@@ -8,6 +8,9 @@ protocol of each and its sources), prints the error table, and writes to `--out`
   errors.csv          the table printed (all, per system, per model + precision)
   unrepresentable.csv every row not replayed, with the reason
   scatter.png         simulated vs measured, log axes, one colour per system
+`--record` also writes the error band per GPU and model class to
+calibrate/models/validation.yaml, which `servesim run`, `capacity` and `replay-bench` print
+beside their answers (sim/cost/validation.py); it needs the whole shipped CSV.
 """
 
 from __future__ import annotations
@@ -61,10 +64,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="results folder (a servesim result folder or a new path)")
     ap.add_argument("--match", default="", help="replay only rows whose id contains this")
     ap.add_argument("--jobs", type=int, default=1, help="worker processes")
+    ap.add_argument("--record", action="store_true",
+                    help="write the error bands to calibrate/models/validation.yaml")
     args = ap.parse_args(argv)
 
     from sim.report.write import ResultWriter
 
+    if args.record and (args.csv is not None or args.match):
+        ap.error("--record needs the whole shipped CSV (no --csv, no --match)")
     rows = read_rows(args.csv or shipped_csv())
     rows = [r for r in rows if args.match in r.id]
     skipped = [{"id": r.id, "model_path": r.model_path, "system": r.system,
@@ -85,6 +92,9 @@ def main(argv: list[str] | None = None) -> int:
         writer.abort()
         raise
     out = writer.commit()
+    if args.record:
+        path = report.record_bands(df, shipped_csv())
+        print(f"error bands: {path}")
     print(report.format_table(t))
     reasons = pd.Series([s["reason"] for s in skipped]).value_counts()
     print(f"\n{len(todo)} of {len(rows)} vLLM aggregated rows replayed; not represented:")

@@ -38,6 +38,31 @@ def table(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(parts)
 
 
+def record_bands(df: pd.DataFrame, csv: Path) -> Path:
+    """Write the error band of each GPU and model class (sim/cost/validation.py reads it)."""
+    import datetime
+
+    import yaml
+
+    from benchmarks.silicon.rows import SYSTEMS
+    from sim.cost.validation import BANDS_FILE
+
+    bands: dict = {}
+    cls = "dense " + df["precision"]
+    for (system, c), g in sorted(df.groupby([df["system"], cls]), key=lambda kv: kv[0]):
+        st = _stats(g)
+        bands.setdefault(SYSTEMS[system], {})[c] = {
+            "rows": st["rows"], "models": sorted(g["model_path"].unique().tolist()),
+            **{m: {k: round(st[f"{m}_{k}"], 1) for k in ("median_abs", "p90_abs", "bias")}
+               for m in METRICS}}
+    doc = {"source": f"benchmarks/silicon replay of {csv.name} (aiconfigurator-core 0.12.0, "
+                     "NVIDIA's measured vLLM deployments): |servesim / measured - 1| in %",
+           "created": datetime.date.today().isoformat(), "bands": bands}
+    BANDS_FILE.write_text("# written by python -m benchmarks.silicon --record; do not edit\n"
+                          + yaml.safe_dump(doc, sort_keys=False, width=100))
+    return BANDS_FILE
+
+
 def format_table(t: pd.DataFrame) -> str:
     head = (f"{'rows':<40} {'n':>4}  {'TTFT med':>8} {'p90':>7} {'bias':>7}  "
             f"{'TPOT med':>8} {'p90':>7} {'bias':>7}   (abs %, bias signed %)")

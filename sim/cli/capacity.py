@@ -32,6 +32,7 @@ from sim.cli.sweep import (
     interrupted,
     load,
 )
+from sim.cost import validation
 from sim.plan.capacity import CapacityResult, Tolerance, run_capacity
 from sim.plan.emit import chosen_doc
 from sim.plan.frontier import best, frontier
@@ -61,8 +62,10 @@ def _chosen(res: CapacityResult, front, i: int, base: Base, price: float | None)
         capacity["gpu_hour_price"] = price
         capacity["cost_per_million_output_tokens"] = float(row["cost_per_million_output_tokens"])
     slo = {f"{b.name}_ms": b.ms for b in res.budgets}
-    return chosen_doc(run.result.resolved, run.result.specs, run.config["workload_source"],
-                      dict(c.config), slo, capacity)
+    doc = chosen_doc(run.result.resolved, run.result.specs, run.config["workload_source"],
+                     dict(c.config), slo, capacity)
+    doc["cost_error"] = validation.band(run.result.resolved)
+    return doc
 
 
 def _best_line(res: CapacityResult, row, price: float | None) -> str:
@@ -154,6 +157,7 @@ def capacity(
         doc = _chosen(res, front, i, Base.of(loaded, sets), price)
         (out / "chosen.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
         typer.echo(_best_line(res, front.loc[i], price))
+        typer.echo(validation.describe(doc["cost_error"]))
         if emit == "vllm":
             typer.echo(doc["vllm_serve"])
             for note in doc["notes"]:

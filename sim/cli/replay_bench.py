@@ -19,6 +19,7 @@ from rich.console import Console
 from sim import pipeline
 from sim.cli.run import SetOpt
 from sim.config.load import load_scenario
+from sim.cost import validation
 from sim.report.bench import comparison, comparison_table, measured_summary
 from traces.errors import InputError
 from traces.loaders.vllm_result import read_result, traffic
@@ -54,9 +55,11 @@ def replay_bench(
     res = pipeline.run(loaded, out, plots=False)
     rows = comparison(measured_summary(measured_run), res.summary)
     if as_json:
-        typer.echo(json.dumps({"arrival": arrival, "rows": rows}, indent=2))
+        typer.echo(json.dumps({"arrival": arrival, "rows": rows,
+                               "cost_error": res.summary["cost_error"]}, indent=2))
         return
     Console().print(comparison_table(rows, f"{result.name}: {describe(arrival)}"))
+    typer.echo(validation.describe(res.summary["cost_error"]))
     if res.out_dir is not None:
         typer.echo(f"results: {res.out_dir}")
 

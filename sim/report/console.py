@@ -128,3 +128,7 @@ def print_summary(summary: dict, derived: dict, console: Console | None = None) 
         console.print(lanes_table(summary["lanes"], summary["slo"]["percentile"]))
     if summary.get("fleet"):
         console.print(fleet_table(summary["fleet"]))
+    if summary.get("cost_error"):
+        from sim.cost.validation import describe
+
+        console.print(describe(summary["cost_error"]), highlight=False, soft_wrap=True)

@@ -72,6 +72,10 @@ def test_emit_vllm_prints_the_command(tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert any(ln.startswith("vllm serve meta-llama/Meta-Llama-3-8B ") for ln in lines)
     assert any(ln.startswith("best: base: ") for ln in lines)
+    # the answer comes with the cost model's validated error (or why there is none)
+    assert any(ln.startswith("cost model error") for ln in lines)
+    doc = yaml.safe_load((out / "chosen.yaml").read_text())
+    assert doc["cost_error"]["gpu"] == "h100-sxm" and "validated" in doc["cost_error"]
 
 
 def test_a_trace_answers_in_mean_and_peak_minute_rates(tmp_path, capsys):

@@ -1,0 +1,64 @@
+"""The validated error of the shipped cost profiles, shown beside every answer.
+
+`calibrate/models/validation.yaml` holds, per GPU and model class, how far servesim's
+TTFT and TPOT were from NVIDIA's measured vLLM deployments (benchmarks/silicon, written by
+`python -m benchmarks.silicon --record`): absolute error median and p90, signed bias, and
+the rows behind them. A run priced by a shipped fitted profile reads its band here; any
+other cost model, a user's profile, or a GPU or model class outside what was measured says
+it is not validated, and why.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import yaml
+
+BANDS_FILE = Path(__file__).resolve().parents[2] / "calibrate" / "models" / "validation.yaml"
+
+
+@cache
+def _bands(path: Path = BANDS_FILE) -> dict:
+    if not path.is_file():
+        return {}
+    return yaml.safe_load(path.read_text()) or {}
+
+
+def model_class(model) -> str:
+    """The class a band covers: the architecture and the weight dtype."""
+    weights = {1: "fp8", 2: "bf16", 4: "fp32"}.get(model.dtype_bytes, f"{model.dtype_bytes}B")
+    return f"dense {weights}"
+
+
+def band(resolved) -> dict:
+    """The validated error band of the run's cost model, or ``validated: False`` and why."""
+    sc, gpu = resolved.scenario, resolved.gpu.name
+    cls = model_class(resolved.model)
+    out = {"gpu": gpu, "model_class": cls}
+    cost = sc.cost.name if sc.cost is not None else "roofline"
+    profile = getattr(sc.cost.params, "profile", None) if sc.cost is not None else None
+    if cost != "fitted" or profile != f"{gpu}/vllm":
+        what = f"cost {cost}" + (f" (profile {profile})" if cost == "fitted" else "")
+        return {**out, "validated": False,
+                "why": f"{what}: only the shipped <gpu>/vllm fitted profiles are validated"}
+    data = _bands()
+    entry = data.get("bands", {}).get(gpu, {}).get(cls)
+    if entry is None:
+        have = sorted(data.get("bands", {}).get(gpu, {}))
+        return {**out, "validated": False,
+                "why": f"no measured deployment of a {cls} model on {gpu} "
+                       f"(validated there: {', '.join(have) or 'nothing'})"}
+    return {**out, "validated": True, "source": data.get("source", ""), **entry}
+
+
+def describe(b: dict) -> str:
+    """One line for the console."""
+    if not b["validated"]:
+        return f"cost model error: not validated for {b['model_class']} on {b['gpu']}: {b['why']}"
+    t, p = b["ttft"], b["tpot"]
+    models = ", ".join(m.split("/")[-1] for m in b.get("models", ()))
+    return (f"cost model error on {b['gpu']} ({b['model_class']}: {b['rows']} measured vLLM "
+            f"deployments of {models}): TTFT +/- {t['median_abs']:.1f} % median (p90 {t['p90_abs']:.1f} %, "
+            f"bias {t['bias']:+.1f} %), TPOT +/- {p['median_abs']:.1f} % (p90 "
+            f"{p['p90_abs']:.1f} %, bias {p['bias']:+.1f} %)")

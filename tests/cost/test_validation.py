@@ -1,0 +1,66 @@
+"""The error band beside every answer (sim/cost/validation.py, calibrate/models/
+validation.yaml written by `python -m benchmarks.silicon --record`)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sim.cli import main
+from sim.config.load import load_scenario
+from sim.config.resolve import resolve
+from sim.cost.validation import _bands, band, describe, model_class
+
+
+def resolved(*sets: str):
+    return resolve(load_scenario(None, sets).scenario)
+
+
+def test_the_shipped_bands_cover_the_replayed_systems():
+    bands = _bands()["bands"]
+    assert set(bands) == {"h100-sxm", "h200-sxm", "b200"}
+    h100 = bands["h100-sxm"]["dense fp8"]
+    assert h100["rows"] == 48 and "meta-llama/Llama-3.1-70B" in h100["models"]
+    for entry in (e for gpu in bands.values() for e in gpu.values()):
+        for m in ("ttft", "tpot"):
+            assert 0 <= entry[m]["median_abs"] <= entry[m]["p90_abs"]
+
+
+def test_a_shipped_fitted_profile_reads_its_band():
+    b = band(resolved())  # the default scenario: llama-3-8b bf16, fitted h100-sxm/vllm
+    assert b["validated"] and (b["gpu"], b["model_class"]) == ("h100-sxm", "dense bf16")
+    assert b["rows"] == _bands()["bands"]["h100-sxm"]["dense bf16"]["rows"]
+    line = describe(b)
+    assert line.startswith("cost model error on h100-sxm (dense bf16: ")
+    assert f"TTFT +/- {b['ttft']['median_abs']:.1f} % median" in line and "\n" not in line
+
+
+@pytest.mark.parametrize(("sets", "why"), [
+    (("cost.name=roofline",), "cost roofline: only the shipped"),
+    (("gpu=a100-80gb",), "no measured deployment of a dense bf16 model on a100-80gb"),
+    (("model={name: llama-3-8b, num_layers: 32, hidden_size: 4096, num_attention_heads: 32, "
+      "num_kv_heads: 8, head_dim: 128, intermediate_size: 14336, vocab_size: 128256, "
+      "max_position_embeddings: 8192, dtype_bytes: 4}",), "dense fp32 model on h100-sxm"),
+])
+def test_outside_what_was_measured_says_so(sets, why):
+    b = band(resolved(*sets))
+    assert not b["validated"] and why in b["why"], b
+    assert describe(b).startswith("cost model error: not validated for ")
+
+
+def test_model_class_names_the_weight_dtype():
+    r = resolved()
+    assert model_class(r.model) == "dense bf16"
+    assert model_class(r.model.model_copy(update={"dtype_bytes": 1})) == "dense fp8"
+
+
+def test_run_prints_and_writes_the_band(tmp_path, capsys):
+    out = tmp_path / "o"
+    assert main(["run", "--out", str(out), "--set", "workload.num_requests=50",
+                 "--no-plots"]) == 0
+    printed = capsys.readouterr().out
+    assert "cost model error on h100-sxm (dense bf16: " in printed
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["cost_error"]["validated"] is True
+    assert summary["cost_error"]["model_class"] == "dense bf16"
