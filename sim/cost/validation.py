@@ -60,5 +60,6 @@ def describe(b: dict) -> str:
     models = ", ".join(m.split("/")[-1] for m in b.get("models", ()))
     return (f"cost model error on {b['gpu']} ({b['model_class']}: {b['rows']} measured vLLM "
             f"deployments of {models}): TTFT +/- {t['median_abs']:.1f} % median "
-            f"(p90 {t['p90_abs']:.1f} %, bias {t['bias']:+.1f} %), TPOT +/- {p['median_abs']:.1f} % (p90 "
-            f"{p['p90_abs']:.1f} %, bias {p['bias']:+.1f} %)")
+            f"(p90 {t['p90_abs']:.1f} %, bias {t['bias']:+.1f} %), "
+            f"TPOT +/- {p['median_abs']:.1f} % (p90 {p['p90_abs']:.1f} %, "
+            f"bias {p['bias']:+.1f} %)")
