@@ -60,8 +60,9 @@ def test_frontier_best_config_per_gpu_and_cost(capacity_dir):
     mix = doc["length_mix"]
     assert mix["prompt_tokens"]["p50"] == 200 and mix["output_tokens"]["p99"] == 40
     assert doc["vllm_serve"].startswith(
-        "vllm serve meta-llama/Meta-Llama-3-8B --tensor-parallel-size 1 --max-model-len 8192 "
-        "--max-num-seqs 64 --max-num-batched-tokens 8192 ")
+        "vllm serve meta-llama/Meta-Llama-3-8B --dtype auto --kv-cache-dtype auto "
+        "--tensor-parallel-size 1 --max-model-len 8192 --max-num-seqs 64 "
+        "--max-num-batched-tokens 8192 ")
     assert (capacity_dir / "chosen" / "summary.json").exists()
 
 
