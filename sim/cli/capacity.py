@@ -42,6 +42,11 @@ from sim.plan.slo import as_overrides, describe, parse_slo, scenario_slo
 from sim.report.plan_tables import frontier_table, show
 from traces.errors import InputError
 
+CHOSEN_HEAD = ("# The best configuration at its capacity, as a scenario: `servesim run\n"
+               "# chosen.yaml` simulates it again (chosen/ holds that run). `locked` is what was\n"
+               "# found: the `vllm serve` command that deploys what was simulated, the SLOs,\n"
+               "# the capacity and the length mix of the traffic it holds for.\n")
+
 
 def _chosen(res: CapacityResult, front, i: int, base: Base, price: float | None) -> dict:
     """Simulate the best configuration at its capacity into DIR/chosen; chosen.yaml's doc."""
@@ -62,7 +67,7 @@ def _chosen(res: CapacityResult, front, i: int, base: Base, price: float | None)
         capacity["cost_per_million_output_tokens"] = float(row["cost_per_million_output_tokens"])
     slo = {f"{b.name}_ms": b.ms for b in res.budgets}
     return chosen_doc(run.result.resolved, run.result.specs, run.config["workload_source"],
-                      dict(c.config), slo, capacity)
+                      dict(c.config), slo, capacity, base.base_dir, res.out)
 
 
 def _best_line(res: CapacityResult, row, price: float | None) -> str:
@@ -152,11 +157,11 @@ def capacity(
                    f"{res.configs[0].hi.load:g}); limited by {res.configs[0].binding}")
     else:
         doc = _chosen(res, front, i, Base.of(loaded, sets), price)
-        (out / "chosen.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+        (out / "chosen.yaml").write_text(CHOSEN_HEAD + yaml.safe_dump(doc, sort_keys=False))
         typer.echo(_best_line(res, front.loc[i], price))
         if emit == "vllm":
-            typer.echo(doc["vllm_serve"])
-            for note in doc["notes"]:
+            typer.echo(doc["locked"]["vllm_serve"])
+            for note in doc["locked"]["notes"]:
                 typer.echo(f"# note: {note}")
         typer.echo(f"chosen: {out / 'chosen.yaml'}")
     if plots:

@@ -9,11 +9,15 @@ alias-expansion limits).
 (``workload.mix.0.arrival.rate=4``), and the fields of a catalog model or GPU
 (``model.dtype_bytes=1`` turns ``model: llama-3-8b`` into that catalog spec, spelled out,
 with the field overridden).
+
+A result's config.json and capacity's chosen.yaml are scenarios too: the keys servesim
+writes beside the scenario (``sim.config.runnable.ANNOTATIONS``) are skipped.
 """
 
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -24,6 +28,7 @@ from pydantic import ValidationError
 from sim.catalog import CatalogError, get_gpu, get_model
 from sim.config import yamlsafe
 from sim.config.errors import describe, first_loc
+from sim.config.runnable import ANNOTATIONS
 from sim.config.scenario import Scenario
 from traces.errors import InputError, clip, clip_repr
 
@@ -136,15 +141,43 @@ def _origin(e: ValidationError, source: str, overrides: tuple[str, ...]) -> str:
     return source
 
 
+#: what a workload may set besides its file that applies to any replay too
+_REPLAY_KEYS = ("max_requests", "shared_prefix", "lane", "priority", "tenant")
+
+
+def replay_workload(workload, trace: str) -> dict:
+    """The workload ``--trace`` makes: a replayed trace keeps all but its file and format
+    (rate_scale, window_s, arrival, lengths...); a generated one keeps its tags and cap (its
+    arrivals and lengths become the file's); a mix is replaced, with a warning."""
+    workload = workload if isinstance(workload, dict) else {}
+    if workload.get("mix") is not None:
+        n = len(workload["mix"]) if isinstance(workload["mix"], list) else "several"
+        warnings.warn(f"--trace replaces the scenario's mix of {n} workloads with one replay "
+                      f"of {Path(trace).name}", stacklevel=2)
+        return {"trace": trace}
+    if workload.get("trace") is not None:
+        kept = {k: v for k, v in workload.items() if k not in ("trace", "format")}
+        return {**kept, "trace": trace}
+    kept = {k: workload[k] for k in _REPLAY_KEYS if k in workload}
+    arrival = workload.get("arrival")
+    if isinstance(arrival, dict) and arrival.get("concurrency") is not None:
+        kept["arrival"] = {k: arrival[k] for k in ("concurrency", "think_s") if k in arrival}
+        if arrival.get("process") == "closed":
+            kept["arrival"]["process"] = "closed"
+    return {**kept, "trace": trace}
+
+
 def load_scenario(path: str | Path | None = None, overrides: tuple[str, ...] = (),
                   trace: str | None = None) -> LoadedScenario:
     """Load, override and validate a scenario. ``trace`` replays that file instead."""
     p = Path(path) if path is not None else default_scenario_path()
     data = _read_yaml(p)
+    for key in ANNOTATIONS:  # a config.json or chosen.yaml servesim wrote runs again
+        data.pop(key, None)
     if trace is not None:  # replay this file; --set workload.* still applies on top
         if "\0" in trace:
             raise InputError(f"--trace {clip(trace)!r}: the path contains a NUL character")
-        data["workload"] = {"trace": str(Path(trace).resolve())}
+        data["workload"] = replay_workload(data.get("workload"), str(Path(trace).resolve()))
     for o in overrides:
         apply_override(data, o)
     return LoadedScenario(validate(data, p.name, overrides), p.name, p.parent)

@@ -3,18 +3,21 @@
 ``vllm_serve`` turns a resolved scenario into the `vllm serve` command line that deploys
 it (vLLM 0.32 flag names, ``vllm/engine/arg_utils.py``); every simulated engine value is
 spelled out, including the defaults servesim resolved, so the server cannot pick others.
-``chosen_doc`` is ``chosen.yaml``: those flags next to the length-mix percentiles of the
+``chosen_doc`` is ``chosen.yaml``: a runnable scenario (the resolved config, workload
+included) under a ``locked`` section with those flags, the length-mix percentiles of the
 workload that was planned for, the SLOs and the capacity found.
 """
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 
 from sim.config.hardware import ModelSpec
 from sim.config.resolve import Resolved
+from sim.config.runnable import scenario_as_run
 from sim.engine.requests import RequestSpecs
 
 _HF = re.compile(r"huggingface\.co/([^/]+/[^/]+)/")
@@ -115,13 +118,43 @@ def plain(obj):
     return obj.item() if isinstance(obj, np.generic) else obj
 
 
+def deployment(r: Resolved) -> tuple[list[dict], list[str]]:
+    """A fleet's servers, one entry per pool (its replicas and `vllm serve` line), and what
+    the fleet models that vLLM's server has no flag for."""
+    c = r.scenario.cluster
+    if c is None:
+        return [], []
+    from sim.fleet.plan import plan_fleet
+
+    pools, notes = [], []
+    for p in plan_fleet(r.scenario, r).pools:
+        flags, pool_notes = vllm_flags(p.resolved)
+        pools.append({"pool": p.name, "role": p.role, "replicas": p.replicas, "gpus": p.gpus,
+                      "lanes": list(p.lanes), "router": p.router.name,
+                      "vllm_serve": " ".join(["vllm serve", hf_model(p.resolved), *flags]),
+                      "notes": pool_notes})
+        notes.append(f"pool {p.name!r}: {p.replicas} replica(s) behind router "
+                     f"{p.router.name!r}, which vLLM's server does not provide: run the pool's "
+                     "command once per replica behind a router of your own")
+    if c.disaggregation is not None:
+        notes.append("prefill/decode disaggregation needs a KV connector on both pools "
+                     "(--kv-transfer-config); servesim models the transfer, not a connector")
+    return pools, notes
+
+
 def chosen_doc(r: Resolved, specs: RequestSpecs, source: str, config: dict, slo: dict,
-               capacity: dict) -> dict:
+               capacity: dict, base_dir: Path | str, dest: Path | str) -> dict:
+    """chosen.yaml: the scenario as run (`servesim run chosen.yaml` simulates the chosen
+    point again) under ``locked``: the deployment that was simulated, the SLOs, the capacity
+    found and the length mix of the traffic it was found for."""
     flags, notes = vllm_flags(r)
-    return plain({
-        "scenario": r.scenario.name, "model": r.model.name, "hf_model": hf_model(r),
-        "gpu": r.gpu.name, "gpus": r.tp, "config": config,
-        "vllm_serve": vllm_serve(r), "vllm_flags": flags, "notes": notes,
+    pools, fleet_notes = deployment(r)
+    locked = {
+        "config": config, "model": r.model.name, "hf_model": hf_model(r), "gpu": r.gpu.name,
+        "gpus": sum(p["gpus"] for p in pools) if pools else r.tp,
+        "vllm_serve": vllm_serve(r), "vllm_flags": flags, "notes": notes + fleet_notes,
+        **({"pools": pools} if pools else {}),
         "slo": slo, "capacity": capacity,
         "length_mix": {"source": source, **length_mix(specs)},
-    })
+    }
+    return plain({"locked": locked, **scenario_as_run(r, base_dir, dest)})

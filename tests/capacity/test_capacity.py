@@ -3,6 +3,9 @@ the frontier, chosen.yaml and vLLM flags say what was found."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pandas as pd
 import pytest
 import yaml
@@ -16,7 +19,7 @@ from sim.plan.sweep import run_sweep
 
 from .helpers import TINY, cli
 
-CHAT = "scenarios/chat-trace.yaml"
+CHAT = Path("scenarios/chat-trace.yaml").resolve()
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +56,7 @@ def test_frontier_best_config_per_gpu_and_cost(capacity_dir):
     assert (front["req_s_per_gpu"] == front["max_load"]).all()  # one GPU, generated arrivals
     expect = 2.5 / (front["output_tok_s_per_gpu"] * 3600) * 1e6
     assert front["cost_per_million_output_tokens"].tolist() == pytest.approx(expect.tolist())
-    doc = yaml.safe_load((capacity_dir / "chosen.yaml").read_text())
+    doc = yaml.safe_load((capacity_dir / "chosen.yaml").read_text())["locked"]
     assert doc["config"] == {"engine.max_num_seqs": 64}
     assert doc["capacity"]["max_load"] == b
     assert doc["slo"] == {"ttft_p95_ms": 300.0, "tpot_p95_ms": 40.0}
@@ -64,6 +67,39 @@ def test_frontier_best_config_per_gpu_and_cost(capacity_dir):
         "--tensor-parallel-size 1 --max-model-len 8192 --max-num-seqs 64 "
         "--max-num-batched-tokens 8192 ")
     assert (capacity_dir / "chosen" / "summary.json").exists()
+
+
+def same_summary(a: Path, b: Path) -> None:
+    """Two runs' summary.json agree on everything but the wall times."""
+    sa, sb = (json.loads((d / "summary.json").read_text()) for d in (a, b))
+    for s in (sa, sb):
+        s["sim"].pop("wall_s")
+    assert sa == sb
+
+
+def test_chosen_yaml_and_config_json_run_again_to_the_same_summary(capacity_dir, tmp_path):
+    chosen = yaml.safe_load((capacity_dir / "chosen.yaml").read_text())
+    assert chosen["workload"]["arrival"]["rate"] == chosen["locked"]["capacity"]["max_load"]
+    assert chosen["engine"]["max_num_seqs"] == 64 and chosen["model"]["num_layers"] == 32
+    assert cli("run", capacity_dir / "chosen.yaml", "--out", tmp_path / "a", "--no-plots",
+               "-q") == 0
+    same_summary(capacity_dir / "chosen", tmp_path / "a")
+    assert cli("run", capacity_dir / "chosen" / "config.json", "--out", tmp_path / "b",
+               "--no-plots", "-q") == 0
+    same_summary(capacity_dir / "chosen", tmp_path / "b")
+
+
+def test_a_trace_chosen_yaml_runs_from_anywhere(tmp_path, monkeypatch):
+    out = tmp_path / "t"
+    assert cli("capacity", CHAT, "--set", "workload.window_s=[0,120]", "--set",
+               "cost={name: linear, base_ms: 10, prefill_token_ms: 0.05, decode_seq_ms: 1}",
+               "--tol", "25%", "--out", out, "--no-plots", "-q") == 0
+    chosen = yaml.safe_load((out / "chosen.yaml").read_text())
+    assert chosen["workload"]["rate_scale"] == chosen["locked"]["capacity"]["max_load"] != 1
+    assert chosen["workload"]["window_s"] == [0, 120]
+    monkeypatch.chdir(tmp_path)  # the trace path resolves from chosen.yaml's folder
+    assert cli("run", out / "chosen.yaml", "--out", tmp_path / "a", "--no-plots", "-q") == 0
+    same_summary(out / "chosen", tmp_path / "a")
 
 
 def test_emit_vllm_prints_the_command(tmp_path, capsys):

@@ -8,7 +8,7 @@ import pytest
 
 from sim.config.load import load_scenario
 from sim.pipeline import resolve_loaded
-from sim.plan.emit import vllm_flags, vllm_serve
+from sim.plan.emit import deployment, vllm_flags, vllm_serve
 
 
 def flags(*sets):
@@ -101,3 +101,14 @@ def test_admission_and_length_knobs_map_to_flags_or_notes():
     assert "--long-prefill-token-threshold-adaptive" in f
     assert "--no-scheduler-reserve-full-isl" in f
     assert notes == ["strict_max_model_len has no vLLM flag: its server shortens max_tokens"]
+
+
+def test_a_fleet_gets_one_command_per_pool():
+    r = resolve_loaded(load_scenario("scenarios/fleet-pools.yaml", (
+        "cluster.pools.1.engine={max_num_seqs: 64}", "cluster.pools.1.replicas=3")))
+    pools, notes = deployment(r)
+    assert [(p["pool"], p["replicas"], p["gpus"]) for p in pools] == [
+        ("interactive", 1, 1), ("batch", 3, 3)]
+    assert "--max-num-seqs 1024" in pools[0]["vllm_serve"]
+    assert "--max-num-seqs 64" in pools[1]["vllm_serve"]
+    assert notes[1].startswith("pool 'batch': 3 replica(s) behind router 'least_outstanding'")
