@@ -70,6 +70,15 @@ def _chosen(res: CapacityResult, front, i: int, base: Base, price: float | None)
                       dict(c.config), slo, capacity, base.base_dir, res.out)
 
 
+def _rejected_share(probe) -> str:
+    """Why rejections bind at every load: the share the budgets count as failures."""
+    if probe is None or probe.binding != "rejected":
+        return ""
+    share = probe.worst("slo.rejected_fraction")
+    return (f" ({share:.1%} of the requests rejected, counted as failures at any load: "
+            "prompts of engine.max_model_len tokens or more)")
+
+
 def _best_line(res: CapacityResult, row, price: float | None) -> str:
     unit = "" if res.load_key == RATE_KEY else f" (rate_scale {row['max_load']:g})"
     cost = (f", {row['cost_per_million_output_tokens']:.3f} per million output tokens at "
@@ -153,8 +162,9 @@ def capacity(
         show(frontier_table(front, budgets, res.load_key, str(tolerance)))
     i = best(front)
     if i is None:
-        typer.echo(f"no configuration sustains any load tried (down to "
-                   f"{res.configs[0].hi.load:g}); limited by {res.configs[0].binding}")
+        c = res.configs[0]
+        typer.echo(f"no configuration sustains any load tried (down to {c.hi.load:g}); "
+                   f"limited by {c.binding}{_rejected_share(c.hi)}")
     else:
         doc = _chosen(res, front, i, Base.of(loaded, sets), price)
         (out / "chosen.yaml").write_text(CHOSEN_HEAD + yaml.safe_dump(doc, sort_keys=False))

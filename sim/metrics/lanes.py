@@ -36,6 +36,6 @@ def lane_blocks(res) -> dict:
                 "goodput_request_per_s": int((good & mask).sum()) / duration,
             },
             "latency_ms": latency_block(res, mine, itl=False),
-            "slo": slo_verdict(res, lat, mask & (res.status != Status.REJECTED)),
+            "slo": slo_verdict(res, lat, mask),
         }
     return out

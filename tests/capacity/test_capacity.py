@@ -127,6 +127,19 @@ def test_a_trace_answers_in_mean_and_peak_minute_rates(tmp_path, capsys):
     assert row["rate_peak_minute_req_s"] > row["rate_mean_req_s"]
 
 
+def test_rejected_requests_bind_at_every_load(tmp_path, capsys):
+    """14.7% of the requests have prompts >= max_model_len: no load holds p95 budgets."""
+    out = tmp_path / "r"
+    assert cli("capacity", TINY, "--set", "workload.lengths={dist: lognormal, prompt_p50: 200, "
+               "prompt_p90: 600, output_p50: 40, output_p90: 60}", "--set",
+               "engine.max_model_len=512", "--seeds", "1", "--tol", "20%", "--out", out,
+               "--no-plots", "-q") == 0
+    assert ("limited by rejected (14.7% of the requests rejected, counted as failures at any "
+            "load") in capsys.readouterr().out
+    assert pd.read_csv(out / "frontier.csv")["binding"].tolist() == ["rejected"]
+    assert not (out / "chosen.yaml").exists()
+
+
 def test_bad_capacity_input(tmp_path, capsys):
     assert cli("capacity", TINY, "--slo", "ttft_p95=fast", "--out", tmp_path / "c") == 2
     assert cli("capacity", TINY, "--emit", "sglang", "--out", tmp_path / "c") == 2
