@@ -96,15 +96,17 @@ def memory_rows(s: dict) -> list[tuple[str, str]]:
 
 
 def lanes_table(lanes: dict, percentile: float) -> Table:
-    """One row per lane: the numbers a lane's owner is promised."""
+    """One row per lane: the numbers a lane's owner is promised (throughput over the lane's
+    own duration)."""
     t = Table(title="Lanes", title_justify="left")
-    for col in ("lane", "finished", "TTFT p95 ms", "TPOT p95 ms", "output tok/s", "goodput req/s",
-                f"SLO at p{percentile:g}"):
+    for col in ("lane", "finished", "TTFT p95 ms", "TPOT p95 ms", "duration s", "output tok/s",
+                "goodput req/s", f"SLO at p{percentile:g}"):
         t.add_column(col, justify="right")
     for lane, b in lanes.items():
         lat, th = b["latency_ms"], b["throughput"]
         t.add_row(lane, f"{b['finished']:,}/{b['requests']:,}", _fmt(lat["ttft"].get("p95")),
-                  _fmt(lat["tpot"].get("p95")), _fmt(th["output_token_per_s"]),
+                  _fmt(lat["tpot"].get("p95")), _fmt(b["duration_s"], 2),
+                  _fmt(th["output_token_per_s"]),
                   _fmt(th["goodput_request_per_s"], 3), slo_line(b["slo"]))
     return t
 
