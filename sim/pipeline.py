@@ -44,11 +44,11 @@ def resolved_config(r: Resolved, trace_source: str, base_dir: Path | str = ".",
 
 
 def resolve_loaded(loaded: LoadedScenario) -> Resolved:
-    """Resolve a loaded scenario; a config error names the scenario file."""
+    """Resolve a loaded scenario; a config error names the --set at fault, else the file."""
     try:
         return resolve(loaded.scenario)
     except ConfigError as e:
-        raise ConfigError(f"{loaded.source}: {e}") from None
+        raise ConfigError(f"{loaded.origin(str(e))}: {e}") from None
 
 
 def prepare(loaded: LoadedScenario) -> tuple[Resolved, RequestSpecs, str]:
@@ -59,7 +59,7 @@ def prepare(loaded: LoadedScenario) -> tuple[Resolved, RequestSpecs, str]:
         try:
             plan_fleet(sc, r)
         except ConfigError as e:
-            raise ConfigError(f"{loaded.source}: {e}") from None
+            raise ConfigError(f"{loaded.origin(str(e))}: {e}") from None
     trace = build_workload(sc.workload, seed=sc.seed, base_dir=loaded.base_dir)
     return r, RequestSpecs.from_trace(trace), trace.source
 

@@ -48,7 +48,7 @@ def _tokens(description: str, **low):
                  description=description)
 
 
-_LENGTH_FIELDS = {
+LENGTH_FIELDS = {
     "trace": {"shuffle"},
     "resample": set(),
     "lognormal": {
@@ -93,7 +93,7 @@ class LengthSpec(_Model):
     @model_validator(mode="after")
     def _consistent(self) -> LengthSpec:
         given = _changed(self) - {"dist"}
-        extra = sorted(given - _LENGTH_FIELDS[self.dist])
+        extra = sorted(given - LENGTH_FIELDS[self.dist])
         if extra:
             raise ValueError(f"{', '.join(extra)} does not apply to dist {self.dist!r}")
         missing = sorted(_LENGTHREQUIRED.get(self.dist, set()) - given)

@@ -30,7 +30,9 @@ from sim.config import yamlsafe
 from sim.config.errors import describe, first_loc
 from sim.config.runnable import ANNOTATIONS
 from sim.config.scenario import Scenario
+from traces.arrival_spec import PROCESS_FIELDS
 from traces.errors import InputError, clip, clip_repr
+from traces.spec import LENGTH_FIELDS
 
 MAX_SET_BYTES = 64 * 1024  # one --set value
 _KEY = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*|[0-9]+)$")
@@ -42,6 +44,15 @@ class LoadedScenario:
     scenario: Scenario
     source: str  # file name for messages
     base_dir: Path  # relative trace paths resolve against this folder
+    overrides: tuple[str, ...] = ()  # the --set lines applied: a message blames the one at fault
+
+    def origin(self, message: str) -> str:
+        """The --set whose key the ``message`` names (the last such), else the file."""
+        for o in reversed(self.overrides):
+            key = o.partition("=")[0].strip()
+            if re.search(rf"(?<![\w.]){re.escape(key)}(?![\w])", message):
+                return f"--set {clip(o)!r}"
+        return self.source
 
 
 def default_scenario_path() -> Path:
@@ -122,6 +133,37 @@ def apply_override(data: dict, assignment: str) -> None:
         node[last] = value
 
 
+#: (section, key) -> value -> the fields that section keeps when ``key`` is switched to it
+_SWITCHES = {("arrival", "process"): PROCESS_FIELDS, ("lengths", "dist"): LENGTH_FIELDS}
+
+
+def drop_stale(data: dict, overrides: tuple[str, ...]) -> None:
+    """After ``--set workload.arrival.process=closed`` (or ``lengths.dist=fixed``), drop the
+    section's fields the new choice does not take (the scenario's ``rate``), unless a --set
+    gave them too: switching by --set works as writing the section anew would."""
+    keys = [o.partition("=")[0].strip() for o in overrides]
+    for key in (k for k in keys if k.count(".") >= 1):
+        *path, section, field = key.split(".")
+        keep = _SWITCHES.get((section, field))
+        node = _section(data, [*path, section])
+        if keep is None or not isinstance(node, dict) or node.get(field) not in keep:
+            continue
+        given = {k.split(".")[-1] for k in keys if k.startswith(f"{'.'.join(path + [section])}.")}
+        for stale in set(node) - keep[node[field]] - {field} - given:
+            del node[stale]
+
+
+def _section(data, path: list[str]):
+    for part in path:
+        if isinstance(data, list) and part.isdigit() and int(part) < len(data):
+            data = data[int(part)]
+        elif isinstance(data, dict):
+            data = data.get(part)
+        else:
+            return None
+    return data
+
+
 def validate(data: dict, source: str, overrides: tuple[str, ...] = ()) -> Scenario:
     """Validate; the message names ``source`` or the ``--set`` that set the failing field."""
     try:
@@ -180,4 +222,5 @@ def load_scenario(path: str | Path | None = None, overrides: tuple[str, ...] = (
         data["workload"] = replay_workload(data.get("workload"), str(Path(trace).resolve()))
     for o in overrides:
         apply_override(data, o)
-    return LoadedScenario(validate(data, p.name, overrides), p.name, p.parent)
+    drop_stale(data, overrides)
+    return LoadedScenario(validate(data, p.name, overrides), p.name, p.parent, tuple(overrides))

@@ -55,7 +55,8 @@ class Base:
         data = self.scenario_data()
         for key, value in overrides:
             apply_override(data, f"{key}={yaml.safe_dump(value)}")
-        return LoadedScenario(validate(data, self.source), self.source, Path(self.base_dir))
+        return LoadedScenario(validate(data, self.source), self.source, Path(self.base_dir),
+                              self.sets)
 
 
 def flatten(tree: dict, prefix: str = "") -> dict:
