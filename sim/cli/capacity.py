@@ -64,7 +64,9 @@ def _chosen(res: CapacityResult, front, i: int, base: Base, price: float | None)
     }
     if price:
         capacity["gpu_hour_price"] = price
-        capacity["cost_per_million_output_tokens"] = float(row["cost_per_million_output_tokens"])
+        for key in ("cost_per_million_output_tokens", "cost_per_million_total_tokens",
+                    "cost_per_thousand_requests"):
+            capacity[key] = float(row[key])
     slo = {f"{b.name}_ms": b.ms for b in res.budgets}
     return chosen_doc(run.result.resolved, run.result.specs, run.config["workload_source"],
                       dict(c.config), slo, capacity, base.base_dir, res.out)
@@ -81,8 +83,10 @@ def _rejected_share(probe) -> str:
 
 def _best_line(res: CapacityResult, row, price: float | None) -> str:
     unit = "" if res.load_key == RATE_KEY else f" (rate_scale {row['max_load']:g})"
-    cost = (f", {row['cost_per_million_output_tokens']:.3f} per million output tokens at "
-            f"{price:g} per GPU-hour" if price else "")
+    cost = (f", {row['cost_per_million_output_tokens']:.3f} per million output tokens "
+            f"({row['cost_per_million_total_tokens']:.3f} per million prompt + output tokens, "
+            f"{row['cost_per_thousand_requests']:.3f} per thousand requests) at {price:g} per "
+            "GPU-hour" if price else "")
     return (f"best: {row['config']}: {row['rate_mean_req_s']:.2f} req/s{unit}, busiest minute "
             f"{row['rate_peak_minute_req_s']:.2f} req/s; {row['req_s_per_gpu']:.2f} req/s and "
             f"{row['output_tok_s_per_gpu']:,.0f} output tok/s per GPU{cost}; limited by "

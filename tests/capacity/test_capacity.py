@@ -56,6 +56,12 @@ def test_frontier_best_config_per_gpu_and_cost(capacity_dir):
     assert (front["req_s_per_gpu"] == front["max_load"]).all()  # one GPU, generated arrivals
     expect = 2.5 / (front["output_tok_s_per_gpu"] * 3600) * 1e6
     assert front["cost_per_million_output_tokens"].tolist() == pytest.approx(expect.tolist())
+    # 200-token prompts + 40 output tokens: a million tokens processed cost a sixth as much;
+    # a thousand requests cost 40,000 output tokens' worth
+    assert front["cost_per_million_total_tokens"].tolist() == pytest.approx(
+        (expect / 6).tolist())
+    assert front["cost_per_thousand_requests"].tolist() == pytest.approx(
+        (expect * 40e3 / 1e6).tolist())
     doc = yaml.safe_load((capacity_dir / "chosen.yaml").read_text())["locked"]
     assert doc["config"] == {"engine.max_num_seqs": 64}
     assert doc["capacity"]["max_load"] == b
