@@ -13,6 +13,7 @@ from pathlib import Path
 
 from sim.config.load import LoadedScenario
 from sim.config.resolve import ConfigError, Resolved, resolve
+from sim.config.runnable import scenario_as_run
 from sim.engine.requests import RequestSpecs
 from sim.fleet.plan import plan_fleet
 from sim.fleet.run import fleet_outputs, run_fleet
@@ -32,22 +33,22 @@ class RunOutput:
     out_dir: Path | None
 
 
-def resolved_config(r: Resolved, trace_source: str) -> dict:
-    """The scenario as run: every field (defaults filled) plus the derived values."""
-    cfg = r.scenario.model_dump(mode="json")
-    cfg["model"] = r.model.model_dump(mode="json")
-    cfg["gpu"] = r.gpu.model_dump(mode="json")
+def resolved_config(r: Resolved, trace_source: str, base_dir: Path | str = ".",
+                    dest: Path | str | None = None) -> dict:
+    """The scenario as run (``sim.config.runnable``: `servesim run` takes it back, trace
+    paths resolving from ``dest``) plus the derived values."""
+    cfg = scenario_as_run(r, base_dir, dest)
     cfg["derived"] = r.derived()
     cfg["workload_source"] = trace_source
     return cfg
 
 
 def resolve_loaded(loaded: LoadedScenario) -> Resolved:
-    """Resolve a loaded scenario; a config error names the scenario file."""
+    """Resolve a loaded scenario; a config error names the --set at fault, else the file."""
     try:
         return resolve(loaded.scenario)
     except ConfigError as e:
-        raise ConfigError(f"{loaded.source}: {e}") from None
+        raise ConfigError(f"{loaded.origin(str(e))}: {e}") from None
 
 
 def prepare(loaded: LoadedScenario) -> tuple[Resolved, RequestSpecs, str]:
@@ -58,7 +59,7 @@ def prepare(loaded: LoadedScenario) -> tuple[Resolved, RequestSpecs, str]:
         try:
             plan_fleet(sc, r)
         except ConfigError as e:
-            raise ConfigError(f"{loaded.source}: {e}") from None
+            raise ConfigError(f"{loaded.origin(str(e))}: {e}") from None
     trace = build_workload(sc.workload, seed=sc.seed, base_dir=loaded.base_dir)
     return r, RequestSpecs.from_trace(trace), trace.source
 
@@ -95,7 +96,7 @@ def run(loaded: LoadedScenario, out: Path | None = None, *, step_log: bool = Fal
                 summary = summarize(res)
             if res.extras is not None:
                 summary[res.extras.section] = res.extras.summary
-            config = resolved_config(r, source)
+            config = resolved_config(r, source, loaded.base_dir, out)
         if writer:
             with timer.phase("write"):
                 writer.write(res, summary, config, plot=plots)

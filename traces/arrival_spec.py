@@ -17,6 +17,13 @@ from traces import arrivals
 from traces.errors import TraceError
 from traces.limits import MAX_REQUESTS, MAX_TIME_S, REQ, TIME
 
+#: the fields each process takes besides ``process`` (the validator below enforces them)
+PROCESS_FIELDS = {
+    "replay": {"concurrency", "think_s"}, "closed": {"concurrency", "think_s"},
+    "poisson": {"rate", "concurrency", "think_s"}, "constant": {"rate", "concurrency", "think_s"},
+    "gamma": {"rate", "cv", "concurrency", "think_s"},
+}
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)

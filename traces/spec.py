@@ -34,6 +34,12 @@ from traces.schema import Trace
 M = TypeVar("M", bound=BaseModel)
 
 
+def _changed(model: BaseModel) -> set[str]:
+    """The fields holding other than their default: the rules below judge values, not which
+    keys were written, so a dump with every default filled in (config.json) validates again."""
+    return {k for k, f in type(model).model_fields.items()
+            if k in model.model_fields_set and getattr(model, k) != f.get_default(
+                call_default_factory=True)}
 
 
 def _tokens(description: str, **low):
@@ -42,7 +48,7 @@ def _tokens(description: str, **low):
                  description=description)
 
 
-_LENGTH_FIELDS = {
+LENGTH_FIELDS = {
     "trace": {"shuffle"},
     "resample": set(),
     "lognormal": {
@@ -86,8 +92,8 @@ class LengthSpec(_Model):
 
     @model_validator(mode="after")
     def _consistent(self) -> LengthSpec:
-        given = self.model_fields_set - {"dist"}
-        extra = sorted(given - _LENGTH_FIELDS[self.dist])
+        given = _changed(self) - {"dist"}
+        extra = sorted(given - LENGTH_FIELDS[self.dist])
         if extra:
             raise ValueError(f"{', '.join(extra)} does not apply to dist {self.dist!r}")
         missing = sorted(_LENGTHREQUIRED.get(self.dist, set()) - given)
@@ -199,7 +205,7 @@ class WorkloadSpec(_Model):
 
     @model_validator(mode="after")
     def _consistent(self) -> WorkloadSpec:
-        given = self.model_fields_set
+        given = _changed(self)
         if self.mix is not None:
             extra = sorted(given - {"mix", "max_requests"})
             if extra:

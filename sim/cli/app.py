@@ -57,7 +57,8 @@ def load_command(name: str) -> click.Command:
             obj.command(name="export")(export.export)
     # mounted on a throwaway group exactly as the eager tree mounted it (no completion
     # options, the same context settings), then taken out of it
-    host = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    host = typer.Typer(add_completion=False, pretty_exceptions_enable=False,
+                       rich_markup_mode=None)
     host.callback()(_nothing)
     if isinstance(obj, typer.Typer):
         host.add_typer(obj, name=name)
@@ -102,6 +103,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
     cls=LazyGroup,
 )
 

@@ -43,6 +43,11 @@ from sim.plan.slo import as_overrides, describe, parse_slo, scenario_slo
 from sim.report.plan_tables import frontier_table, show
 from traces.errors import InputError
 
+CHOSEN_HEAD = ("# The best configuration at its capacity, as a scenario: `servesim run\n"
+               "# chosen.yaml` simulates it again (chosen/ holds that run). `locked` is what was\n"
+               "# found: the `vllm serve` command that deploys what was simulated, the SLOs,\n"
+               "# the capacity and the length mix of the traffic it holds for.\n")
+
 
 def _chosen(res: CapacityResult, front, i: int, base: Base, price: float | None) -> dict:
     """Simulate the best configuration at its capacity into DIR/chosen; chosen.yaml's doc."""
@@ -60,18 +65,31 @@ def _chosen(res: CapacityResult, front, i: int, base: Base, price: float | None)
     }
     if price:
         capacity["gpu_hour_price"] = price
-        capacity["cost_per_million_output_tokens"] = float(row["cost_per_million_output_tokens"])
+        for key in ("cost_per_million_output_tokens", "cost_per_million_total_tokens",
+                    "cost_per_thousand_requests"):
+            capacity[key] = float(row[key])
     slo = {f"{b.name}_ms": b.ms for b in res.budgets}
     doc = chosen_doc(run.result.resolved, run.result.specs, run.config["workload_source"],
-                     dict(c.config), slo, capacity)
-    doc["cost_error"] = validation.band(run.result.resolved)
+                     dict(c.config), slo, capacity, base.base_dir, res.out)
+    doc["locked"]["cost_error"] = validation.band(run.result.resolved)
     return doc
+
+
+def _rejected_share(probe) -> str:
+    """Why rejections bind at every load: the share the budgets count as failures."""
+    if probe is None or probe.binding != "rejected":
+        return ""
+    share = probe.worst("slo.rejected_fraction")
+    return (f" ({share:.1%} of the requests rejected, counted as failures at any load: "
+            "prompts of engine.max_model_len tokens or more)")
 
 
 def _best_line(res: CapacityResult, row, price: float | None) -> str:
     unit = "" if res.load_key == RATE_KEY else f" (rate_scale {row['max_load']:g})"
-    cost = (f", {row['cost_per_million_output_tokens']:.3f} per million output tokens at "
-            f"{price:g} per GPU-hour" if price else "")
+    cost = (f", {row['cost_per_million_output_tokens']:.3f} per million output tokens "
+            f"({row['cost_per_million_total_tokens']:.3f} per million prompt + output tokens, "
+            f"{row['cost_per_thousand_requests']:.3f} per thousand requests) at {price:g} per "
+            "GPU-hour" if price else "")
     return (f"best: {row['config']}: {row['rate_mean_req_s']:.2f} req/s{unit}, busiest minute "
             f"{row['rate_peak_minute_req_s']:.2f} req/s; {row['req_s_per_gpu']:.2f} req/s and "
             f"{row['output_tok_s_per_gpu']:,.0f} output tok/s per GPU{cost}; limited by "
@@ -151,16 +169,17 @@ def capacity(
         show(frontier_table(front, budgets, res.load_key, str(tolerance)))
     i = best(front)
     if i is None:
-        typer.echo(f"no configuration sustains any load tried (down to "
-                   f"{res.configs[0].hi.load:g}); limited by {res.configs[0].binding}")
+        c = res.configs[0]
+        typer.echo(f"no configuration sustains any load tried (down to {c.hi.load:g}); "
+                   f"limited by {c.binding}{_rejected_share(c.hi)}")
     else:
         doc = _chosen(res, front, i, Base.of(loaded, sets), price)
-        (out / "chosen.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+        (out / "chosen.yaml").write_text(CHOSEN_HEAD + yaml.safe_dump(doc, sort_keys=False))
         typer.echo(_best_line(res, front.loc[i], price))
-        typer.echo(validation.describe(doc["cost_error"]))
+        typer.echo(validation.describe(doc["locked"]["cost_error"]))
         if emit == "vllm":
-            typer.echo(doc["vllm_serve"])
-            for note in doc["notes"]:
+            typer.echo(doc["locked"]["vllm_serve"])
+            for note in doc["locked"]["notes"]:
                 typer.echo(f"# note: {note}")
         typer.echo(f"chosen: {out / 'chosen.yaml'}")
     if plots:

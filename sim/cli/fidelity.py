@@ -18,7 +18,8 @@ def fidelity(
     scenario: Annotated[Path | None, typer.Argument(
         help="Scenario YAML (default: the embedded scenarios/default.yaml).")] = None,
     trace: Annotated[Path | None, typer.Option(
-        "--trace", help="Replay this trace file instead of the scenario's workload.")] = None,
+        "--trace", help="Replay this trace file: it replaces the workload's file, "
+        "keeping its rate_scale, window_s and tags (see README).")] = None,
     fmt: Annotated[str | None, typer.Option(
         "--format", help="Trace format for --trace: auto, azure, mooncake, lengths, native.")
     ] = None,

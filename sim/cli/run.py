@@ -40,7 +40,8 @@ def run(
         help="Scenario YAML (default: the embedded scenarios/default.yaml).")] = None,
     set_: SetOpt = None,
     trace: Annotated[Path | None, typer.Option(
-        "--trace", help="Replay this trace file instead of the scenario's workload.")] = None,
+        "--trace", help="Replay this trace file: it replaces the workload's file, "
+        "keeping its rate_scale, window_s and tags (see README).")] = None,
     fmt: Annotated[str | None, typer.Option(
         "--format", help=f"Trace format for --trace: {ALLOWED}.")
     ] = None,

@@ -31,8 +31,8 @@ def size(loaded, rate: float, budgets, seeds, out: Path, max_replicas: int, ex_a
                                         "round_robin")
     rows = sizing_rows(s, price)
     pd.DataFrame(rows).to_csv(out / "sizing.csv", index=False)
-    doc = {"target_rate_req_s": rate, "replicas": s.replicas, "gpus": s.gpus,
-           "gpus_per_replica": s.gpus_per_replica, "router": router,
+    doc = {"target_rate_req_s": rate, "rate_scale": s.rate_scale, "replicas": s.replicas,
+           "gpus": s.gpus, "gpus_per_replica": s.gpus_per_replica, "router": router,
            "slo": {f"{b.name}_ms": b.ms for b in budgets}, "seeds": list(seeds),
            "cost_per_hour": (s.gpus * price if price and s.gpus else None),
            "probes": rows}

@@ -42,7 +42,8 @@ RayOpt = Annotated[str | None, typer.Option(
 ResumeOpt = Annotated[bool, typer.Option(
     "--resume", help="Continue the sweep in --out: run only the points without a result.")]
 TraceOpt = Annotated[Path | None, typer.Option(
-    "--trace", help="Replay this trace file instead of the scenario's workload.")]
+    "--trace", help="Replay this trace file: it replaces the workload's file, "
+        "keeping its rate_scale, window_s and tags (see README).")]
 PlotsOpt = Annotated[bool, typer.Option(help="Write the plots (PNG and SVG) into DIR/plots.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No table, no progress bar.")]
 

@@ -2,7 +2,9 @@
 
 The scenario says ``cost: {name: linear, base_ms: 5}``; the ``name`` picks a class
 from a registry and the remaining keys must validate against that class's
-``Params`` model (unknown keys rejected, each field with its unit in the help).
+``Params`` model (unknown keys rejected, each field with its unit in the help). A bare
+name is the choice with default parameters: ``router: least_outstanding`` (so
+``--set cluster.router=least_outstanding`` works) is ``{name: least_outstanding}``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,11 @@ class RegistryChoice(BaseModel):
     default: ClassVar[str]
 
     name: str = Field(description="Registered policy name (see `servesim policies`).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_name(cls, data):
+        return {"name": data} if isinstance(data, str) else data
 
     @model_validator(mode="after")
     def _validate_params(self):

@@ -9,11 +9,15 @@ alias-expansion limits).
 (``workload.mix.0.arrival.rate=4``), and the fields of a catalog model or GPU
 (``model.dtype_bytes=1`` turns ``model: llama-3-8b`` into that catalog spec, spelled out,
 with the field overridden).
+
+A result's config.json and capacity's chosen.yaml are scenarios too: the keys servesim
+writes beside the scenario (``sim.config.runnable.ANNOTATIONS``) are skipped.
 """
 
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -24,8 +28,11 @@ from pydantic import ValidationError
 from sim.catalog import CatalogError, get_gpu, get_model
 from sim.config import yamlsafe
 from sim.config.errors import describe, first_loc
+from sim.config.runnable import ANNOTATIONS
 from sim.config.scenario import Scenario
+from traces.arrival_spec import PROCESS_FIELDS
 from traces.errors import InputError, clip, clip_repr
+from traces.spec import LENGTH_FIELDS
 
 MAX_SET_BYTES = 64 * 1024  # one --set value
 _KEY = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*|[0-9]+)$")
@@ -37,6 +44,15 @@ class LoadedScenario:
     scenario: Scenario
     source: str  # file name for messages
     base_dir: Path  # relative trace paths resolve against this folder
+    overrides: tuple[str, ...] = ()  # the --set lines applied: a message blames the one at fault
+
+    def origin(self, message: str) -> str:
+        """The --set whose key the ``message`` names (the last such), else the file."""
+        for o in reversed(self.overrides):
+            key = o.partition("=")[0].strip()
+            if re.search(rf"(?<![\w.]){re.escape(key)}(?![\w])", message):
+                return f"--set {clip(o)!r}"
+        return self.source
 
 
 def default_scenario_path() -> Path:
@@ -117,6 +133,37 @@ def apply_override(data: dict, assignment: str) -> None:
         node[last] = value
 
 
+#: (section, key) -> value -> the fields that section keeps when ``key`` is switched to it
+_SWITCHES = {("arrival", "process"): PROCESS_FIELDS, ("lengths", "dist"): LENGTH_FIELDS}
+
+
+def drop_stale(data: dict, overrides: tuple[str, ...]) -> None:
+    """After ``--set workload.arrival.process=closed`` (or ``lengths.dist=fixed``), drop the
+    section's fields the new choice does not take (the scenario's ``rate``), unless a --set
+    gave them too: switching by --set works as writing the section anew would."""
+    keys = [o.partition("=")[0].strip() for o in overrides]
+    for key in (k for k in keys if k.count(".") >= 1):
+        *path, section, field = key.split(".")
+        keep = _SWITCHES.get((section, field))
+        node = _section(data, [*path, section])
+        if keep is None or not isinstance(node, dict) or node.get(field) not in keep:
+            continue
+        given = {k.split(".")[-1] for k in keys if k.startswith(f"{'.'.join(path + [section])}.")}
+        for stale in set(node) - keep[node[field]] - {field} - given:
+            del node[stale]
+
+
+def _section(data, path: list[str]):
+    for part in path:
+        if isinstance(data, list) and part.isdigit() and int(part) < len(data):
+            data = data[int(part)]
+        elif isinstance(data, dict):
+            data = data.get(part)
+        else:
+            return None
+    return data
+
+
 def validate(data: dict, source: str, overrides: tuple[str, ...] = ()) -> Scenario:
     """Validate; the message names ``source`` or the ``--set`` that set the failing field."""
     try:
@@ -136,15 +183,44 @@ def _origin(e: ValidationError, source: str, overrides: tuple[str, ...]) -> str:
     return source
 
 
+#: what a workload may set besides its file that applies to any replay too
+_REPLAY_KEYS = ("max_requests", "shared_prefix", "lane", "priority", "tenant")
+
+
+def replay_workload(workload, trace: str) -> dict:
+    """The workload ``--trace`` makes: a replayed trace keeps all but its file and format
+    (rate_scale, window_s, arrival, lengths...); a generated one keeps its tags and cap (its
+    arrivals and lengths become the file's); a mix is replaced, with a warning."""
+    workload = workload if isinstance(workload, dict) else {}
+    if workload.get("mix") is not None:
+        n = len(workload["mix"]) if isinstance(workload["mix"], list) else "several"
+        warnings.warn(f"--trace replaces the scenario's mix of {n} workloads with one replay "
+                      f"of {Path(trace).name}", stacklevel=2)
+        return {"trace": trace}
+    if workload.get("trace") is not None:
+        kept = {k: v for k, v in workload.items() if k not in ("trace", "format")}
+        return {**kept, "trace": trace}
+    kept = {k: workload[k] for k in _REPLAY_KEYS if k in workload}
+    arrival = workload.get("arrival")
+    if isinstance(arrival, dict) and arrival.get("concurrency") is not None:
+        kept["arrival"] = {k: arrival[k] for k in ("concurrency", "think_s") if k in arrival}
+        if arrival.get("process") == "closed":
+            kept["arrival"]["process"] = "closed"
+    return {**kept, "trace": trace}
+
+
 def load_scenario(path: str | Path | None = None, overrides: tuple[str, ...] = (),
                   trace: str | None = None) -> LoadedScenario:
     """Load, override and validate a scenario. ``trace`` replays that file instead."""
     p = Path(path) if path is not None else default_scenario_path()
     data = _read_yaml(p)
+    for key in ANNOTATIONS:  # a config.json or chosen.yaml servesim wrote runs again
+        data.pop(key, None)
     if trace is not None:  # replay this file; --set workload.* still applies on top
         if "\0" in trace:
             raise InputError(f"--trace {clip(trace)!r}: the path contains a NUL character")
-        data["workload"] = {"trace": str(Path(trace).resolve())}
+        data["workload"] = replay_workload(data.get("workload"), str(Path(trace).resolve()))
     for o in overrides:
         apply_override(data, o)
-    return LoadedScenario(validate(data, p.name, overrides), p.name, p.parent)
+    drop_stale(data, overrides)
+    return LoadedScenario(validate(data, p.name, overrides), p.name, p.parent, tuple(overrides))

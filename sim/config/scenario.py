@@ -10,7 +10,7 @@
     cost         {name: fitted|roofline|..., ...params}; unset: fitted if shipped for the GPU
     workload     trace file or synthetic spec (traces.spec.WorkloadSpec)
     slo          latency budgets for goodput and the verdict
-    gpu_hour_price  price per GPU-hour (capacity's cost per million output tokens)
+    gpu_hour_price  price per GPU-hour (capacity's cost per million tokens, per 1k requests)
     cluster      replicas behind a router, pools, prefill/decode split (sim.fleet.config)
 
 Every field states its unit. The tree is frozen: derived values (KV capacity,
@@ -242,7 +242,8 @@ class Scenario(BaseModel):
                            description="Latency budgets for goodput and the SLO verdict.")
     gpu_hour_price: float | None = Field(
         None, gt=0, description="Price of one GPU for one hour (currency units per GPU-hour, "
-        "e.g. USD); `servesim capacity` reports cost per million output tokens with it.")
+        "e.g. USD); `servesim capacity` reports cost per million output tokens, per million "
+        "prompt + output tokens and per thousand requests with it.")
     core: Literal["auto", "general", "fast"] = Field(
         "auto", description="Simulation core. auto: the fast core (sim/fast) when it runs "
         "the scenario (vllm scheduler, paged KV without prefix caching or swap, open-loop "

@@ -9,6 +9,8 @@ search's rule, ``sim.plan.capacity.judge``). Search over ``cluster.replicas``:
     bisect  between the largest failing and the smallest holding count
 
 (assuming more replicas never hurt, true of the routers here up to rounding noise).
+A replayed trace reaches the target as its mean rate: every probe replays it at
+``rate_scale`` = target / the trace's mean rate (its shape, bursts included, kept).
 Probes are stored as points like any sweep (``DIR/points.parquet``); resumable.
 """
 
@@ -19,9 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sim.config.load import LoadedScenario
+from sim.pipeline import prepare
 from sim.plan.capacity import Probe
 from sim.plan.executors import Executor
 from sim.plan.grid import RATE_KEY, Plan, Point, load_axis
+from sim.plan.peaks import offered_rates
 from sim.plan.point import Base
 from sim.plan.progress import PointProgress
 from sim.plan.slo import Budget
@@ -34,13 +38,14 @@ KEY = "cluster.replicas"
 
 @dataclass(frozen=True)
 class Sizing:
-    rate: float  # target (requests/s)
+    rate: float  # target (requests/s; a trace's mean rate)
     replicas: int | None  # fewest that hold; None: none up to max_replicas
     gpus_per_replica: int
     probes: dict  # replicas -> Probe
     out: Path
     ran: int
     wall_s: float
+    rate_scale: float | None = None  # a replayed trace: the speed-up giving the target rate
 
     @property
     def gpus(self) -> int | None:
@@ -52,11 +57,20 @@ def _check(loaded: LoadedScenario) -> None:
     if sc.cluster is not None and sc.cluster.pools:
         raise InputError("--target-rate sizes cluster.replicas of one pool; for pools, "
                          "search each pool's count with --grid cluster.pools.N.replicas=...")
-    key, _ = load_axis(sc)
-    if key != RATE_KEY:
-        raise InputError("--target-rate: the workload must have an arrival rate "
-                         "(workload.arrival.rate); a replayed trace has none: use "
-                         "--grid cluster.replicas=... with rate_scale instead")
+    load_axis(sc)  # one arrival process (a mix has none to scale)
+
+
+def target_load(loaded: LoadedScenario, rate: float) -> tuple[str, float]:
+    """The load axis and the value on it that offers ``rate`` requests/s: the arrival rate,
+    or for a replayed trace the rate_scale giving that mean rate."""
+    key, scale = load_axis(loaded.scenario)
+    if key == RATE_KEY:
+        return key, rate
+    mean, _ = offered_rates(prepare(loaded)[1].arrival_s)
+    if not mean > 0:
+        raise InputError("--target-rate: the trace has no arrival rate (fewer than two "
+                         "distinct arrival times)")
+    return key, float(f"{scale * rate / mean:.6g}")
 
 
 def size_fleet(loaded: LoadedScenario, rate: float, budgets: tuple[Budget, ...],
@@ -65,9 +79,10 @@ def size_fleet(loaded: LoadedScenario, rate: float, budgets: tuple[Budget, ...],
                sets: tuple[str, ...] = ()) -> Sizing:
     t0 = time.perf_counter()
     _check(loaded)
+    key, load = target_load(loaded, rate)
     base = Base.of(loaded, sets)
-    plan = Plan(((KEY, ()),), RATE_KEY, (rate,), seeds)
-    check_configs(base, [Point(((KEY, 1),), RATE_KEY, rate, seeds[0])])
+    plan = Plan(((KEY, ()),), key, (load,), seeds)
+    check_configs(base, [Point(((KEY, 1),), key, load, seeds[0])])
     store = PointStore(out)
     store.open(manifest("sizing", base, plan, slo=[f"{b.name}={b.ms:g}ms" for b in budgets],
                         target_rate=rate, max_replicas=max_replicas), resume=resume)
@@ -75,7 +90,7 @@ def size_fleet(loaded: LoadedScenario, rate: float, budgets: tuple[Budget, ...],
     probes: dict[int, Probe] = {}
 
     def probe(n: int) -> bool:
-        points = [Point(((KEY, n),), RATE_KEY, rate, s) for s in seeds]
+        points = [Point(((KEY, n),), key, load, s) for s in seeds]
         runner.run(points, bar)
         probes[n] = Probe.of(float(n), [runner.records[p.id] for p in points], budgets)
         return probes[n].ok
@@ -96,7 +111,7 @@ def size_fleet(loaded: LoadedScenario, rate: float, budgets: tuple[Budget, ...],
     runner.consolidate()
     tp = loaded.scenario.tensor_parallel_size
     return Sizing(rate, hi, tp, dict(sorted(probes.items())), out, runner.ran,
-                  time.perf_counter() - t0)
+                  time.perf_counter() - t0, None if key == RATE_KEY else load)
 
 
 def sizing_rows(s: Sizing, price: float | None) -> list[dict]:
@@ -115,11 +130,13 @@ def sizing_rows(s: Sizing, price: float | None) -> list[dict]:
 
 
 def answer_line(s: Sizing, price: float | None, router: str) -> str:
+    at = f"{s.rate:g} req/s" + ("" if s.rate_scale is None else
+                                f" (the trace's mean, at rate_scale {s.rate_scale:g})")
     if s.replicas is None:
         most = max(s.probes) if s.probes else 0
-        return (f"no fleet of up to {int(most)} replicas holds the SLOs at {s.rate:g} req/s "
+        return (f"no fleet of up to {int(most)} replicas holds the SLOs at {at} "
                 f"(limited by {s.probes[most].binding if s.probes else '?'})")
     cost = f", {s.gpus * price:,.2f} per hour at {price:g} per GPU-hour" if price else ""
-    return (f"fewest replicas holding the SLOs at {s.rate:g} req/s: {s.replicas} x "
+    return (f"fewest replicas holding the SLOs at {at}: {s.replicas} x "
             f"{s.gpus_per_replica} GPU = {s.gpus} GPUs behind {router}{cost} "
             f"({s.rate / s.gpus:.2f} req/s per GPU)")

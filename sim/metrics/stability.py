@@ -29,7 +29,9 @@ Verdicts (thresholds below):
   were running: requests waited to start at least half as long as they took to be
   served. At capacity: latency depends on the load's peaks and the run's length;
   there is no headroom (a max_num_seqs-bound engine gets there near 90% of the load
-  it can serve);
+  it can serve). The reason says *overloaded at its peak* when that window's queue
+  reached ``OVERLOADED_QUEUE_TO_RUNNING`` times the running requests (each waited
+  longer than it took to be served: the peaks exceed capacity, the mean does not);
 * ``stable``: otherwise.
 
 Other code asks :func:`is_sustainable` (a run summary) or reads
@@ -52,6 +54,7 @@ UNSTABLE_DRAIN = 0.10  # drain time / span
 SATURATED_BUSY = 0.95  # busy fraction of the span
 SATURATED_QUEUE_TO_RUNNING = 0.5  # window mean queue / window mean running
 MIN_QUEUE = 10  # requests: smaller queues are noise
+OVERLOADED_QUEUE_TO_RUNNING = 1.0  # waits beyond the service time: overloaded, not at capacity
 
 
 @dataclass(frozen=True)
@@ -119,7 +122,7 @@ def assess_stability(res) -> Stability:
         window_s=width, window_queue=tuple(float(x) for x in queue),
         window_running=tuple(float(x) for x in running))
     saturated_windows = (queue >= MIN_QUEUE) & (ratio >= SATURATED_QUEUE_TO_RUNNING)
-    verdict, reason = _verdict(numbers, failure, saturated_windows)
+    verdict, reason = _verdict(numbers, failure, saturated_windows, _in_use(res, steps, edges))
     return Stability(verdict, reason, verdict == STABLE, **numbers)
 
 
@@ -135,7 +138,17 @@ def _failure(res) -> str:
     return ""
 
 
-def _verdict(n: dict, failure: str, saturated_windows: np.ndarray):
+def _in_use(res, steps: dict, edges: np.ndarray) -> str:
+    """What the busy engine held on average over the span: sequences of max_num_seqs and the
+    KV cache (continuous batching steps whenever one request runs, so busy is not full)."""
+    span = edges[-1] - edges[0]
+    running = _step_area(steps, steps["num_running"], edges).sum() / span
+    kv = _step_area(steps, steps["kv_blocks_used"], edges).sum() / span
+    return (f"{running:.1f} of {res.resolved.limits.max_num_seqs} sequences and "
+            f"{kv / max(res.kv_total_blocks, 1):.0%} of the KV cache in use on average")
+
+
+def _verdict(n: dict, failure: str, saturated_windows: np.ndarray, in_use: str):
     if failure:
         return UNSTABLE, failure
     if (n["queue_growth"] >= UNSTABLE_GROWTH and n["drain_fraction"] >= UNSTABLE_DRAIN
@@ -145,17 +158,23 @@ def _verdict(n: dict, failure: str, saturated_windows: np.ndarray):
             f"arrivals ({n['queue_growth_per_s']:.2f} req/s) and took {n['drain_s']:.1f} s "
             f"({n['drain_fraction']:.0%} of the arrival span) to drain after the last "
             "arrival: offered load exceeds capacity")
+    busy = f"steps ran {n['utilization']:.0%} of the arrival span ({in_use})"
     if n["utilization"] >= SATURATED_BUSY and saturated_windows.any():
         k = int(np.argmax(np.where(saturated_windows, n["window_queue"], -1)))
-        return SATURATED, (
-            f"engine busy {n['utilization']:.0%} of the arrival span and in window {k + 1}/"
-            f"{WINDOWS} {n['window_queue'][k]:.0f} requests waited to start beside "
-            f"{n['window_running'][k]:.0f} running: at capacity, no headroom")
+        q, r = n["window_queue"][k], n["window_running"][k]
+        waited = (f"in window {k + 1}/{WINDOWS} {q:,.0f} requests waited to start beside "
+                  f"{r:,.0f} running")
+        if q >= OVERLOADED_QUEUE_TO_RUNNING * max(r, 1.0):
+            return SATURATED, (
+                f"overloaded at its peak: {waited} (each waited about {q / max(r, 1.0):.1f}x "
+                f"its service time: queueing dominates latency); the queue drained "
+                f"{n['drain_s']:.1f} s after the last arrival: the load's peaks exceed "
+                f"capacity, its mean does not; {busy}")
+        return SATURATED, f"at capacity, no headroom: {waited}; {busy}"
     return STABLE, (
-        f"engine busy {n['utilization']:.0%} of the arrival span; queue peaked at "
-        f"{n['peak_queue']:.0f} requests ({n['peak_queue_to_running']:.1f}x running), grew "
-        f"{n['queue_growth']:.1%} of the arrivals, drained {n['drain_s']:.1f} s after the "
-        "last arrival")
+        f"{busy}; queue peaked at {n['peak_queue']:.0f} requests "
+        f"({n['peak_queue_to_running']:.1f}x running), grew {n['queue_growth']:.1%} of the "
+        f"arrivals, drained {n['drain_s']:.1f} s after the last arrival")
 
 
 def _step_area(steps: dict, values: np.ndarray, edges: np.ndarray) -> np.ndarray:

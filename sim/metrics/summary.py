@@ -7,7 +7,7 @@
 * duration = last finish - first arrival (to the end of the run when some request did
   not finish); throughputs divide by it
 * goodput = finished requests meeting every SLO budget / duration; the SLO verdict counts
-  requests that did not finish as failures (``sim.metrics.slo``)
+  requests that were rejected or did not finish as failures (``sim.metrics.slo``)
 * time-weighted means (waiting, KV used, running) cover the whole run, idle time included
   (``sim.metrics.occupancy``)
 """
@@ -55,7 +55,7 @@ def summarize(res: RunResult) -> dict:
             "goodput_request_per_s": good.sum() / duration,
         },
         "latency_ms": latency_block(res, done),
-        "slo": slo_verdict(res, lat, st != Status.REJECTED),
+        "slo": slo_verdict(res, lat, np.ones(len(specs), dtype=bool)),
         "preemption": {
             "count": int(res.num_preemptions.sum()),
             "requests_preempted": int((res.num_preemptions > 0).sum()),

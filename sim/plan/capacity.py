@@ -70,10 +70,14 @@ def kv_bound(m: dict) -> bool:
 
 def judge(m: dict, budgets: tuple[Budget, ...]) -> str | None:
     """None when the point is sustainable, else what failed first: KV, saturation or a budget
-    (the one furthest over its limit)."""
+    (the one furthest over its limit). Budgets count rejected and unfinished requests as
+    failures, as the run's SLO verdict does; ``rejected`` when the finished requests were
+    within a budget and the rejected ones broke it."""
     if not m["engine_sustains"]:
         return "KV" if kv_bound(m) else "saturation"
-    over = [(b.value(m) / b.ms, b.label) for b in budgets if not b.holds(m)]
+    rejected = (m.get("slo.rejected_as_failures") or 0) > 0
+    over = [(b.judged(m) / b.ms, "rejected" if rejected and b.lost_to_failures(m) else b.label)
+            for b in budgets if not b.holds(m)]
     return max(over)[1] if over else None
 
 

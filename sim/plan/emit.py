@@ -3,17 +3,21 @@
 ``vllm_serve`` turns a resolved scenario into the `vllm serve` command line that deploys
 it (vLLM 0.32 flag names, ``vllm/engine/arg_utils.py``); every simulated engine value is
 spelled out, including the defaults servesim resolved, so the server cannot pick others.
-``chosen_doc`` is ``chosen.yaml``: those flags next to the length-mix percentiles of the
+``chosen_doc`` is ``chosen.yaml``: a runnable scenario (the resolved config, workload
+included) under a ``locked`` section with those flags, the length-mix percentiles of the
 workload that was planned for, the SLOs and the capacity found.
 """
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 
+from sim.config.hardware import ModelSpec
 from sim.config.resolve import Resolved
+from sim.config.runnable import scenario_as_run
 from sim.engine.requests import RequestSpecs
 
 _HF = re.compile(r"huggingface\.co/([^/]+/[^/]+)/")
@@ -25,41 +29,71 @@ def hf_model(r: Resolved) -> str:
     return m[1] if m else r.model.name
 
 
-def vllm_flags(r: Resolved) -> tuple[list[str], list[str]]:
-    """(flags, notes): notes name what the scenario models that vLLM has no flag for."""
-    sc, e, lim = r.scenario, r.scenario.engine, r.limits
+def _dtype_flags(m: ModelSpec) -> tuple[list[str], list[str]]:
+    """Weights, activations and KV cache as vLLM's --dtype, --quantization, --kv-cache-dtype."""
+    flags = ["--dtype float32" if m.act_bytes == 4 else "--dtype auto"]
+    if m.dtype_bytes == 1:  # fp8 linear weights, 16-bit activations (ModelSpec.dtype_bytes)
+        flags.append("--quantization fp8")
+    notes = []
+    if m.kv_bytes == 1:
+        flags.append("--kv-cache-dtype fp8")
+    elif m.kv_bytes == m.act_bytes:
+        flags.append("--kv-cache-dtype auto")  # the model's dtype
+    else:
+        notes.append(f"a {m.kv_bytes}-byte KV cache with {m.act_bytes}-byte activations has no "
+                     "vLLM flag: --kv-cache-dtype auto stores KV in the model's dtype")
+    return flags, notes
+
+
+def _engine_flags(r: Resolved) -> list[str]:
+    e, lim = r.scenario.engine, r.limits
     on = lambda flag, v: f"--{flag}" if v else f"--no-{flag}"  # noqa: E731 (argparse's pairs)
     flags = [f"--tensor-parallel-size {r.tp}", f"--max-model-len {lim.max_model_len}",
              f"--max-num-seqs {lim.max_num_seqs}",
              f"--max-num-batched-tokens {lim.max_num_batched_tokens}",
              f"--block-size {e.block_size}", f"--gpu-memory-utilization {e.gpu_memory_utilization}",
              on("enable-chunked-prefill", lim.enable_chunked_prefill),
-             on("enable-prefix-caching", e.enable_prefix_caching)]
-    if e.long_prefill_token_threshold:
-        flags.append(f"--long-prefill-token-threshold {e.long_prefill_token_threshold}")
-        if e.long_prefill_token_threshold_adaptive:
-            flags.append("--long-prefill-token-threshold-adaptive")
-    if not e.scheduler_reserve_full_isl:  # vLLM 0.32's default is on
-        flags.append("--no-scheduler-reserve-full-isl")
+             on("enable-prefix-caching", e.enable_prefix_caching),
+             f"--long-prefill-token-threshold {lim.long_prefill_token_threshold}",
+             on("long-prefill-token-threshold-adaptive", lim.long_prefill_token_threshold_adaptive),
+             on("scheduler-reserve-full-isl", lim.scheduler_reserve_full_isl)]
     if e.num_gpu_blocks_override:
         flags.append(f"--num-gpu-blocks-override {e.num_gpu_blocks_override}")
-    if r.model.kv_bytes == 1 and r.model.dtype_bytes != 1:
-        flags.append("--kv-cache-dtype fp8")
-    notes = []
+    # engine.async_scheduling off is the synchronous scheduler (each step planned after the
+    # previous step's tokens are known); on GPUs vLLM 0.32 turns async scheduling on unless
+    # told not to, so both values are spelled out
+    flags.append(on("async-scheduling", e.async_scheduling))
+    return flags
+
+
+def _policy_flags(sc) -> tuple[list[str], list[str]]:
+    flags, notes = [], []
     sched = sc.scheduler.name.lower()
-    if sched == "vllm-priority":
-        flags.append("--scheduling-policy priority")
-    elif sched != "vllm":
+    if sched in ("vllm", "vllm-priority"):
+        flags.append(f"--scheduling-policy {'priority' if sched == 'vllm-priority' else 'fcfs'}")
+    else:
         notes.append(f"scheduler {sched!r} has no vLLM flag: vLLM runs its v1 scheduler")
     if sc.kv.name.lower() != "paged":
         notes.append(f"kv policy {sc.kv.name!r} has no vLLM flag: vLLM pages its KV cache")
+    elif getattr(sc.kv.params, "watermark", 0.0):
+        notes.append(f"kv.watermark {sc.kv.params.watermark:g} is vLLM v0's (always, usable "
+                     "blocks only); vLLM 0.32's --watermark counts the null block and applies "
+                     "only while a request runs")
     if sc.admission.name.lower() != "optimistic":
         notes.append(f"admission {sc.admission.name!r} has no vLLM flag")
-    if e.strict_max_model_len:
+    if sc.engine.strict_max_model_len:
         notes.append("strict_max_model_len has no vLLM flag: its server shortens max_tokens")
-    if e.preemption_mode == "swap":
+    if sc.engine.preemption_mode == "swap":
         notes.append("preemption_mode swap is vLLM v0's; v1 always recomputes")
     return flags, notes
+
+
+def vllm_flags(r: Resolved) -> tuple[list[str], list[str]]:
+    """(flags, notes) of one server: notes name what the scenario models that vLLM has no
+    flag for."""
+    dtype, dtype_notes = _dtype_flags(r.model)
+    policy, notes = _policy_flags(r.scenario)
+    return [*dtype, *_engine_flags(r), *policy], dtype_notes + notes
 
 
 def vllm_serve(r: Resolved) -> str:
@@ -85,13 +119,43 @@ def plain(obj):
     return obj.item() if isinstance(obj, np.generic) else obj
 
 
+def deployment(r: Resolved) -> tuple[list[dict], list[str]]:
+    """A fleet's servers, one entry per pool (its replicas and `vllm serve` line), and what
+    the fleet models that vLLM's server has no flag for."""
+    c = r.scenario.cluster
+    if c is None:
+        return [], []
+    from sim.fleet.plan import plan_fleet
+
+    pools, notes = [], []
+    for p in plan_fleet(r.scenario, r).pools:
+        flags, pool_notes = vllm_flags(p.resolved)
+        pools.append({"pool": p.name, "role": p.role, "replicas": p.replicas, "gpus": p.gpus,
+                      "lanes": list(p.lanes), "router": p.router.name,
+                      "vllm_serve": " ".join(["vllm serve", hf_model(p.resolved), *flags]),
+                      "notes": pool_notes})
+        notes.append(f"pool {p.name!r}: {p.replicas} replica(s) behind router "
+                     f"{p.router.name!r}, which vLLM's server does not provide: run the pool's "
+                     "command once per replica behind a router of your own")
+    if c.disaggregation is not None:
+        notes.append("prefill/decode disaggregation needs a KV connector on both pools "
+                     "(--kv-transfer-config); servesim models the transfer, not a connector")
+    return pools, notes
+
+
 def chosen_doc(r: Resolved, specs: RequestSpecs, source: str, config: dict, slo: dict,
-               capacity: dict) -> dict:
+               capacity: dict, base_dir: Path | str, dest: Path | str) -> dict:
+    """chosen.yaml: the scenario as run (`servesim run chosen.yaml` simulates the chosen
+    point again) under ``locked``: the deployment that was simulated, the SLOs, the capacity
+    found and the length mix of the traffic it was found for."""
     flags, notes = vllm_flags(r)
-    return plain({
-        "scenario": r.scenario.name, "model": r.model.name, "hf_model": hf_model(r),
-        "gpu": r.gpu.name, "gpus": r.tp, "config": config,
-        "vllm_serve": vllm_serve(r), "vllm_flags": flags, "notes": notes,
+    pools, fleet_notes = deployment(r)
+    locked = {
+        "config": config, "model": r.model.name, "hf_model": hf_model(r), "gpu": r.gpu.name,
+        "gpus": sum(p["gpus"] for p in pools) if pools else r.tp,
+        "vllm_serve": vllm_serve(r), "vllm_flags": flags, "notes": notes + fleet_notes,
+        **({"pools": pools} if pools else {}),
         "slo": slo, "capacity": capacity,
         "length_mix": {"source": source, **length_mix(specs)},
-    })
+    }
+    return plain({"locked": locked, **scenario_as_run(r, base_dir, dest)})

@@ -18,11 +18,26 @@ from sim.plan.grid import RATE_KEY
 SECONDS_PER_HOUR = 3600.0
 
 
-def cost_per_million(price_per_gpu_hour: float | None, out_tok_per_s_per_gpu: float) -> float:
-    """Price of a million output tokens at full load (currency of the price)."""
-    if not price_per_gpu_hour or not out_tok_per_s_per_gpu or math.isnan(out_tok_per_s_per_gpu):
+def cost_per_million(price_per_gpu_hour: float | None, per_s_per_gpu: float) -> float:
+    """Price of a million units (output tokens, prompt + output tokens, requests) at full
+    load, from their rate per GPU (per second; currency of the price)."""
+    if not price_per_gpu_hour or not per_s_per_gpu or math.isnan(per_s_per_gpu):
         return math.nan
-    return price_per_gpu_hour / (out_tok_per_s_per_gpu * SECONDS_PER_HOUR) * 1e6
+    return price_per_gpu_hour / (per_s_per_gpu * SECONDS_PER_HOUR) * 1e6
+
+
+def costs(price: float | None, lo) -> dict:
+    """Cost at the capacity per million output tokens, per million tokens processed (prompt
+    + output, as APIs bill both) and per thousand requests served (worst seed)."""
+    rate = (lambda col: lo.worst(col, min)) if lo else (lambda col: math.nan)
+    return {
+        "cost_per_million_output_tokens": cost_per_million(
+            price, rate("output_token_per_s_per_gpu")),
+        "cost_per_million_total_tokens": cost_per_million(
+            price, rate("total_token_per_s_per_gpu")),
+        "cost_per_thousand_requests": cost_per_million(
+            price, rate("request_per_s_per_gpu")) / 1e3,
+    }
 
 
 def _rates(c: ConfigCapacity, load_key: str) -> tuple[float, float]:
@@ -50,8 +65,7 @@ def frontier_row(c: ConfigCapacity, res: CapacityResult, price: float | None) ->
         "kv_peak_pct": 100 * lo.worst("kv_cache.peak_used_fraction") if lo else math.nan,
         "preemptions": int(lo.worst("preemption.count")) if lo else 0,
         "binding": c.binding or "-", "gpus": gpus, "req_s_per_gpu": mean / gpus,
-        "output_tok_s_per_gpu": out_tok, "cost_per_million_output_tokens":
-            cost_per_million(price, out_tok), "probes": c.probes,
+        "output_tok_s_per_gpu": out_tok, **costs(price, lo), "probes": c.probes,
     })
     return row
 

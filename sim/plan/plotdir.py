@@ -14,7 +14,6 @@ highest load where the engine kept up and every budget held (or ``--point ID``).
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import pandas as pd
@@ -65,9 +64,8 @@ def point_of(rec: dict, load_key: str | None) -> Point:
 def default_point(df: pd.DataFrame, budgets) -> str:
     """The highest-load point where the engine kept up and every budget held."""
     ok = df["engine_sustains"].astype(bool)
-    for b in budgets:
-        v = df.get(b.column, pd.Series(math.nan, index=df.index))
-        ok &= v.isna() | (v <= b.ms)
+    for b in budgets:  # failures (rejected, unfinished) counted, as capacity judges them
+        ok &= pd.Series([b.holds(m) for m in df.to_dict("records")], index=df.index, dtype=bool)
     if ok.any():
         pick = df[ok].sort_values("offered_rate_mean", kind="stable").iloc[-1]
     else:

@@ -55,7 +55,8 @@ class Base:
         data = self.scenario_data()
         for key, value in overrides:
             apply_override(data, f"{key}={yaml.safe_dump(value)}")
-        return LoadedScenario(validate(data, self.source), self.source, Path(self.base_dir))
+        return LoadedScenario(validate(data, self.source), self.source, Path(self.base_dir),
+                              self.sets)
 
 
 def flatten(tree: dict, prefix: str = "") -> dict:
@@ -83,6 +84,7 @@ def derived(summary: dict, gpus: int, arrival_s) -> dict:
         "offered_rate_peak_minute": peak,  # requests/s in the busiest whole minute
         "request_per_s_per_gpu": th["request_per_s"] / gpus,
         "output_token_per_s_per_gpu": th["output_token_per_s"] / gpus,
+        "total_token_per_s_per_gpu": th["total_token_per_s"] / gpus,
         # what one user sees while decoding: 1 / TPOT (tokens/s), aiconfigurator's tokens/s/user
         "user_output_token_per_s": 1e3 / tpot if tpot and not math.isnan(tpot) else math.nan,
         "engine_sustains": engine_sustains(summary),

@@ -40,12 +40,49 @@ class Budget:
         return f"{self.metric.upper()} {'p50' if self.stat == 'median' else self.stat}"
 
     def value(self, metrics: dict) -> float:
-        return float(metrics.get(self.column, math.nan))
+        """The finished requests' statistic, as `vllm bench serve` reports it."""
+        return _number(metrics.get(self.column))
+
+    def judged(self, metrics: dict) -> float:
+        """The statistic over every request that arrived, rejected and unfinished ones
+        counted as failures, as the run's SLO verdict counts them (``sim.metrics.slo``):
+        inf where a failure decides it. ITL (per token gap, where a failed request has no
+        gaps): inf when more than 100 - percentile % of the requests failed (any for the
+        mean or max), else the finished requests' value."""
+        failures = _failures(metrics)
+        if self.metric == "itl":
+            pct = {"mean": 100.0, "max": 100.0, "median": 50.0}.get(self.stat)
+            share = 1 - (pct if pct else float(self.stat[1:])) / 100
+            judged = metrics.get("slo.judged") or 0
+            over = failures > (share * judged if share else 0)
+            return math.inf if over else self.value(metrics)
+        key = f"slo.with_failures_ms.{self.metric}.{self.stat}"
+        if key not in metrics:  # no samples at all (or a record from before failures counted)
+            return self.value(metrics)
+        v = _number(metrics[key])
+        return math.inf if math.isnan(v) and failures else v  # None: a failure decides it
 
     def holds(self, metrics: dict) -> bool:
-        """Within budget; a metric with no samples (NaN, e.g. TPOT of 1-token outputs) holds."""
-        v = self.value(metrics)
+        """Within budget, failures counted (``judged``); a metric with no samples (NaN,
+        e.g. TPOT of 1-token outputs) holds."""
+        v = self.judged(metrics)
         return math.isnan(v) or v <= self.ms
+
+    def lost_to_failures(self, metrics: dict) -> bool:
+        """The finished requests are within budget; the failures (rejections) break it."""
+        v = self.value(metrics)
+        return (math.isnan(v) or v <= self.ms) and not self.holds(metrics)
+
+
+def _number(v) -> float:
+    return math.nan if v is None else float(v)
+
+
+def _failures(metrics: dict) -> int:
+    """Judged requests that failed every budget: rejected or unfinished."""
+    counts = (_number(metrics.get(k)) for k in ("slo.rejected_as_failures",
+                                                "slo.unfinished_as_failures"))
+    return int(sum(c for c in counts if not math.isnan(c)))
 
 
 def _budget(item: str) -> Budget:

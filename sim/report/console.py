@@ -59,9 +59,16 @@ def overview_table(s: dict, derived: dict) -> Table:
 
 
 def slo_line(slo: dict) -> str:
+    """The verdict with what counted against it: the rejected share and the unfinished."""
     verdict = "met" if slo["met"] else "MISSED"
-    failed = slo.get("unfinished_as_failures", 0)
-    return f"{verdict} ({failed:,} unfinished counted as failures)" if failed else verdict
+    parts = []
+    rejected = slo.get("rejected_as_failures", 0)
+    if rejected:
+        parts.append(f"{rejected:,} rejected ({100 * slo['rejected_fraction']:.1f}%)")
+    unfinished = slo.get("unfinished_as_failures", 0)
+    if unfinished:
+        parts.append(f"{unfinished:,} unfinished")
+    return f"{verdict}: {' and '.join(parts)} counted as failures" if parts else verdict
 
 
 def memory_rows(s: dict) -> list[tuple[str, str]]:
@@ -89,16 +96,18 @@ def memory_rows(s: dict) -> list[tuple[str, str]]:
 
 
 def lanes_table(lanes: dict, percentile: float) -> Table:
-    """One row per lane: the numbers a lane's owner is promised."""
+    """One row per lane: the numbers a lane's owner is promised (throughput over the lane's
+    own duration)."""
     t = Table(title="Lanes", title_justify="left")
-    for col in ("lane", "finished", "TTFT p95 ms", "TPOT p95 ms", "output tok/s", "goodput req/s",
-                f"SLO at p{percentile:g}"):
+    for col in ("lane", "finished", "TTFT p95 ms", "TPOT p95 ms", "duration s", "output tok/s",
+                "goodput req/s", f"SLO at p{percentile:g}"):
         t.add_column(col, justify="right")
     for lane, b in lanes.items():
         lat, th = b["latency_ms"], b["throughput"]
         t.add_row(lane, f"{b['finished']:,}/{b['requests']:,}", _fmt(lat["ttft"].get("p95")),
-                  _fmt(lat["tpot"].get("p95")), _fmt(th["output_token_per_s"]),
-                  _fmt(th["goodput_request_per_s"], 3), "met" if b["slo"]["met"] else "MISSED")
+                  _fmt(lat["tpot"].get("p95")), _fmt(b["duration_s"], 2),
+                  _fmt(th["output_token_per_s"]),
+                  _fmt(th["goodput_request_per_s"], 3), slo_line(b["slo"]))
     return t
 
 

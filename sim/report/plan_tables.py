@@ -70,7 +70,7 @@ def sweep_table(df: pd.DataFrame, budgets, load_key: str | None, seeds: int) -> 
     t = table(f"sweep: {len(df):,} points (latencies in ms{worst})", cols)
     for (_, load_v), g in df.groupby(["config_id", "load"], sort=False, dropna=False):
         ok = bool(g["engine_sustains"].all())
-        slo = all((g[c] <= b.ms).all() for (c, _), b in zip(lat, budgets) if c in g)
+        slo = all(b.holds(m) for m in g.to_dict("records") for b in budgets)  # failures count
         row = [g["config"].iloc[0], *([cell(load_v)] if load else []),
                *(cell(g[c].max()) if c in g else "-" for c, _ in lat),
                cell(g["throughput.request_per_s"].min()),
@@ -90,7 +90,7 @@ def frontier_table(front: pd.DataFrame, budgets, load_key: str, tol: str) -> Tab
             "peak-minute req/s", *(f"{b.label} ms" for b in budgets), "KV peak %", "preempt",
             "binding", "req/s per GPU", "out tok/s per GPU"]
     priced = bool(front["cost_per_million_output_tokens"].notna().any())
-    cols += ["cost / M out tok"] if priced else []
+    cols += ["cost / M out tok", "cost / M tok", "cost / 1k req"] if priced else []
     t = table(f"capacity frontier (worst of seeds; tolerance {tol})", cols)
     for _, r in front.iterrows():
         top = "+" if r["status"] == "above range" else ""
@@ -99,5 +99,7 @@ def frontier_table(front: pd.DataFrame, budgets, load_key: str, tol: str) -> Tab
                   *(cell(r[f"{b.name}_ms"]) for b in budgets), cell(r["kv_peak_pct"]),
                   cell(r["preemptions"]), r["binding"], cell(r["req_s_per_gpu"], 2),
                   cell(r["output_tok_s_per_gpu"]),
-                  *([cell(r["cost_per_million_output_tokens"], 3)] * priced))
+                  *([cell(r["cost_per_million_output_tokens"], 3),
+                     cell(r["cost_per_million_total_tokens"], 3),
+                     cell(r["cost_per_thousand_requests"], 3)] if priced else []))
     return t

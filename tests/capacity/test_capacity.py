@@ -3,6 +3,9 @@ the frontier, chosen.yaml and vLLM flags say what was found."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pandas as pd
 import pytest
 import yaml
@@ -16,7 +19,7 @@ from sim.plan.sweep import run_sweep
 
 from .helpers import TINY, cli
 
-CHAT = "scenarios/chat-trace.yaml"
+CHAT = Path("scenarios/chat-trace.yaml").resolve()
 
 
 @pytest.fixture(scope="module")
@@ -53,16 +56,56 @@ def test_frontier_best_config_per_gpu_and_cost(capacity_dir):
     assert (front["req_s_per_gpu"] == front["max_load"]).all()  # one GPU, generated arrivals
     expect = 2.5 / (front["output_tok_s_per_gpu"] * 3600) * 1e6
     assert front["cost_per_million_output_tokens"].tolist() == pytest.approx(expect.tolist())
-    doc = yaml.safe_load((capacity_dir / "chosen.yaml").read_text())
+    # 200-token prompts + 40 output tokens: a million tokens processed cost a sixth as much;
+    # a thousand requests cost 40,000 output tokens' worth
+    assert front["cost_per_million_total_tokens"].tolist() == pytest.approx(
+        (expect / 6).tolist())
+    assert front["cost_per_thousand_requests"].tolist() == pytest.approx(
+        (expect * 40e3 / 1e6).tolist())
+    doc = yaml.safe_load((capacity_dir / "chosen.yaml").read_text())["locked"]
     assert doc["config"] == {"engine.max_num_seqs": 64}
     assert doc["capacity"]["max_load"] == b
     assert doc["slo"] == {"ttft_p95_ms": 300.0, "tpot_p95_ms": 40.0}
     mix = doc["length_mix"]
     assert mix["prompt_tokens"]["p50"] == 200 and mix["output_tokens"]["p99"] == 40
     assert doc["vllm_serve"].startswith(
-        "vllm serve meta-llama/Meta-Llama-3-8B --tensor-parallel-size 1 --max-model-len 8192 "
-        "--max-num-seqs 64 --max-num-batched-tokens 8192 ")
+        "vllm serve meta-llama/Meta-Llama-3-8B --dtype auto --kv-cache-dtype auto "
+        "--tensor-parallel-size 1 --max-model-len 8192 --max-num-seqs 64 "
+        "--max-num-batched-tokens 8192 ")
     assert (capacity_dir / "chosen" / "summary.json").exists()
+
+
+def same_summary(a: Path, b: Path) -> None:
+    """Two runs' summary.json agree on everything but the wall times."""
+    sa, sb = (json.loads((d / "summary.json").read_text()) for d in (a, b))
+    for s in (sa, sb):
+        s["sim"].pop("wall_s")
+    assert sa == sb
+
+
+def test_chosen_yaml_and_config_json_run_again_to_the_same_summary(capacity_dir, tmp_path):
+    chosen = yaml.safe_load((capacity_dir / "chosen.yaml").read_text())
+    assert chosen["workload"]["arrival"]["rate"] == chosen["locked"]["capacity"]["max_load"]
+    assert chosen["engine"]["max_num_seqs"] == 64 and chosen["model"]["num_layers"] == 32
+    assert cli("run", capacity_dir / "chosen.yaml", "--out", tmp_path / "a", "--no-plots",
+               "-q") == 0
+    same_summary(capacity_dir / "chosen", tmp_path / "a")
+    assert cli("run", capacity_dir / "chosen" / "config.json", "--out", tmp_path / "b",
+               "--no-plots", "-q") == 0
+    same_summary(capacity_dir / "chosen", tmp_path / "b")
+
+
+def test_a_trace_chosen_yaml_runs_from_anywhere(tmp_path, monkeypatch):
+    out = tmp_path / "t"
+    assert cli("capacity", CHAT, "--set", "workload.window_s=[0,120]", "--set",
+               "cost={name: linear, base_ms: 10, prefill_token_ms: 0.05, decode_seq_ms: 1}",
+               "--tol", "25%", "--out", out, "--no-plots", "-q") == 0
+    chosen = yaml.safe_load((out / "chosen.yaml").read_text())
+    assert chosen["workload"]["rate_scale"] == chosen["locked"]["capacity"]["max_load"] != 1
+    assert chosen["workload"]["window_s"] == [0, 120]
+    monkeypatch.chdir(tmp_path)  # the trace path resolves from chosen.yaml's folder
+    assert cli("run", out / "chosen.yaml", "--out", tmp_path / "a", "--no-plots", "-q") == 0
+    same_summary(out / "chosen", tmp_path / "a")
 
 
 def test_emit_vllm_prints_the_command(tmp_path, capsys):
@@ -75,7 +118,8 @@ def test_emit_vllm_prints_the_command(tmp_path, capsys):
     # the answer comes with the cost model's validated error (or why there is none)
     assert any(ln.startswith("cost model error") for ln in lines)
     doc = yaml.safe_load((out / "chosen.yaml").read_text())
-    assert doc["cost_error"]["gpu"] == "h100-sxm" and "validated" in doc["cost_error"]
+    band = doc["locked"]["cost_error"]
+    assert band["gpu"] == "h100-sxm" and "validated" in band
 
 
 def test_a_trace_answers_in_mean_and_peak_minute_rates(tmp_path, capsys):
@@ -92,6 +136,19 @@ def test_a_trace_answers_in_mean_and_peak_minute_rates(tmp_path, capsys):
     assert row["rate_mean_req_s"] == pytest.approx(row["max_load"] * base_rate)
     assert row["rate_peak_minute_req_s"] == at_max["offered_rate_peak_minute"]
     assert row["rate_peak_minute_req_s"] > row["rate_mean_req_s"]
+
+
+def test_rejected_requests_bind_at_every_load(tmp_path, capsys):
+    """14.7% of the requests have prompts >= max_model_len: no load holds p95 budgets."""
+    out = tmp_path / "r"
+    assert cli("capacity", TINY, "--set", "workload.lengths={dist: lognormal, prompt_p50: 200, "
+               "prompt_p90: 600, output_p50: 40, output_p90: 60}", "--set",
+               "engine.max_model_len=512", "--seeds", "1", "--tol", "20%", "--out", out,
+               "--no-plots", "-q") == 0
+    assert ("limited by rejected (14.7% of the requests rejected, counted as failures at any "
+            "load") in capsys.readouterr().out
+    assert pd.read_csv(out / "frontier.csv")["binding"].tolist() == ["rejected"]
+    assert not (out / "chosen.yaml").exists()
 
 
 def test_bad_capacity_input(tmp_path, capsys):

@@ -2,21 +2,83 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from sim.config.load import load_scenario
 from sim.pipeline import resolve_loaded
-from sim.plan.emit import vllm_flags, vllm_serve
+from sim.plan.emit import deployment, vllm_flags, vllm_serve
 
 
 def flags(*sets):
     return vllm_flags(resolve_loaded(load_scenario(None, sets)))
 
 
+FLAGS = Path(__file__).with_name("vllm_0_32_engine_flags.txt")
+CHOICES = {"--dtype": {"auto", "float32"}, "--quantization": {"fp8"},
+           "--kv-cache-dtype": {"auto", "fp8"}, "--scheduling-policy": {"fcfs", "priority"}}
+
+
+def vllm_names() -> set[str]:
+    """Every name vLLM 0.32's engine parser accepts, the --no- forms of its booleans too."""
+    names = set()
+    for line in FLAGS.read_text().splitlines():
+        if line.startswith("--"):
+            name, *kind = line.split()
+            names |= {name, "--no-" + name[2:]} if kind == ["bool"] else {name}
+    return names
+
+
 def test_default_spells_out_every_engine_value():
     r = resolve_loaded(load_scenario(None))
     assert vllm_serve(r) == (
-        "vllm serve meta-llama/Meta-Llama-3-8B --tensor-parallel-size 1 --max-model-len 8192 "
+        "vllm serve meta-llama/Meta-Llama-3-8B --dtype auto --kv-cache-dtype auto "
+        "--tensor-parallel-size 1 --max-model-len 8192 "
         "--max-num-seqs 1024 --max-num-batched-tokens 8192 --block-size 16 "
-        "--gpu-memory-utilization 0.9 --enable-chunked-prefill --no-enable-prefix-caching")
+        "--gpu-memory-utilization 0.9 --enable-chunked-prefill --no-enable-prefix-caching "
+        "--long-prefill-token-threshold 0 --no-long-prefill-token-threshold-adaptive "
+        "--scheduler-reserve-full-isl --no-async-scheduling --scheduling-policy fcfs")
+
+
+@pytest.mark.parametrize("sets, want, absent", [
+    (("model.dtype_bytes=1", "model.kv_dtype_bytes=1"),
+     ["--quantization fp8", "--kv-cache-dtype fp8", "--dtype auto"], ["--kv-cache-dtype auto"]),
+    (("model.dtype_bytes=1",), ["--quantization fp8", "--kv-cache-dtype auto"], []),
+    (("model.kv_dtype_bytes=1",), ["--kv-cache-dtype fp8"], ["--quantization fp8"]),
+    (("model.dtype_bytes=4",), ["--dtype float32", "--kv-cache-dtype auto"], []),
+])
+def test_weight_and_kv_dtypes_are_flagged(sets, want, absent):
+    f, notes = flags(*sets)
+    assert set(want) <= set(f) and not set(absent) & set(f) and notes == []
+
+
+def test_async_scheduling_is_flagged_both_ways():
+    assert "--no-async-scheduling" in flags()[0]
+    on = flags("engine.async_scheduling=true")[0]
+    assert "--async-scheduling" in on and "--no-async-scheduling" not in on
+
+
+def test_a_kv_dtype_vllm_cannot_store_is_noted():
+    f, notes = flags("model.dtype_bytes=4", "model.kv_dtype_bytes=2")
+    assert not any(x.startswith("--kv-cache-dtype") for x in f)
+    assert notes == ["a 2-byte KV cache with 4-byte activations has no vLLM flag: "
+                     "--kv-cache-dtype auto stores KV in the model's dtype"]
+
+
+@pytest.mark.parametrize("sets", [
+    (), ("model.dtype_bytes=1", "model.kv_dtype_bytes=1", "engine.enable_prefix_caching=true",
+         "engine.enable_chunked_prefill=false", "engine.long_prefill_token_threshold=64",
+         "engine.long_prefill_token_threshold_adaptive=true", "scheduler.name=vllm-priority",
+         "engine.scheduler_reserve_full_isl=false", "engine.num_gpu_blocks_override=4000",
+         "model.dtype_bytes=4", "tensor_parallel_size=2")])
+def test_every_flag_is_one_vllm_0_32_accepts(sets):
+    names = vllm_names()
+    for flag in flags(*sets)[0]:
+        name, *value = flag.split()
+        assert name in names, flag
+        if name in CHOICES:
+            assert value[0] in CHOICES[name], flag
 
 
 def test_knobs_map_to_their_flags():
@@ -34,7 +96,8 @@ def test_knobs_map_to_their_flags():
 def test_what_vllm_cannot_express_is_noted():
     _, notes = flags("scheduler.name=sarathi", "engine.preemption_mode=swap",
                      "admission.name=reserve")
-    assert len(notes) == 3 and notes[0].startswith("scheduler 'sarathi' has no vLLM flag")
+    assert len(notes) == 4 and notes[0].startswith("scheduler 'sarathi' has no vLLM flag")
+    assert notes[1].startswith("kv.watermark 0.01 is vLLM v0's")  # sarathi: v0 defaults
 
 
 def test_admission_and_length_knobs_map_to_flags_or_notes():
@@ -44,3 +107,14 @@ def test_admission_and_length_knobs_map_to_flags_or_notes():
     assert "--long-prefill-token-threshold-adaptive" in f
     assert "--no-scheduler-reserve-full-isl" in f
     assert notes == ["strict_max_model_len has no vLLM flag: its server shortens max_tokens"]
+
+
+def test_a_fleet_gets_one_command_per_pool():
+    r = resolve_loaded(load_scenario("scenarios/fleet-pools.yaml", (
+        "cluster.pools.1.engine={max_num_seqs: 64}", "cluster.pools.1.replicas=3")))
+    pools, notes = deployment(r)
+    assert [(p["pool"], p["replicas"], p["gpus"]) for p in pools] == [
+        ("interactive", 1, 1), ("batch", 3, 3)]
+    assert "--max-num-seqs 1024" in pools[0]["vllm_serve"]
+    assert "--max-num-seqs 64" in pools[1]["vllm_serve"]
+    assert notes[1].startswith("pool 'batch': 3 replica(s) behind router 'least_outstanding'")

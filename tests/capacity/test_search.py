@@ -85,6 +85,21 @@ def test_binding_constraint(m, binding):
     assert judge(m, BUDGETS) == binding
 
 
+def test_rejected_requests_count_against_the_budgets():
+    """14% rejected (max_model_len): the finished requests' p95 holds, the judged one (the
+    rejected as failures, as the run's SLO verdict counts them) does not."""
+    m = {**metrics(), "slo.judged": 100, "slo.rejected_as_failures": 14,
+         "slo.unfinished_as_failures": 0, "slo.with_failures_ms.ttft.p95": None,
+         "slo.with_failures_ms.tpot.p95": None}
+    assert judge(m, BUDGETS) == "rejected"
+    few = {**m, "slo.rejected_as_failures": 3, "slo.with_failures_ms.ttft.p95": 450.0,
+           "slo.with_failures_ms.tpot.p95": 45.0}
+    assert judge(few, BUDGETS) is None  # 3% rejected: p95 still among the served requests
+    assert judge({**few, "slo.with_failures_ms.ttft.p95": 620.0}, BUDGETS) == "rejected"
+    assert judge({**few, "latency_ms.ttft.p95": 700.0, "slo.with_failures_ms.ttft.p95": 750.0},
+                 BUDGETS) == "TTFT p95"  # over on its own
+
+
 def test_an_engine_failure_outranks_a_budget_across_seeds():
     recs = [{"metrics": metrics(tpot=90)}, {"metrics": metrics(ok=False)}]
     assert Probe.of(5, recs, BUDGETS).binding == "saturation"

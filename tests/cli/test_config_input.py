@@ -136,3 +136,44 @@ def test_echo_caps():
     assert clip_path("/" + "d" * 200 + "/s.yaml").endswith("/s.yaml")
     with pytest.raises(OutPathError, match="NUL"):
         check_out("a\0b")
+
+
+def test_switching_the_arrival_process_or_length_dist_by_set(tmp_path):
+    """--set workload.arrival.process=closed drops the scenario's rate (a closed loop takes
+    none); a dist switch drops the old dist's fields; fields given by --set stay."""
+    text = ("name: s\nmodel: llama-3-8b\ngpu: h100-sxm\nworkload:\n"
+            "  arrival: {process: gamma, rate: 8, cv: 2}\n"
+            "  lengths: {dist: lognormal, prompt_p50: 100, prompt_p90: 400, output_p50: 50,"
+            " output_p90: 200}\n  num_requests: 100\n")
+    w = loaded(tmp_path, "workload.arrival.process=closed", "workload.arrival.concurrency=8",
+               text=text).scenario.workload
+    assert (w.arrival.process, w.arrival.rate, w.arrival.cv, w.arrival.concurrency) == (
+        "closed", None, None, 8)
+    w = loaded(tmp_path, "workload.arrival.process=poisson", text=text).scenario.workload
+    assert (w.arrival.rate, w.arrival.cv) == (8, None)
+    w = loaded(tmp_path, "workload.lengths.dist=fixed", "workload.lengths.prompt=64",
+               "workload.lengths.output=8", text=text).scenario.workload
+    assert (w.lengths.dist, w.lengths.prompt, w.lengths.prompt_p50) == ("fixed", 64, None)
+    with pytest.raises(InputError, match="process 'closed' takes no rate"):  # given: kept
+        loaded(tmp_path, "workload.arrival.process=closed", "workload.arrival.concurrency=8",
+               "workload.arrival.rate=3", text=text)
+
+
+def test_a_bad_set_is_blamed_for_what_resolve_refuses(tmp_path):
+    from sim.pipeline import resolve_loaded
+
+    def message(*sets):
+        with pytest.raises(ConfigError) as e:
+            resolve_loaded(loaded(tmp_path, *sets))
+        return str(e.value)
+
+    assert message("engine.max_model_len=100000").startswith(  # was: "s.yaml: ..."
+        "--set 'engine.max_model_len=100000': engine.max_model_len 100000 exceeds")
+    assert message("engine.max_num_seqs=4096", "engine.max_num_batched_tokens=2048"
+                   ).startswith("--set 'engine.max_num_batched_tokens=2048': ")
+
+
+def test_a_policy_by_its_bare_name(tmp_path):
+    sc = loaded(tmp_path, "cluster.router=least_outstanding", "cluster.replicas=2",
+                "scheduler=sarathi").scenario
+    assert sc.cluster.router.name == "least_outstanding" and sc.scheduler.name == "sarathi"

@@ -117,6 +117,30 @@ def test_unfinished_requests_fail_the_slo_and_goodput_and_stay_out_of_itl():
     assert s["latency_ms"]["itl"]["count"] == 4 * 49
 
 
+def test_rejected_requests_fail_the_slo_and_show_their_share():
+    # 16 requests 1 s apart with 8-token prompts, 4 more (20%) with 300-token prompts >=
+    # max_model_len 256, rejected; the 16 served meet every budget by far (TTFT 18 ms), yet
+    # at p95 the rejected ones are failures, so the verdict is missed, as a planner counts
+    part = {"arrival": {"process": "constant", "rate": 1.0}, "num_requests": 16,
+            "lengths": {"dist": "fixed", "prompt": 8, "output": 3}}
+    long = {"arrival": {"process": "constant", "rate": 0.25}, "num_requests": 4,
+            "lengths": {"dist": "fixed", "prompt": 300, "output": 3}}
+    sc = scenario(engine={"max_model_len": 256}, slo={"ttft_ms": 500, "tpot_ms": 50},
+                  workload={"mix": [part, long]})
+    _, s = run(sc)
+    assert s["requests"]["rejected"] == 4 and s["latency_ms"]["ttft"]["p95"] < 500
+    slo = s["slo"]
+    assert slo["met"] is False and slo["ttft_ms"]["value"] is None
+    assert (slo["judged"], slo["rejected_as_failures"], slo["rejected_fraction"]) == (20, 4, 0.2)
+    assert slo["unfinished_as_failures"] == 0
+    w = slo["with_failures_ms"]["ttft"]
+    assert w["p95"] is None and w["mean"] is None and w["max"] is None
+    assert w["median"] == pytest.approx(18.0)  # the served requests' TTFT
+    from sim.report.console import slo_line
+
+    assert slo_line(slo) == "MISSED: 4 rejected (20.0%) counted as failures"
+
+
 def test_time_weighted_means_cover_idle_time():
     # static batching: r0 (t=0) and r1 (t=0.5) wait for the batch to start at t=1.0
     # (max_wait_s), then run 46 ms (a 26 ms context step, two 10 ms decodes): 1.5

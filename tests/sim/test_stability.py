@@ -89,6 +89,24 @@ def test_max_num_seqs_32_at_12_requests_per_s_is_saturated():
     assert st["verdict"] == "saturated", st["reason"]
     assert st["utilization"] > 0.99 and st["peak_queue_to_running"] > 1
     assert s["latency_ms"]["ttft"]["median"] > 2000
+    # 57 waiting beside 32 running: each waited longer than its service (TTFT p50 > 2 s), so
+    # overloaded at the peaks of its Poisson arrivals; the engine holds all 32 sequences
+    assert st["reason"].startswith("overloaded at its peak: in window 6/10 57 requests "
+                                   "waited to start beside 32 running (each waited about 1.8x "
+                                   "its service time"), st["reason"]
+    assert "(31.3 of 32 sequences and 9% of the KV cache in use on average)" in st["reason"]
+
+
+def test_a_busy_engine_with_room_says_what_it_holds():
+    # the default scenario at 8 req/s steps all the time (continuous batching) while using
+    # 18 of 1,024 sequences and 5% of its KV: "busy 100%" alone read as full
+    loaded = load_scenario(None, (), None)
+    r, specs, _ = prepare(loaded)
+    st = summarize(simulate(r, specs))["stability"]
+    assert st["verdict"] == "stable" and st["utilization"] > 0.99
+    assert st["reason"].startswith("steps ran 100% of the arrival span (17.6 of 1024 sequences "
+                                   "and 5% of the KV cache in use on average); queue peaked at "
+                                   "0 requests"), st["reason"]
 
 
 # Azure LLM inference trace 2023, conv (Patel et al., ISCA'24): requests per minute over its
@@ -127,6 +145,10 @@ def test_a_mid_run_overload_that_drains_is_saturated():
     assert st["verdict"] == "saturated", st["reason"]
     assert st["peak_queue_to_running"] > 1 and st["drain_fraction"] < 0.10
     assert s["latency_ms"]["ttft"]["p95"] > 10_000
+    # hundreds waiting beside the running batch with TTFT p95 over 10 s: overloaded at the
+    # peak, not "at capacity"
+    assert st["reason"].startswith("overloaded at its peak: in window "), st["reason"]
+    assert "the load's peaks exceed capacity, its mean does not" in st["reason"]
 
 
 @pytest.mark.skipif(not AZURE_CONV.exists(), reason=f"{AZURE_CONV} not available")
@@ -137,3 +159,20 @@ def test_the_real_azure_conversation_trace_at_4_2x_is_not_stable():
     st = assess_stability(res)
     assert st.verdict == "saturated", st.reason
     assert not st.sustainable and st.utilization > 0.99
+
+
+@pytest.mark.parametrize("queue, running, start", [
+    (40.0, 64.0, "at capacity, no headroom: in window 3/10 40 requests waited to start beside "
+                 "64 running; steps ran 99% of the arrival span (in use)"),
+    (2179.0, 256.0, "overloaded at its peak: in window 3/10 2,179 requests waited to start "
+                    "beside 256 running (each waited about 8.5x its service time"),
+])
+def test_saturated_says_at_capacity_or_overloaded_by_the_wait(queue, running, start):
+    from sim.metrics.stability import _verdict
+
+    wq, wr = [1.0] * 10, [running] * 10
+    wq[2] = queue
+    n = {"utilization": 0.99, "queue_growth": 0.01, "queue_growth_per_s": 0.1, "drain_s": 2.0,
+         "drain_fraction": 0.01, "peak_queue": queue, "window_queue": wq, "window_running": wr}
+    verdict, reason = _verdict(n, "", np.array([i == 2 for i in range(10)]), "in use")
+    assert verdict == "saturated" and reason.startswith(start), reason
