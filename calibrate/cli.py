@@ -27,6 +27,15 @@ def main() -> None:
     """Time kernels and GEMMs, fit the step-time model, report its held-out error."""
 
 
+def _out_file(out: Path | None, default: str = "model.yaml", flag: str = "--out") -> Path:
+    """The output file, checked before any work (sim.report.outfile); a default never
+    replaces an existing file."""
+    from sim.report.outfile import check_file, free_default
+
+    check_file(out if out is not None else free_default(default), flag)
+    return out if out is not None else free_default(default)
+
+
 def _model_spec(name: str):
     from sim.catalog import CatalogError, get_model
 
@@ -125,8 +134,9 @@ def _print_errors(mf, df, title: str) -> None:
 @app.command()
 def fit(
     profile_path: Annotated[Path, typer.Argument(metavar="PROFILE", help="Profile parquet.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Model YAML to write.")] = Path(
-        "model.yaml"),
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Model YAML to write "
+                                             "(default: model.yaml, or model-2.yaml... when "
+                                             "that exists).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the held-out split.")] = 0,
     heldout: Annotated[float, typer.Option(min=0.0, max=0.9, help="Fraction held out.")] = 0.2,
     gpu: Annotated[str, typer.Option(help="GPU name recorded in the file.")] = "",
@@ -137,6 +147,7 @@ def fit(
     from calibrate.model_file import save_model_file
     from calibrate.profile import read_profile
 
+    out = _out_file(out)
     df = read_profile(profile_path)
     mf = fit_profile(df, profile=str(profile_path), seed=seed, heldout=heldout, gpu=gpu,
                      framework=framework)
@@ -211,10 +222,15 @@ def import_aiconfigurator(
     from calibrate.profile import write_profile
 
     t0 = time.perf_counter()
-    mf, df = import_and_fit(system, framework, seed=seed)
     gpu = SYSTEMS.get(system, system)
     if out is None:
-        out = MODELS_DIR / gpu / f"{framework}.yaml" if ship else Path(f"{gpu}-{framework}.yaml")
+        out = MODELS_DIR / gpu / f"{framework}.yaml" if ship else _out_file(
+            None, f"{gpu}-{framework}.yaml")
+    elif not ship:
+        out = _out_file(out)
+    if profile_out is not None:
+        _out_file(profile_out, flag="--profile-out")
+    mf, df = import_and_fit(system, framework, seed=seed)
     save_model_file(mf, out)
     if profile_out is None and not ship:  # the shipped package holds no profiles
         profile_out = out.with_suffix(".parquet")
@@ -229,8 +245,9 @@ def fit_steps_cmd(
     logs: Annotated[list[Path], typer.Argument(
         metavar="LOG...", help="Recorded engine runs (folders) and/or step logs: vLLM step-log "
         "JSONL (.gz ok), vLLM's iteration log, steps.csv.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Model YAML to write.")] = Path(
-        "model.yaml"),
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Model YAML to write "
+                                             "(default: model.yaml, or model-2.yaml... when "
+                                             "that exists).")] = None,
     scenario: Annotated[Path | None, typer.Option(
         help="Scenario (trace + engine knobs) that produced a log without contexts: they are "
         "derived by replaying servesim's scheduler.")] = None,
@@ -244,6 +261,7 @@ def fit_steps_cmd(
     from calibrate.fit_steps import describe, fit_logs
     from calibrate.model_file import save_model_file
 
+    out = _out_file(out)
     rep = fit_logs(logs, scenario=scenario, seed=seed, gpu=gpu, model=model, tp=tp)
     save_model_file(rep.model, out)
     for line in describe(rep):

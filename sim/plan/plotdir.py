@@ -25,7 +25,8 @@ from sim.plan.point import Base
 from sim.plan.slo import Budget, parse_slo, scenario_slo
 from sim.plan.store import load_points
 from sim.report import plots, sweep_plots
-from traces.errors import InputError
+from sim.report.outpath import OutPathError
+from traces.errors import InputError, clip_path
 
 FORMATS = ("svg",)  # besides the PNG
 CHOSEN = "chosen"
@@ -116,7 +117,14 @@ def plot_dir(out: Path, point_id: str | None = None) -> list[Path]:
     base = Base.of_manifest(manifest)
     budgets = budgets_of(manifest)
     dest = out / "plots"
-    dest.mkdir(exist_ok=True)
+    try:
+        dest.mkdir(exist_ok=True)
+    except OSError as e:
+        raise OutPathError(f"{clip_path(dest)}: cannot create the plots folder "
+                           f"({e.strerror or e})") from None
+    if dest.is_symlink() or not dest.is_dir():
+        raise OutPathError(f"{clip_path(dest)}: not a folder servesim made (a link or a "
+                           "file); remove it to redraw the plots")
     load_key = manifest["load_key"]
     x_col, x_label = (("load", "offered rate (req/s)") if load_key == RATE_KEY else
                       ("offered_rate_mean", "offered mean rate (req/s)"))

@@ -35,7 +35,8 @@ def report(tmp_path_factory):
 def test_report_files(report):
     names = {p.name for p in report.iterdir()}
     assert names == {"report.json", "report.md", "step_times.png", "step_errors.parquet",
-                     "profile.parquet", "model.yaml", "sim", "live-1", "live-2"}
+                     "profile.parquet", "model.yaml", "sim", "live-1", "live-2",
+                     ".servesim-result"}  # a result like run's: replaced whole, atomically
     assert (report / "step_times.png").stat().st_size > 10_000
     for run in ("sim", "live-1", "live-2"):
         assert json.loads((report / run / "summary.json").read_text())["requests"][
