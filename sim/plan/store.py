@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from sim.config.yamlsafe import read_bytes
 from sim.report.lock import acquire
 from sim.report.outpath import OutPathError, check_out
 from traces.errors import InputError, clip_path
+from traces.files import read_bytes
 
 MANIFEST = "manifest.json"
 POINTS = "points"
