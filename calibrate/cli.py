@@ -28,12 +28,26 @@ def main() -> None:
 
 
 def _out_file(out: Path | None, default: str = "model.yaml", flag: str = "--out") -> Path:
-    """The output file, checked before any work (sim.report.outfile); a default never
-    replaces an existing file."""
+    """The model file, checked before any work (sim.report.outfile: a new file or a model
+    file servesim wrote); a default never replaces an existing file."""
+    from calibrate.model_file import HEADER
     from sim.report.outfile import check_file, free_default
 
-    check_file(out if out is not None else free_default(default), flag)
-    return out if out is not None else free_default(default)
+    out = out if out is not None else free_default(default)
+    check_file(out, flag, signature=HEADER.encode())
+    return out
+
+
+def _check_gpu(gpu: str, flag: str = "--gpu") -> str:
+    """An empty name (not recorded), cpu, or a catalog GPU (`servesim catalog` lists them)."""
+    from sim.catalog import CatalogError, get_gpu
+
+    if gpu and gpu != "cpu":
+        try:
+            get_gpu(gpu)
+        except CatalogError as e:
+            raise InputError(f"{flag} {gpu!r}: {e.args[0]}") from None
+    return gpu
 
 
 def _model_spec(name: str):
@@ -148,6 +162,7 @@ def fit(
     from calibrate.profile import read_profile
 
     out = _out_file(out)
+    _check_gpu(gpu)
     df = read_profile(profile_path)
     mf = fit_profile(df, profile=str(profile_path), seed=seed, heldout=heldout, gpu=gpu,
                      framework=framework)
@@ -262,6 +277,7 @@ def fit_steps_cmd(
     from calibrate.model_file import save_model_file
 
     out = _out_file(out)
+    _check_gpu(gpu)
     rep = fit_logs(logs, scenario=scenario, seed=seed, gpu=gpu, model=model, tp=tp)
     save_model_file(rep.model, out)
     for line in describe(rep):
@@ -277,9 +293,17 @@ def validate_steps_cmd(
 ) -> None:
     """Leave one run out: fit on the others, replay it, print the client-side errors (%)."""
     from calibrate.validate_steps import leave_one_out, render
+    from sim.report.recorded import is_recorded_run
+    from traces.errors import clip_path
 
     if len(runs) < 2:
         raise InputError("validate-steps: give at least two recorded runs")
+    for r in runs:
+        if not is_recorded_run(r):
+            raise InputError(f"{clip_path(r)}: not a recorded engine run (a folder with "
+                             "run.json, as benchmarks/engine writes)")
+    if len({r.resolve() for r in runs}) < len(runs):
+        raise InputError("validate-steps: a run is given twice; give distinct runs")
     _out.print(render(leave_one_out(runs, seed=seed)))
 
 
@@ -319,7 +343,7 @@ def _gpu_path(spec: str) -> tuple[str, str]:
     gpu, sep, path = spec.partition("=")
     if not sep or not Path(path).is_file():
         raise InputError(f"--profile {spec!r}: expected GPU=MODEL.yaml with an existing file")
-    return gpu, path
+    return _check_gpu(gpu, "--profile"), path
 
 
 def _overhead_lines(h, predicted_ms) -> list[str]:

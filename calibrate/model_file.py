@@ -39,6 +39,7 @@ from traces.errors import InputError
 
 SCHEMA_VERSION = 1
 MODELS_DIR = Path(__file__).resolve().parent / "models"
+HEADER = "# servesim fitted step-time model (calibrate/README.md)\n"  # every model file's start
 _STRICT = ConfigDict(extra="forbid")
 
 
@@ -319,14 +320,14 @@ def save_model_file(mf: ModelFile, path: str | Path, flag: str = "--out") -> Pat
     path = Path(path)
     text = yaml.safe_dump(mf.model_dump(mode="json"), sort_keys=False, width=100,
                           default_flow_style=None)  # node lists on one line each
-    text = f"# servesim fitted step-time model (calibrate/README.md)\n{text}"
+    text = f"{HEADER}{text}"
     if _shipped(path):
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.servesim-staging-{os.getpid():08x}")
         tmp.write_text(text)
         tmp.replace(path)
         return path
-    outfile.write_text(path, flag, text)
+    outfile.write_text(path, flag, text, signature=HEADER.encode())
     return path
 
 

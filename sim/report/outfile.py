@@ -37,17 +37,24 @@ def _refuse(flag: str, raw: object, why: str) -> OutPathError:
     return OutPathError(f"{flag} {clip_path(raw)!r}: {why}")
 
 
-def is_servesim_file(path: Path) -> bool:
-    """A regular file (not a link) marked as written by servesim."""
+def is_servesim_file(path: Path, signature: bytes | None = None) -> bool:
+    """A regular file (not a link) marked as written by servesim, or starting with
+    ``signature`` (a header servesim writes in every file of that kind, e.g. model YAML's
+    first line: such a file copied or checked out keeps it, not the attribute)."""
     try:
         if not stat.S_ISREG(os.lstat(path).st_mode):
             return False
+        if signature is not None:
+            with open(path, "rb") as f:
+                if f.read(len(signature)) == signature:
+                    return True
         return os.getxattr(path, XATTR, follow_symlinks=False).startswith(b"servesim")
     except (OSError, ValueError):
         return False
 
 
-def check_file(path: str | Path, flag: str, *, own_folder: bool = False) -> Path:
+def check_file(path: str | Path, flag: str, *, own_folder: bool = False,
+               signature: bytes | None = None) -> Path:
     """The absolute path servesim may write the file ``path`` to, or OutPathError.
     ``own_folder``: the folder is servesim's (a staging folder, a sweep's plots/), so a
     regular file there is its own too (written before files were marked)."""
@@ -63,12 +70,13 @@ def check_file(path: str | Path, flag: str, *, own_folder: bool = False) -> Path
         raise _refuse(flag, raw, f"the file name is longer than {NAME_MAX} bytes")
     if INTERNAL.match(p.name) or ".servesim-staging-" in p.name:
         raise _refuse(flag, raw, "is a name servesim uses for its own staging files")
-    _check_existing_file(flag, raw, p, own_folder)
+    _check_existing_file(flag, raw, p, own_folder, signature)
     _check_file_parent(flag, raw, p, own_folder)
     return p
 
 
-def _check_existing_file(flag: str, raw: str, p: Path, own_folder: bool) -> None:
+def _check_existing_file(flag: str, raw: str, p: Path, own_folder: bool,
+                         signature: bytes | None) -> None:
     try:
         mode = os.lstat(p).st_mode
     except (FileNotFoundError, NotADirectoryError):
@@ -80,7 +88,7 @@ def _check_existing_file(flag: str, raw: str, p: Path, own_folder: bool) -> None
     if not stat.S_ISREG(mode):
         raise _refuse(flag, raw, f"is {_kind(mode)}; servesim writes only a new file or "
                       "replaces one it wrote itself")
-    if not own_folder and not is_servesim_file(p):
+    if not own_folder and not is_servesim_file(p, signature):
         raise _refuse(flag, raw, "is a file servesim did not write; servesim replaces only "
                       "its own files: remove it or choose another path")
 
@@ -129,10 +137,11 @@ def _mark(path: Path) -> None:
 
 
 @contextlib.contextmanager
-def write_file(path: str | Path, flag: str, *, own_folder: bool = False) -> Iterator[Path]:
+def write_file(path: str | Path, flag: str, *, own_folder: bool = False,
+               signature: bytes | None = None) -> Iterator[Path]:
     """Yield a staging path beside ``path``; on success mark it and rename it over ``path``
     (checked again first); on any failure remove it. OSError becomes one OutPathError."""
-    target = check_file(path, flag, own_folder=own_folder)
+    target = check_file(path, flag, own_folder=own_folder, signature=signature)
     tmp = target.parent / f".{target.name[:NAME_MAX]}.servesim-staging-{secrets.token_hex(4)}"
     try:
         yield tmp
@@ -140,7 +149,7 @@ def write_file(path: str | Path, flag: str, *, own_folder: bool = False) -> Iter
             raise OutPathError(f"{flag} {clip_path(path)!r}: nothing was written")
         _fsync(tmp)
         _mark(tmp)
-        check_file(target, flag, own_folder=own_folder)  # nothing appeared meanwhile
+        check_file(target, flag, own_folder=own_folder, signature=signature)  # still ours
         os.replace(tmp, target)
     except OSError as e:
         raise _refuse(flag, path, f"cannot write there ({e.strerror or e})") from None
@@ -158,9 +167,9 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def write_text(path: str | Path, flag: str, text: str) -> Path:
+def write_text(path: str | Path, flag: str, text: str, signature: bytes | None = None) -> Path:
     """``text`` (UTF-8) to ``path`` under this policy."""
-    with write_file(path, flag) as tmp:
+    with write_file(path, flag, signature=signature) as tmp:
         tmp.write_text(text, encoding="utf-8")
     return Path(os.path.abspath(path))
 
