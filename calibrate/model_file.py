@@ -36,9 +36,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from calibrate.grid import evaluate
 from traces.errors import InputError
+from traces.files import read_utf8
 
 SCHEMA_VERSION = 1
 MODELS_DIR = Path(__file__).resolve().parent / "models"
+MODEL_MAX_BYTES = 256 << 20  # shipped model files are < 1 MiB
 HEADER = "# servesim fitted step-time model (calibrate/README.md)\n"  # every model file's start
 _STRICT = ConfigDict(extra="forbid")
 
@@ -340,10 +342,10 @@ def _shipped(path: Path) -> bool:
 
 @functools.lru_cache(maxsize=32)
 def _load_cached(path: str, mtime_ns: int) -> ModelFile:
+    text = read_utf8(Path(path), "a model file", MODEL_MAX_BYTES)
     try:
-        data = yaml.load(Path(path).read_text(), Loader=getattr(yaml, "CSafeLoader",
-                                                                  yaml.SafeLoader))
-    except yaml.YAMLError as e:
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except (yaml.YAMLError, RecursionError) as e:
         raise ModelFileError(f"{path}: invalid YAML ({e.__class__.__name__})") from None
     if not isinstance(data, dict):
         raise ModelFileError(f"{path}: a model file must be a YAML mapping")

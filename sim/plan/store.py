@@ -28,7 +28,7 @@ MANIFEST = "manifest.json"
 POINTS = "points"
 PARQUET = "points.parquet"
 MANIFEST_MAX_BYTES = 64 << 20  # a manifest holds the scenario and the plan
-MANIFEST_KEYS = ("kind", "scenario", "source", "base_dir")
+MANIFEST_KEYS = ("kind", "scenario", "source", "base_dir", "load_key", "seeds")
 FIXED = ("point_id", "config_id", "config")  # first columns, then parameters, then metrics
 
 
@@ -61,16 +61,11 @@ class PointStore:
         path = self.out / MANIFEST
         if is_sweep(self.out):
             self._lock = acquire(self.out)
-            old = read_manifest(self.out, ("kind",))
-            if not resume:
+            try:
+                self._same_sweep(manifest, resume)
+            except BaseException:
                 self.close()
-                raise InputError(f"{clip_path(self.out)}: holds a {old.get('kind', 'sweep')} "
-                                 "already; pass --resume to continue it, or choose another --out")
-            diff = _differences(old, manifest)
-            if diff:
-                self.close()
-                raise InputError(f"{clip_path(self.out)}: --resume with a different "
-                                 f"{', '.join(diff)} than the sweep there; use another --out")
+                raise
         else:
             check_out(self.out)
             self._lock = None
@@ -89,6 +84,16 @@ class PointStore:
                 raise
             raise OutPathError(f"--out {clip_path(self.out)!r}: cannot write there "
                                f"({e.strerror or e})") from None
+
+    def _same_sweep(self, manifest: dict, resume: bool) -> None:
+        old = read_manifest(self.out, ("kind",))
+        if not resume:
+            raise InputError(f"{clip_path(self.out)}: holds a {old.get('kind', 'sweep')} "
+                             "already; pass --resume to continue it, or choose another --out")
+        diff = _differences(old, manifest)
+        if diff:
+            raise InputError(f"{clip_path(self.out)}: --resume with a different "
+                             f"{', '.join(diff)} than the sweep there; use another --out")
 
     def close(self) -> None:
         """Release the folder's lock (the kernel drops it if the process dies)."""
@@ -158,6 +163,10 @@ def read_manifest(out: Path, keys: tuple[str, ...] = MANIFEST_KEYS) -> dict:
     if missing:
         raise InputError(f"{where}: not a servesim manifest (no {missing[0]!r}); was the "
                          "folder written by `servesim sweep` or `capacity`?")
+    if len(keys) > 1 and not (isinstance(doc["scenario"], dict) and isinstance(
+            doc["seeds"], list) and doc["seeds"] and isinstance(doc["base_dir"], str)):
+        raise InputError(f"{where}: not a servesim manifest (scenario, seeds or base_dir of "
+                         "the wrong type)")
     return doc
 
 
