@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -187,4 +189,63 @@ def test_sweep_resume_skips_a_corrupt_point_and_is_strict(tmp_path, capsys):
     assert code == 0, err
     assert "unreadable point" in err
     assert json.loads(first.read_text())["id"] == first.stem
+    no_staging(tmp_path)
+
+
+@pytest.fixture
+def read_only(tmp_path):
+    """A folder nobody may write to, root included (the immutable attribute), or a skip."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    if shutil.which("chattr") is None or subprocess.run(
+            ["chattr", "+i", str(folder)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not available here")
+    yield folder
+    subprocess.run(["chattr", "-i", str(folder)], check=True)
+
+
+def test_read_only_places_are_one_line_before_work(read_only, two_runs, tmp_path, capsys):
+    sc = write(tmp_path, GOOD)
+    for args, flag in (
+            (["trace", "export", sc, "-o", read_only / "w.jsonl"], "--out"),
+            (["compare", *two_runs, "--no-plot", "--json", read_only / "c.json"], "--json"),
+            (["compare", *two_runs, "--plot", read_only / "c.png"], "--plot"),
+            (["calibrate", "fit-steps", write_jsonl(tmp_path / "s.jsonl", records(n=50)),
+              "-o", read_only / "m.yaml"], "--out"),
+            (["sweep", sc, "--rate", "1", "-j", "1", "-q", "-o", read_only / "sw"], "--out")):
+        code, err = cli(capsys, *args)
+        assert_one_line_error(code, err, flag, "not writable")
+    assert not list(read_only.iterdir())
+
+
+def test_plot_of_a_read_only_sweep_is_one_line(tmp_path, capsys):
+    sc = write(tmp_path, GOOD)
+    sw = tmp_path / "sw"
+    assert cli(capsys, "sweep", sc, "--rate", "1", "-j", "1", "-q", "--no-plots",
+               "-o", sw)[0] == 0
+    if subprocess.run(["chattr", "+i", str(sw)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not available here")
+    try:
+        code, err = cli(capsys, "plot", sw)
+    finally:
+        subprocess.run(["chattr", "-i", str(sw)], check=True)
+    assert_one_line_error(code, err, "plots")
+
+
+def test_a_resume_waits_for_no_one_a_running_sweep_holds_its_folder(tmp_path, capsys):
+    from sim.report.lock import acquire
+
+    sc = write(tmp_path, GOOD)
+    sw = tmp_path / "sw"
+    assert cli(capsys, "sweep", sc, "--rate", "1", "-j", "1", "-q", "--no-plots",
+               "-o", sw)[0] == 0
+    before = sorted(p.name for p in (sw / "points").iterdir())
+    held = acquire(sw)  # as a sweep still running there holds it
+    try:
+        code, err = cli(capsys, "sweep", sc, "--rate", "1", "-j", "1", "-q", "--no-plots",
+                        "-o", sw, "--resume")
+    finally:
+        held.release()
+    assert_one_line_error(code, err, "another servesim run")
+    assert sorted(p.name for p in (sw / "points").iterdir()) == before
     no_staging(tmp_path)
