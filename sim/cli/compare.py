@@ -32,7 +32,8 @@ def compare(
     if json_out is not None:
         check_file(json_out, "--json")
     if not no_plot:
-        plot = check_file(plot if plot is not None else free_default("compare.png"), "--plot")
+        plot = plot if plot is not None else free_default("compare.png")
+        check_file(plot, "--plot")
     c = compare_runs(load_result(a), load_result(b))
     console = Console()
     for table in render(c):
