@@ -235,6 +235,7 @@ def import_aiconfigurator(
     from calibrate.aiconfigurator import SYSTEMS, import_and_fit
     from calibrate.model_file import MODELS_DIR, save_model_file
     from calibrate.profile import write_profile
+    from sim.report.outfile import check_file, free_default, write_file
 
     t0 = time.perf_counter()
     gpu = SYSTEMS.get(system, system)
@@ -243,14 +244,15 @@ def import_aiconfigurator(
             None, f"{gpu}-{framework}.yaml")
     elif not ship:
         out = _out_file(out)
+    if profile_out is None and not ship:  # the shipped package holds no profiles
+        profile_out = free_default(out.with_suffix(".parquet"))
     if profile_out is not None:
-        _out_file(profile_out, flag="--profile-out")
+        check_file(profile_out, "--profile-out")
     mf, df = import_and_fit(system, framework, seed=seed)
     save_model_file(mf, out)
-    if profile_out is None and not ship:  # the shipped package holds no profiles
-        profile_out = out.with_suffix(".parquet")
     if profile_out is not None:
-        write_profile(df, profile_out)
+        with write_file(profile_out, "--profile-out") as tmp:
+            write_profile(df, tmp)
     _print_errors(mf, df, f"{system} ({framework})")
     typer.echo(f"model: {out}  ({len(df)} rows, {time.perf_counter() - t0:.1f} s)")
 
