@@ -27,6 +27,29 @@ def main() -> None:
     """Time kernels and GEMMs, fit the step-time model, report its held-out error."""
 
 
+def _out_file(out: Path | None, default: str = "model.yaml", flag: str = "--out") -> Path:
+    """The model file, checked before any work (sim.report.outfile: a new file or a model
+    file servesim wrote); a default never replaces an existing file."""
+    from calibrate.model_file import HEADER
+    from sim.report.outfile import check_file, free_default
+
+    out = out if out is not None else free_default(default)
+    check_file(out, flag, signature=HEADER.encode())
+    return out
+
+
+def _check_gpu(gpu: str, flag: str = "--gpu") -> str:
+    """An empty name (not recorded), cpu, or a catalog GPU (`servesim catalog` lists them)."""
+    from sim.catalog import CatalogError, get_gpu
+
+    if gpu and gpu != "cpu":
+        try:
+            get_gpu(gpu)
+        except CatalogError as e:
+            raise InputError(f"{flag} {gpu!r}: {e.args[0]}") from None
+    return gpu
+
+
 def _model_spec(name: str):
     from sim.catalog import CatalogError, get_model
 
@@ -125,8 +148,9 @@ def _print_errors(mf, df, title: str) -> None:
 @app.command()
 def fit(
     profile_path: Annotated[Path, typer.Argument(metavar="PROFILE", help="Profile parquet.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Model YAML to write.")] = Path(
-        "model.yaml"),
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Model YAML to write "
+                                             "(default: model.yaml, or model-2.yaml... when "
+                                             "that exists).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the held-out split.")] = 0,
     heldout: Annotated[float, typer.Option(min=0.0, max=0.9, help="Fraction held out.")] = 0.2,
     gpu: Annotated[str, typer.Option(help="GPU name recorded in the file.")] = "",
@@ -137,6 +161,8 @@ def fit(
     from calibrate.model_file import save_model_file
     from calibrate.profile import read_profile
 
+    out = _out_file(out)
+    _check_gpu(gpu)
     df = read_profile(profile_path)
     mf = fit_profile(df, profile=str(profile_path), seed=seed, heldout=heldout, gpu=gpu,
                      framework=framework)
@@ -209,17 +235,24 @@ def import_aiconfigurator(
     from calibrate.aiconfigurator import SYSTEMS, import_and_fit
     from calibrate.model_file import MODELS_DIR, save_model_file
     from calibrate.profile import write_profile
+    from sim.report.outfile import check_file, free_default, write_file
 
     t0 = time.perf_counter()
-    mf, df = import_and_fit(system, framework, seed=seed)
     gpu = SYSTEMS.get(system, system)
     if out is None:
-        out = MODELS_DIR / gpu / f"{framework}.yaml" if ship else Path(f"{gpu}-{framework}.yaml")
-    save_model_file(mf, out)
+        out = MODELS_DIR / gpu / f"{framework}.yaml" if ship else _out_file(
+            None, f"{gpu}-{framework}.yaml")
+    elif not ship:
+        out = _out_file(out)
     if profile_out is None and not ship:  # the shipped package holds no profiles
-        profile_out = out.with_suffix(".parquet")
+        profile_out = free_default(out.with_suffix(".parquet"))
     if profile_out is not None:
-        write_profile(df, profile_out)
+        check_file(profile_out, "--profile-out")
+    mf, df = import_and_fit(system, framework, seed=seed)
+    save_model_file(mf, out)
+    if profile_out is not None:
+        with write_file(profile_out, "--profile-out") as tmp:
+            write_profile(df, tmp)
     _print_errors(mf, df, f"{system} ({framework})")
     typer.echo(f"model: {out}  ({len(df)} rows, {time.perf_counter() - t0:.1f} s)")
 
@@ -229,8 +262,9 @@ def fit_steps_cmd(
     logs: Annotated[list[Path], typer.Argument(
         metavar="LOG...", help="Recorded engine runs (folders) and/or step logs: vLLM step-log "
         "JSONL (.gz ok), vLLM's iteration log, steps.csv.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Model YAML to write.")] = Path(
-        "model.yaml"),
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Model YAML to write "
+                                             "(default: model.yaml, or model-2.yaml... when "
+                                             "that exists).")] = None,
     scenario: Annotated[Path | None, typer.Option(
         help="Scenario (trace + engine knobs) that produced a log without contexts: they are "
         "derived by replaying servesim's scheduler.")] = None,
@@ -244,6 +278,8 @@ def fit_steps_cmd(
     from calibrate.fit_steps import describe, fit_logs
     from calibrate.model_file import save_model_file
 
+    out = _out_file(out)
+    _check_gpu(gpu)
     rep = fit_logs(logs, scenario=scenario, seed=seed, gpu=gpu, model=model, tp=tp)
     save_model_file(rep.model, out)
     for line in describe(rep):
@@ -259,9 +295,17 @@ def validate_steps_cmd(
 ) -> None:
     """Leave one run out: fit on the others, replay it, print the client-side errors (%)."""
     from calibrate.validate_steps import leave_one_out, render
+    from sim.report.recorded import is_recorded_run
+    from traces.errors import clip_path
 
     if len(runs) < 2:
         raise InputError("validate-steps: give at least two recorded runs")
+    for r in runs:
+        if not is_recorded_run(r):
+            raise InputError(f"{clip_path(r)}: not a recorded engine run (a folder with "
+                             "run.json, as benchmarks/engine writes)")
+    if len({r.resolve() for r in runs}) < len(runs):
+        raise InputError("validate-steps: a run is given twice; give distinct runs")
     _out.print(render(leave_one_out(runs, seed=seed)))
 
 
@@ -301,7 +345,7 @@ def _gpu_path(spec: str) -> tuple[str, str]:
     gpu, sep, path = spec.partition("=")
     if not sep or not Path(path).is_file():
         raise InputError(f"--profile {spec!r}: expected GPU=MODEL.yaml with an existing file")
-    return gpu, path
+    return _check_gpu(gpu, "--profile"), path
 
 
 def _overhead_lines(h, predicted_ms) -> list[str]:

@@ -9,9 +9,12 @@ unset, so a scenario's engine.ingress_ms / egress_ms default to 0).
 
 from __future__ import annotations
 
+import math
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from calibrate import steps
@@ -66,13 +69,42 @@ def fit_logs(paths: list[Path], *, scenario: Path | None = None, seed: int = 0,
         raise StepsError("fit-steps: give at least one step log or recorded run")
     df, runs, report = load_logs(paths, scenario)
     delays = fit_delays(runs) if runs else None
+    _check_varied(df)
     try:
-        fit, notes = steps.fit(df, seed=seed, heldout=heldout, delays=delays)
-    except ValueError as e:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            fit, notes = steps.fit(df, seed=seed, heldout=heldout, delays=delays)
+    except (ValueError, np.linalg.LinAlgError) as e:
         raise StepsError(f"fit-steps: {e}") from None
+    bad = _not_finite(fit.model_dump(mode="python"))
+    if bad:
+        raise StepsError(f"fit-steps: cannot fit the steps ({bad} came out NaN or infinite); "
+                         "the logs need steps of varied batch and prefill sizes")
     report.model = steps.model_file(fit, notes, rows=len(df), seed=seed, heldout=heldout,
                                     gpu=gpu, model=model, tp=tp)
     return report
+
+
+def _check_varied(df: pd.DataFrame) -> None:
+    """A fit needs steps that differ: identical steps leave every term undetermined."""
+    cols = [c for c in ("requests", "prefill_tokens", "decode_seqs") if c in df]
+    if len(df[cols].drop_duplicates()) < 2:
+        raise StepsError(f"fit-steps: all {len(df)} steps have the same shape (requests, "
+                         "prefill tokens, decodes): nothing to fit a cost per token or per "
+                         "request from; log a run with varied load")
+
+
+def _not_finite(doc, where: str = "") -> str | None:
+    """The dotted name of the first NaN or infinite number in ``doc``."""
+    if isinstance(doc, float):
+        return None if math.isfinite(doc) else where
+    items = doc.items() if isinstance(doc, dict) else (
+        enumerate(doc) if isinstance(doc, list | tuple) else ())
+    for k, v in items:
+        bad = _not_finite(v, f"{where}.{k}" if where else str(k))
+        if bad:
+            return bad
+    return None
 
 
 def describe(rep: FitReport) -> list[str]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import os
 import zlib
 from pathlib import Path
 from typing import Literal
@@ -35,9 +36,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from calibrate.grid import evaluate
 from traces.errors import InputError
+from traces.files import read_utf8
 
 SCHEMA_VERSION = 1
 MODELS_DIR = Path(__file__).resolve().parent / "models"
+MODEL_MAX_BYTES = 256 << 20  # shipped model files are < 1 MiB
+HEADER = "# servesim fitted step-time model (calibrate/README.md)\n"  # every model file's start
 _STRICT = ConfigDict(extra="forbid")
 
 
@@ -317,24 +321,38 @@ class ModelFile(BaseModel):
         return self.step_overhead_ms
 
 
-def save_model_file(mf: ModelFile, path: str | Path) -> Path:
-    """Write ``mf`` as YAML (atomically: a temporary file renamed over ``path``)."""
+def save_model_file(mf: ModelFile, path: str | Path, flag: str = "--out") -> Path:
+    """Write ``mf`` as YAML under the output-file policy (sim.report.outfile: a new file or
+    one servesim wrote, replaced atomically); the shipped profiles are servesim's own."""
+    from sim.report import outfile
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
     text = yaml.safe_dump(mf.model_dump(mode="json"), sort_keys=False, width=100,
                           default_flow_style=None)  # node lists on one line each
-    tmp.write_text(f"# servesim fitted step-time model (calibrate/README.md)\n{text}")
-    tmp.replace(path)
+    text = f"{HEADER}{text}"
+    if _shipped(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.servesim-staging-{os.getpid():08x}")
+        tmp.write_text(text)
+        tmp.replace(path)
+        return path
+    outfile.write_text(path, flag, text, signature=HEADER.encode())
     return path
+
+
+def _shipped(path: Path) -> bool:
+    try:
+        return Path(os.path.abspath(path)).is_relative_to(MODELS_DIR.resolve())
+    except (OSError, ValueError):
+        return False
 
 
 @functools.lru_cache(maxsize=32)
 def _load_cached(path: str, mtime_ns: int) -> ModelFile:
+    text = read_utf8(Path(path), "a model file", MODEL_MAX_BYTES)
     try:
-        data = yaml.load(Path(path).read_text(), Loader=getattr(yaml, "CSafeLoader",
-                                                                  yaml.SafeLoader))
-    except yaml.YAMLError as e:
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except (yaml.YAMLError, RecursionError) as e:
         raise ModelFileError(f"{path}: invalid YAML ({e.__class__.__name__})") from None
     if not isinstance(data, dict):
         raise ModelFileError(f"{path}: a model file must be a YAML mapping")

@@ -30,8 +30,9 @@ import numpy as np
 import pandas as pd
 
 from sim.cost.stepfit import FEATURES, prefill_pairs
-from traces.errors import InputError
-from traces.loaders.jsonl import read_text
+from traces.errors import InputError, clip_repr
+from traces.files import read_utf8
+from traces.limits import MAX_TIME_S, MAX_TOKENS
 
 COLUMNS = ("log", "key", "step", "start_s", "interval_ms", "exec_ms", *FEATURES, "max_context",
            "max_prompt")
@@ -116,7 +117,7 @@ def from_records(records: list[dict], name: str) -> pd.DataFrame:
 
 def _jsonl_records(path: Path) -> list[dict]:
     out = []
-    for number, line in enumerate(read_text(path).split("\n"), start=1):
+    for number, line in enumerate(read_utf8(path, "a step log").split("\n"), start=1):
         if not line.strip():
             continue
         try:
@@ -127,8 +128,62 @@ def _jsonl_records(path: Path) -> list[dict]:
         if missing:
             raise StepsError(f"{path}: line {number}: missing field {missing[0]!r} (vLLM "
                              f"step-log JSONL needs {', '.join(COUNTS)})")
+        check_record(rec, f"{path}: line {number}")
         out.append(rec)
+    check_order(out, path)
     return out
+
+
+TIMES = ("start_s", "end_s", "scheduled_s", "exec_end_s")  # client-clock seconds
+
+
+def _count(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= MAX_TOKENS
+
+
+def _time(x) -> bool:
+    return (isinstance(x, int | float) and not isinstance(x, bool)
+            and -MAX_TIME_S <= x <= MAX_TIME_S)
+
+
+def check_record(rec: dict, where: str) -> None:
+    """Counts are integers from 0 to MAX_TOKENS, times finite numbers (<= MAX_TIME_S),
+    durations >= 0, and a step ends after it starts."""
+    for k in COUNTS:
+        if not _count(rec[k]):
+            raise StepsError(f"{where}: {k} {clip_repr(rec[k])}: expected an integer from 0 to "
+                             f"{MAX_TOKENS:,}")
+    for k in ("tokens", "context"):
+        v = rec.get(k)
+        if v is not None and not (isinstance(v, dict) and all(map(_count, v.values()))):
+            raise StepsError(f"{where}: {k} {clip_repr(v)}: expected an object of request id "
+                             f"-> integer tokens from 0 to {MAX_TOKENS:,}")
+    if "tokens" in rec and "context" in rec and not set(rec["tokens"]) <= set(rec["context"]):
+        raise StepsError(f"{where}: context has no entry for a request in tokens")
+    for k in TIMES:
+        if k in rec and not _time(rec[k]):
+            raise StepsError(f"{where}: {k} {clip_repr(rec[k])}: expected a finite number of "
+                             f"seconds (at most {MAX_TIME_S:g})")
+    ms = rec.get("elapsed_ms")
+    if ms is not None and not (_time(ms) and ms >= 0):
+        raise StepsError(f"{where}: elapsed_ms {clip_repr(ms)}: expected a finite number of "
+                         "ms >= 0")
+    for a, b in (("start_s", "end_s"), ("scheduled_s", "exec_end_s"), ("start_s", "scheduled_s")):
+        if a in rec and b in rec and rec[b] < rec[a]:
+            raise StepsError(f"{where}: {b} {rec[b]!r} is before {a} {rec[a]!r}: a step ends "
+                             "after it starts")
+
+
+def check_order(records: list[dict], path: Path) -> None:
+    """Steps are logged in time order: each starts no earlier than the one before."""
+    prev = None
+    for i, rec in enumerate(records):
+        if "start_s" not in rec:
+            return
+        if prev is not None and rec["start_s"] < prev - 1e-9:
+            raise StepsError(f"{path}: step {i}: start_s {rec['start_s']!r} is before the start "
+                             f"of step {i - 1} ({prev!r}); the log is not in time order")
+        prev = rec["start_s"]
 
 
 def _vllm_text(path: Path, text: str) -> pd.DataFrame:
@@ -180,7 +235,7 @@ def read_log(path: str | Path) -> pd.DataFrame:
     if p.suffix.lower() == ".csv":
         df = _csv(p)
     else:
-        text = read_text(p)
+        text = read_utf8(p, "a step log")
         first = text.lstrip()[:1]
         df = from_records(_jsonl_records(p), str(p)) if first == "{" else _vllm_text(p, text)
     if len(df) < MIN_STEPS:

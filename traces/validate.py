@@ -100,11 +100,17 @@ def is_missing(value: object) -> bool:
     return isinstance(value, (float, np.floating)) and math.isnan(value)
 
 
+NESTED = (list, tuple, dict, set, np.ndarray)  # Parquet list and struct cells
+
+
 def to_float(values: pd.Series) -> np.ndarray:
     """Parse cells to float64; NaN where a cell is blank or not a number (never raises)."""
     if pd.api.types.is_numeric_dtype(values.dtype) and not pd.api.types.is_bool_dtype(values):
         return values.to_numpy(dtype=np.float64, na_value=np.nan)
     cells = values.to_numpy(dtype=object)
+    nested = np.fromiter((isinstance(v, NESTED) for v in cells), bool, len(cells))
+    if nested.any():  # a list cell is no number (numpy would take [5] for 5, with a warning)
+        cells = np.where(nested, None, cells)
     try:  # fast path: float() on every cell, which is exact for decimal strings
         x = cells.astype(np.float64)
     except (ValueError, TypeError, OverflowError):
@@ -114,7 +120,7 @@ def to_float(values: pd.Series) -> np.ndarray:
 
 
 def _float_or_nan(value: object) -> float:
-    if isinstance(value, (bool, np.bool_)):
+    if isinstance(value, (bool, np.bool_, *NESTED)):
         return math.nan
     try:
         return float(value)  # type: ignore[arg-type]

@@ -9,6 +9,7 @@ with the length mix and SLOs), DIR/chosen/ (that point's full results) and DIR/p
 
 from __future__ import annotations
 
+import math
 import warnings
 from pathlib import Path
 from typing import Annotated
@@ -92,8 +93,16 @@ def _best_line(res: CapacityResult, row, price: float | None) -> str:
             "GPU-hour" if price else "")
     return (f"best: {row['config']}: {row['rate_mean_req_s']:.2f} req/s{unit}, busiest minute "
             f"{row['rate_peak_minute_req_s']:.2f} req/s; {row['req_s_per_gpu']:.2f} req/s and "
-            f"{row['output_tok_s_per_gpu']:,.0f} output tok/s per GPU{cost}; limited by "
-            f"{row['binding']} at {row['next_load_failed']:g}")
+            f"{row['output_tok_s_per_gpu']:,.0f} output tok/s per GPU{cost}; {_limit(row)}")
+
+
+def _limit(row) -> str:
+    """What stopped the search: the failing load, or none (every load tried held)."""
+    failed = row["next_load_failed"]
+    if failed is None or (isinstance(failed, float) and math.isnan(failed)):
+        return (f"every load tried held (up to {row['max_load']:g}, the top of the search "
+                "range): the SLOs do not bind")
+    return f"limited by {row['binding']} at {failed:g}"
 
 
 def capacity(

@@ -9,6 +9,7 @@ import typer
 
 from sim.cli.run import SetOpt
 from sim.config.load import load_scenario
+from sim.report.outfile import check_file, free_default, write_text
 from traces.errors import InputError
 from traces.loaders import vllm_bench
 from traces.spec import WorkloadSpec, build_workload
@@ -20,8 +21,9 @@ FORMATS = ("vllm-bench",)
 def export(
     scenario: Annotated[Path | None, typer.Argument(
         help="Scenario YAML whose workload to export (default: the embedded default).")] = None,
-    out: Annotated[Path, typer.Option(
-        "--out", "-o", help="Dataset file to write (JSON lines).")] = Path("workload.jsonl"),
+    out: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="Dataset file to write (JSON lines; default: workload.jsonl, or "
+        "workload-2.jsonl... when that exists).")] = None,
     fmt: Annotated[str, typer.Option(
         "--format", "-f", help="vllm-bench: `vllm bench serve --dataset-name timed_trace` "
         "JSONL (exact prompt and output lengths, arrival times, prefix chains).")
@@ -36,12 +38,13 @@ def export(
     it: with its own arrival times, or with vLLM's arrivals at the same rate."""
     if fmt not in FORMATS:
         raise InputError(f"--format {fmt!r}: allowed: {', '.join(FORMATS)}")
+    out = out if out is not None else free_default("workload.jsonl")
+    check_file(out, "--out")
     loaded = load_scenario(scenario, tuple(set_ or ()), str(trace) if trace else None)
     spec = loaded.scenario.workload
     workload = build_workload(spec, seed=loaded.scenario.seed, base_dir=loaded.base_dir)
-    if not out.parent.is_dir():
-        raise InputError(f"--out {out}: folder {out.parent} does not exist")
-    block = vllm_bench.write_dataset(workload, out)
+    lines, block = vllm_bench.dataset_lines(workload)
+    write_text(out, "--out", "\n".join(lines) + "\n")
     rate, burstiness = _rate(spec, workload)
     own, generated = vllm_bench.bench_command(out, workload, block, rate=rate,
                                               burstiness=burstiness, model=model,

@@ -12,13 +12,12 @@ ends); an alias bomb is refused from its node graph before any value is built.
 from __future__ import annotations
 
 import codecs
-import os
-import stat
 from pathlib import Path
 
 import yaml
 
-from traces.errors import InputError, clip, clip_path
+from traces import files
+from traces.errors import InputError, clip
 
 MAX_FILE_BYTES = 1 << 20  # a scenario is a page of YAML; 1 MiB leaves room for long mixes
 MAX_NODES = 100_000  # values after alias expansion (a scenario has a few hundred)
@@ -28,34 +27,10 @@ _BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
          (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"))
 
 
-def _kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    return "not a regular file"
-
-
 def read_bytes(path: Path, what: str, limit: int = MAX_FILE_BYTES) -> bytes:
-    """The file's bytes, refusing anything but a regular file of at most ``limit`` bytes."""
-    name = clip_path(path)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block here
-    except (OSError, ValueError) as e:
-        raise InputError(f"{name}: cannot read {what} ({getattr(e, 'strerror', None) or e})"
-                         ) from None
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        raise InputError(f"{name}: {what} must be a regular file, not {_kind(mode)}")
-    with os.fdopen(fd, "rb") as f:
-        data = f.read(limit + 1)
-    if len(data) > limit:
-        raise InputError(f"{name}: {what} is larger than {limit // 1024:,} KiB; "
-                         "is this the right file?")
-    return data
+    """The file's bytes, refusing anything but a regular file of at most ``limit`` bytes
+    (traces/files.py, shared by every command that reads a user's file)."""
+    return files.read_bytes(path, what, limit)
 
 
 def decode(data: bytes, where: str) -> str:

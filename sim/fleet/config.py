@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
 from sim.config.choice import RegistryChoice
 from sim.config.hardware import GpuSpec
-from sim.config.limits import MAX_GPUS
+from sim.config.limits import MAX_GPUS, why
 from sim.fleet.routers import ROUTERS
 
 _STRICT = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
@@ -68,8 +68,11 @@ class DisaggConfig(BaseModel):
     decode_pool: str = Field(description="Pool that receives the KV cache and generates every "
                              "output token; it must list no lanes.")
     kv_transfer_bandwidth: float | None = Field(
-        None, gt=0, le=1e15, description="Bytes per second one prefill GPU sends its KV shard "
-        "at (bytes/s); unset: the prefill GPU's interconnect_bandwidth from the catalog.")
+        None, ge=1e6, le=1e15, json_schema_extra=why(
+            "1 MB/s to 1 PB/s, as the catalog's interconnect_bandwidth: slower turns one "
+            "prompt's transfer into days", "bytes/s"),
+        description="Bytes per second one prefill GPU sends its KV shard at (bytes/s); "
+        "unset: the prefill GPU's interconnect_bandwidth from the catalog.")
     kv_transfer_latency_ms: float | None = Field(
         None, ge=0, le=60_000, description="Fixed cost of one request's transfer (ms); unset: "
         "the prefill GPU's allreduce_latency_s from the catalog.")

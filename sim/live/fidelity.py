@@ -28,6 +28,7 @@ import pandas as pd
 from sim import pipeline
 from sim.config.load import LoadedScenario
 from sim.config.scenario import CostChoice
+from sim.report.write import ResultWriter
 from traces.errors import InputError
 
 # the profile is timed in PROFILE_PASSES passes over every shape, each row's median pass
@@ -188,16 +189,41 @@ def run_live(live: LoadedScenario, model: Path, out: Path, bar=None) -> LiveRun:
 def fidelity(live: LoadedScenario, out: Path, *, profile: Path | None = None,
              repeats: int = 2, bars=None, echo: Callable[[str], None] = print) -> dict:
     """Profile/fit, run fitted and live, write the report into ``out``; its numbers.
-    ``live``: the scenario with ``cost: {name: live, ...}`` (its device is profiled)."""
-    from sim.live.report import write_report
-
+    ``live``: the scenario with ``cost: {name: live, ...}`` (its device is profiled).
+    ``out`` follows run's policy (a new folder or an earlier servesim result, replaced whole
+    and atomically; nothing is left of a failed attempt)."""
     if repeats < 1:
         raise InputError(f"--repeats {repeats}: at least one live run is needed")
     if profile is not None and not profile.exists():
         raise InputError(f"--profile {profile}: file not found")
     r = pipeline.prepare(live)[0]  # fail fast on a bad scenario, before profiling
+    writer = ResultWriter(out)  # --out checked as run's; filled while hidden, then swapped in
+    try:
+        rep = _fill(writer.tmp, live, r, profile, repeats, bars, echo)
+        _name_final(writer.tmp, writer.out)
+    except BaseException:
+        writer.abort()
+        raise
+    writer.commit()
+    return rep
+
+
+def _name_final(staged: Path, out: Path) -> None:
+    """The report, model and configs name files by the folder's final path, not the hidden
+    staging folder they were written in."""
+    old, new = str(staged), str(out)
+    for p in sorted(staged.rglob("*")):
+        if p.suffix in (".json", ".md", ".yaml") and p.is_file() and not p.is_symlink():
+            text = p.read_text(encoding="utf-8")
+            if old in text:
+                p.write_text(text.replace(old, new), encoding="utf-8")
+
+
+def _fill(out: Path, live: LoadedScenario, r, profile: Path | None, repeats: int, bars,
+          echo: Callable[[str], None]) -> dict:
+    from sim.live.report import write_report
+
     device = r.scenario.cost.params.device
-    out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     with bars("profiling") if bars else nullcontext() as bar:
         shapes_bar = (lambda i, n, what: bar(i, i, n)) if bar else None  # noqa: E731

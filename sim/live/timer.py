@@ -18,6 +18,8 @@ import os
 import time
 from dataclasses import dataclass
 
+from traces.errors import InputError
+
 
 @dataclass(frozen=True)
 class StepTiming:
@@ -25,6 +27,20 @@ class StepTiming:
     layers_s: float  # of which the transformer blocks (s)
     wall_s: float  # wall clock (s; CUDA: the events' elapsed time)
     cpu_s: float  # the thread's CPU time (s; CUDA: host CPU time of the step)
+
+
+def _cores(cores: set[int]) -> str:
+    """``{0, 1, 2, 5}`` as ``0-2, 5``."""
+    runs, out = sorted(cores), []
+    start = prev = runs[0]
+    for c in [*runs[1:], None]:
+        if c is not None and c == prev + 1:
+            prev = c
+            continue
+        out.append(f"{start}-{prev}" if prev > start else str(start))
+        if c is not None:
+            start = prev = c
+    return ", ".join(out)
 
 
 class CpuClock:
@@ -43,6 +59,9 @@ class CpuClock:
 
         allowed = os.sched_getaffinity(0)
         core = self.core if self.core is not None else max(allowed)
+        if core not in allowed:
+            raise InputError(f"cost.params.cpu_core {core}: not a core this process may run "
+                             f"on (allowed: {_cores(allowed)})")
         self.core = core
         self._saved = (torch.get_num_threads(), allowed)
         torch.set_num_threads(self.threads)

@@ -26,7 +26,11 @@ from sim.plan.sweep import run_sweep
 
 
 def _out(out, what: str) -> Path:
-    return Path(out) if out is not None else Path(tempfile.mkdtemp(prefix=f"servesim-{what}-"))
+    """``out``, or a new folder inside a new temporary one (an existing empty folder is
+    refused, as `run` refuses it)."""
+    if out is not None:
+        return Path(out)
+    return Path(tempfile.mkdtemp(prefix=f"servesim-{what}-")) / what
 
 
 def sweep(scenario=None, *, sets=(), grid=(), rate: str | None = None,

@@ -208,21 +208,33 @@ def run_capacity(loaded: LoadedScenario, grid, budgets: tuple[Budget, ...], seed
     store = PointStore(out)
     store.open(manifest("capacity", base, plan, slo=[b.name + f"={b.ms:g}ms" for b in budgets],
                         tolerance=str(tol), start=start), resume=resume)
-    runner = Runner(store, base, executor, store.done())
-    with PointProgress("capacity", 0, quiet=quiet) as bar:
-        while active := [s for s in searches if s.status == "searching"]:
-            k = max(1, executor.jobs // (len(active) * len(seeds)))
-            wanted = [(s, x) for s in active for x in s.next_loads(k)]
-            if not wanted:
-                break
-            points = {(id(s), x): [Point(s.config, key, x, sd) for sd in seeds] for s, x in wanted}
-            bar.grow(runner.ran + len(seeds) * sum(max(1, s.rounds_left()) * k for s in active))
-            runner.run([p for ps in points.values() for p in ps], bar)
-            for s, x in wanted:
-                recs = [runner.records[p.id] for p in points[(id(s), x)]]
-                s.probes.append(Probe.of(x, recs, budgets))
-    runner.consolidate()
+    try:
+        runner = Runner(store, base, executor, store.done())
+        _search(runner, searches, key, seeds, budgets, quiet)
+        runner.consolidate()
+    finally:
+        store.close()
     results = tuple(ConfigCapacity(s.config, s.status, s.lo, s.hi, len(s.probes))
                     for s in searches)
     return CapacityResult(key, budgets, tol, seeds, results, out, runner.ran,
                           time.perf_counter() - t0)
+
+
+def _search(runner: Runner, searches: list[Search], key: str, seeds: tuple[int, ...],
+            budgets: tuple[Budget, ...], quiet: bool) -> None:
+    """Probe every searching configuration, a round at a time, until each has an answer."""
+    jobs = runner.executor.jobs
+    with PointProgress("capacity", 0, quiet=quiet) as bar:
+        while active := [s for s in searches if s.status == "searching"]:
+            k = max(1, jobs // (len(active) * len(seeds)))
+            wanted = [(s, x) for s in active for x in s.next_loads(k)]
+            if not wanted:
+                break
+            points = {(id(s), x): [Point(s.config, key, x, sd) for sd in seeds]
+                      for s, x in wanted}
+            bar.grow(runner.ran + len(seeds) * sum(max(1, s.rounds_left()) * k
+                                                   for s in active))
+            runner.run([p for ps in points.values() for p in ps], bar)
+            for s, x in wanted:
+                recs = [runner.records[p.id] for p in points[(id(s), x)]]
+                s.probes.append(Probe.of(x, recs, budgets))

@@ -14,6 +14,8 @@ highest load where the engine kept up and every budget held (or ``--point ID``).
 from __future__ import annotations
 
 import json
+import os
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -24,7 +26,8 @@ from sim.plan.point import Base
 from sim.plan.slo import Budget, parse_slo, scenario_slo
 from sim.plan.store import load_points
 from sim.report import plots, sweep_plots
-from traces.errors import InputError
+from sim.report.outpath import OutPathError
+from traces.errors import InputError, clip, clip_path
 
 FORMATS = ("svg",)  # besides the PNG
 CHOSEN = "chosen"
@@ -89,12 +92,24 @@ def _chosen(out: Path, df: pd.DataFrame, manifest: dict, base: Base, point_id: s
     if point_id is None and meta.exists():
         return dest, json.loads(meta.read_text())
     pid = point_id or default_point(df, budgets)
-    rec_path = out / "points" / f"{pid}.json"
-    if not rec_path.exists():
-        raise InputError(f"--point {pid}: no such point in {out} (see points.parquet point_id)")
-    point = point_of(json.loads(rec_path.read_text()), manifest["load_key"])
+    point = point_of(_point_record(out, pid), manifest["load_key"])
     simulate_chosen(out, base, point)
     return dest, json.loads(meta.read_text())
+
+
+def _point_record(out: Path, pid: str) -> dict:
+    """The finished point ``pid``'s record (points/<pid>.json)."""
+    path = out / "points" / f"{pid}.json"
+    if not re.fullmatch(r"[0-9a-f]{1,64}", pid) or not path.is_file():
+        raise InputError(f"--point {clip(pid)!r}: no such point in {clip_path(out)} (see "
+                         "points.parquet point_id)")
+    try:
+        rec = json.loads(path.read_text(encoding="utf-8"))
+        point_of(rec, None)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise InputError(f"{clip_path(path)}: unreadable point record; rerun the sweep with "
+                         "--resume to redo it") from None
+    return rec
 
 
 def _load_text(overrides, load_key) -> str:
@@ -112,13 +127,14 @@ def plot_dir(out: Path, point_id: str | None = None) -> list[Path]:
     out = Path(out)
     manifest, df = load_points(out)
     base = Base.of_manifest(manifest)
+    head = headline(base, manifest["seeds"])  # the scenario loads: checked before any file
     budgets = budgets_of(manifest)
-    dest = out / "plots"
-    dest.mkdir(exist_ok=True)
+    if point_id is not None:
+        _point_record(out, point_id)
+    dest = _plots_folder(out)
     load_key = manifest["load_key"]
     x_col, x_label = (("load", "offered rate (req/s)") if load_key == RATE_KEY else
                       ("offered_rate_mean", "offered mean rate (req/s)"))
-    head = headline(base, manifest["seeds"])
     sweep_plots.rate_curves(df, budgets, dest / "rate_curves.png", x_col=x_col, x_label=x_label,
                             title=head, formats=FORMATS)
     sweep_plots.frontier_plot(df, dest / "frontier.png", title=f"{head}: throughput vs "
@@ -137,3 +153,17 @@ def plot_dir(out: Path, point_id: str | None = None) -> list[Path]:
     plots.latency_cdf(reqs, "tpot_s", dest / "tpot_cdf.png", title=f"{what}: TPOT",
                       what="TPOT", slo_ms=slo.get("tpot"), formats=FORMATS)
     return sorted(dest.glob("*.png"))
+
+
+def _plots_folder(out: Path) -> Path:
+    """DIR/plots, made if missing; a link or a file there is refused."""
+    dest = out / "plots"
+    if os.path.lexists(dest) and (dest.is_symlink() or not dest.is_dir()):
+        raise OutPathError(f"{clip_path(dest)}: not a folder servesim made (a link or a "
+                           "file); remove it to redraw the plots")
+    try:
+        dest.mkdir(exist_ok=True)
+    except OSError as e:
+        raise OutPathError(f"{clip_path(dest)}: cannot create the plots folder "
+                           f"({e.strerror or e})") from None
+    return dest

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,8 +39,9 @@ class Base:
     @staticmethod
     def of(loaded: LoadedScenario, sets: tuple[str, ...] = ()) -> Base:
         data = loaded.scenario.model_dump(mode="json", exclude_unset=True)
-        return Base(json.dumps(data, sort_keys=True), loaded.source, str(loaded.base_dir),
-                    tuple(sets))
+        # absolute: a resume naming the scenario by another relative path is the same sweep
+        return Base(json.dumps(data, sort_keys=True), loaded.source,
+                    os.path.abspath(loaded.base_dir), tuple(sets))
 
     @staticmethod
     def of_manifest(manifest: dict) -> Base:

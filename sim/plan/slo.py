@@ -13,12 +13,12 @@ import re
 from dataclasses import dataclass
 
 from sim.config.scenario import Scenario
-from traces.errors import InputError
+from traces.errors import InputError, clip
 
 METRICS = ("ttft", "tpot", "itl", "e2el")
 STATS = {"mean": "mean", "median": "median", "p50": "median", "p90": "p90", "p95": "p95",
          "p99": "p99", "max": "max"}
-_VALUE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ms|s)?\s*$")
+_VALUE = re.compile(r"^\s*([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ms|s)?\s*$")
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,10 @@ def _budget(item: str) -> Budget:
     name, sep, raw = item.partition("=")
     metric, _, stat = name.strip().lower().partition("_")
     m = _VALUE.match(raw)
-    if not sep or metric not in METRICS or stat not in STATS or not m or float(m[1]) <= 0:
+    if sep and metric in METRICS and stat in STATS and m and not 0 < float(m[1]) < math.inf:
+        raise InputError(f"--slo {clip(item)!r}: the limit must be > 0 and finite (a time in "
+                         "ms or s, e.g. ttft_p95=500ms)")
+    if not sep or metric not in METRICS or stat not in STATS or not m:
         raise InputError(
             f"--slo {item!r}: expected METRIC_STAT=LIMIT with METRIC one of "
             f"{', '.join(METRICS)}, STAT one of {', '.join(STATS)} and LIMIT in ms or s, "

@@ -12,16 +12,23 @@ from __future__ import annotations
 
 import json
 import os
+import stat
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
 
-from traces.errors import InputError
+from sim.report.lock import acquire
+from sim.report.outpath import OutPathError, check_out
+from traces.errors import InputError, clip_path
+from traces.files import read_bytes
 
 MANIFEST = "manifest.json"
 POINTS = "points"
 PARQUET = "points.parquet"
+MANIFEST_MAX_BYTES = 64 << 20  # a manifest holds the scenario and the plan
+MANIFEST_KEYS = ("kind", "scenario", "source", "base_dir", "load_key", "seeds")
 FIXED = ("point_id", "config_id", "config")  # first columns, then parameters, then metrics
 
 
@@ -45,32 +52,69 @@ class PointStore:
     def __init__(self, out: Path):
         self.out = Path(out)
         self.dir = self.out / POINTS
+        self._lock = None
 
     def open(self, manifest: dict, *, resume: bool) -> None:
-        """Create the folder, or (``resume``) check it holds the same sweep."""
+        """Create the folder, or (``resume``) check it holds the same sweep; lock it for the
+        whole sweep (``close`` releases). Anything else at ``out`` is refused as `run`'s
+        --out is (sim.report.outpath): a user's folder, a file, a device, under a file."""
         path = self.out / MANIFEST
-        if path.exists():
-            old = json.loads(path.read_text())
-            if not resume:
-                raise InputError(f"{self.out}: holds a {old.get('kind', 'sweep')} already; pass "
-                                 "--resume to continue it, or choose another --out")
-            diff = _differences(old, manifest)
-            if diff:
-                raise InputError(f"{self.out}: --resume with a different {', '.join(diff)} "
-                                 "than the sweep there; use another --out")
-        elif self.out.exists() and any(self.out.iterdir()):
-            raise InputError(f"{self.out}: exists and is not a servesim sweep folder; "
-                             "choose another --out")
-        self.dir.mkdir(parents=True, exist_ok=True)
-        for tmp in self.dir.glob(".*.tmp"):  # a write cut by a kill: that point reruns
-            tmp.unlink()
-        write_atomic(path, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        if is_sweep(self.out):
+            self._lock = acquire(self.out)
+            try:
+                self._same_sweep(manifest, resume)
+            except BaseException:
+                self.close()
+                raise
+        else:
+            check_out(self.out)
+            self._lock = None
+        try:
+            if self._lock is None:
+                self.out.parent.mkdir(parents=True, exist_ok=True)
+                self._lock = acquire(self.out)
+                check_out(self.out)  # again, now that no other sweep can change it
+            self.dir.mkdir(parents=True, exist_ok=True)
+            for tmp in self.dir.glob(".*.tmp"):  # a write cut by a kill: that point reruns
+                tmp.unlink()
+            write_atomic(path, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        except BaseException as e:
+            self.close()
+            if not isinstance(e, OSError):
+                raise
+            raise OutPathError(f"--out {clip_path(self.out)!r}: cannot write there "
+                               f"({e.strerror or e})") from None
+
+    def _same_sweep(self, manifest: dict, resume: bool) -> None:
+        old = read_manifest(self.out, ("kind",))
+        if not resume:
+            raise InputError(f"{clip_path(self.out)}: holds a {old.get('kind', 'sweep')} "
+                             "already; pass --resume to continue it, or choose another --out")
+        diff = _differences(old, manifest)
+        if diff:
+            raise InputError(f"{clip_path(self.out)}: --resume with a different "
+                             f"{', '.join(diff)} than the sweep there; use another --out")
+
+    def close(self) -> None:
+        """Release the folder's lock (the kernel drops it if the process dies)."""
+        lock, self._lock = getattr(self, "_lock", None), None
+        if lock is not None:
+            lock.release()
 
     def done(self) -> dict[str, dict]:
-        """Every finished point's record, by point id."""
+        """Every finished point's record, by point id; an unreadable point file (cut or
+        edited) is left to be run again (and replaced) with a warning."""
         out = {}
         for f in sorted(self.dir.glob("*.json")):
-            out[f.stem] = json.loads(f.read_text())
+            try:
+                rec = json.loads(f.read_text(encoding="utf-8"))
+                if not isinstance(rec, dict) or rec.get("id") != f.stem:
+                    raise ValueError("not a point record")
+            except (OSError, ValueError) as e:
+                warnings.warn(f"{clip_path(f)}: unreadable point ({type(e).__name__}); "
+                              "it runs again", stacklevel=2)
+                continue
+            out[f.stem] = rec
         return out
 
     def put(self, rec: dict) -> None:
@@ -97,13 +141,51 @@ def row(rec: dict) -> dict:
             **params, "load": rec["load"], **metrics}
 
 
+def is_sweep(out: Path) -> bool:
+    """A real folder (not a link) holding a manifest.json file."""
+    try:
+        return stat.S_ISDIR(os.lstat(out).st_mode) and stat.S_ISREG(
+            os.lstat(Path(out) / MANIFEST).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def read_manifest(out: Path, keys: tuple[str, ...] = MANIFEST_KEYS) -> dict:
+    """The folder's manifest.json, with ``keys`` (the commands that read it need them)."""
+    where = clip_path(Path(out) / MANIFEST)
+    try:
+        raw = read_bytes(Path(out) / MANIFEST, "a sweep manifest", MANIFEST_MAX_BYTES)
+        doc = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as e:
+        raise InputError(f"{where}: not a servesim manifest ({type(e).__name__}); was the "
+                         "folder written by `servesim sweep` or `capacity`?") from None
+    missing = [k for k in keys if not isinstance(doc, dict) or k not in doc]
+    if missing:
+        raise InputError(f"{where}: not a servesim manifest (no {missing[0]!r}); was the "
+                         "folder written by `servesim sweep` or `capacity`?")
+    if len(keys) > 1 and not (isinstance(doc["scenario"], dict) and isinstance(
+            doc["seeds"], list) and doc["seeds"] and isinstance(doc["base_dir"], str)):
+        raise InputError(f"{where}: not a servesim manifest (scenario, seeds or base_dir of "
+                         "the wrong type)")
+    return doc
+
+
 def load_points(out: Path) -> tuple[dict, pd.DataFrame]:
     """(manifest, points table) of a finished or partial sweep folder."""
     out = Path(out)
-    mpath, ppath = out / MANIFEST, out / PARQUET
-    if not mpath.exists():
-        raise InputError(f"{out}: not a sweep or capacity folder (no {MANIFEST})")
-    manifest = json.loads(mpath.read_text())
-    if not ppath.exists():
-        raise InputError(f"{out}: no finished points yet ({PARQUET} missing)")
-    return manifest, pd.read_parquet(ppath)
+    ppath = out / PARQUET
+    if not is_sweep(out):
+        raise InputError(f"{clip_path(out)}: not a sweep or capacity folder (no {MANIFEST})")
+    manifest = read_manifest(out)
+    if not os.path.isfile(ppath):
+        raise InputError(f"{clip_path(out)}: no finished points yet ({PARQUET} missing)")
+    try:
+        df = pd.read_parquet(ppath)
+    except Exception as e:  # pyarrow's errors have no common base below Exception
+        raise InputError(f"{clip_path(ppath)}: not a readable Parquet file "
+                         f"({type(e).__name__}); rerun the sweep with --resume") from None
+    missing = [c for c in FIXED if c not in df]
+    if missing:
+        raise InputError(f"{clip_path(ppath)}: not a servesim points table (no column "
+                         f"{missing[0]!r})")
+    return manifest, df

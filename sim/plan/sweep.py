@@ -98,9 +98,12 @@ def run_sweep(loaded: LoadedScenario, plan: Plan, out: Path, executor: Executor,
     check_configs(base, points)
     store = PointStore(out)
     store.open(manifest("sweep", base, plan), resume=resume)
-    runner = Runner(store, base, executor, store.done())
-    reused = sum(p.id in runner.records for p in points)
-    with PointProgress("sweep", len(points), done=reused, quiet=quiet) as bar:
-        runner.run(points, bar)
-    path = runner.consolidate()
+    try:
+        runner = Runner(store, base, executor, store.done())
+        reused = sum(p.id in runner.records for p in points)
+        with PointProgress("sweep", len(points), done=reused, quiet=quiet) as bar:
+            runner.run(points, bar)
+        path = runner.consolidate()
+    finally:
+        store.close()
     return SweepResult(out, pd.read_parquet(path), runner.ran, reused, time.perf_counter() - t0)

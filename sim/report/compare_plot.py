@@ -59,6 +59,8 @@ def plot_comparison(c: Comparison, path: str | Path) -> Path:
         ax3.plot(s["start_s"], s["duration_s"] * 1e3, lw=0.6, alpha=0.8, label=label)
     ax3.set(title="step duration over time", xlabel="step start (s)", ylabel="duration (ms)")
     ax3.legend(loc="upper right")
-    path = Path(path)
-    fig.savefig(path, dpi=110)
-    return path
+    from sim.report.outfile import write_file
+
+    with write_file(path, "--plot") as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
+    return Path(path)

@@ -36,10 +36,13 @@ def save(fig: Figure, path: Path | None, formats: tuple[str, ...] = ()) -> list[
     fig.tight_layout()
     if path is None:
         return []
+    from sim.report.outfile import write_file
+
     path = Path(path)
     out = [path, *(path.with_suffix(f".{f}") for f in formats)]
     for p in out:
-        fig.savefig(p, dpi=110)
+        with write_file(p, "plot", own_folder=True) as tmp:  # atomic; never a user's file
+            fig.savefig(tmp, dpi=110, format=p.suffix.lstrip(".") or "png")
     return out
 
 

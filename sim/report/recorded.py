@@ -22,6 +22,7 @@ import pandas as pd
 
 from sim.metrics.token_times import ITL_PERCENTILES, gap_percentiles
 from traces.errors import InputError
+from traces.files import read_utf8
 from traces.loaders.jsonl import read_text
 
 KIND = "vllm-engine-run"
@@ -37,12 +38,16 @@ class RecordedRun:
     steps: list[dict]  # engine_steps.jsonl rows
 
 
+RUN_JSON_MAX_BYTES = 16 << 20
+
+
 def is_recorded_run(path: str | Path) -> bool:
     p = Path(path) / "run.json"
     try:
-        return p.is_file() and json.loads(p.read_text()).get("kind") == KIND
-    except (OSError, ValueError):
+        doc = json.loads(read_utf8(p, "run.json", RUN_JSON_MAX_BYTES)) if p.is_file() else None
+    except (OSError, ValueError, RecursionError):  # InputError is a ValueError
         return False
+    return isinstance(doc, dict) and doc.get("kind") == KIND
 
 
 def _jsonl(path: Path) -> list[dict]:

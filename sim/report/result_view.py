@@ -18,7 +18,9 @@ import pandas as pd
 
 from sim.metrics.stats import describe_ms
 from sim.report import recorded
-from traces.errors import InputError
+from traces.errors import InputError, clip, clip_path
+from traces.files import check_regular, read_utf8
+from traces.limits import MAX_TIME_S
 
 
 @dataclass(frozen=True)
@@ -34,23 +36,94 @@ class ResultView:
         return self.path.name or str(self.path)
 
 
+REQUEST_COLUMNS = ("request_id", "arrival_s", "finish_s", "prompt_tokens", "output_tokens",
+                   "generated_tokens", "ttft_s", "tpot_s", "e2el_s")
+STEP_COLUMNS = ("step", "start_s", "duration_s", "batch_size")
+TIMES = ("arrival_s", "finish_s", "ttft_s", "e2el_s")  # finished requests: finite, >= 0
+SUMMARY_MAX_BYTES = 64 << 20
+
+
 def load_result(path: str | Path) -> ResultView:
-    """Read a result directory of either kind (a one-line InputError otherwise)."""
+    """Read a result directory of either kind (a one-line InputError otherwise); its tables
+    checked (``check_tables``)."""
     p = Path(path)
     if not p.is_dir():
-        raise InputError(f"{p}: no such result folder")
+        raise InputError(f"{clip_path(p)}: no such result folder")
     if recorded.is_recorded_run(p):
-        run = recorded.read_run(p)
-        return ResultView(p, "vLLM engine", recorded.requests_table(run),
-                          recorded.steps_table(run), {})
+        try:
+            run = recorded.read_run(p)
+            v = ResultView(p, "vLLM engine", recorded.requests_table(run),
+                           recorded.steps_table(run), {})
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            if isinstance(e, InputError):
+                raise
+            raise InputError(f"{clip_path(p)}: not a readable recorded engine run "
+                             f"({type(e).__name__}: {clip(str(e))})") from None
+        return check_tables(v)
     need = [f for f in ("requests.parquet", "steps.parquet") if not (p / f).is_file()]
     if need:
-        raise InputError(f"{p}: not a result folder (no {need[0]}; expected a `servesim run` "
-                         "output or a recorded engine run)")
-    summary = json.loads((p / "summary.json").read_text()) if (p / "summary.json").is_file() \
-        else {}
-    return ResultView(p, "simulated", pd.read_parquet(p / "requests.parquet"),
-                      pd.read_parquet(p / "steps.parquet"), summary)
+        raise InputError(f"{clip_path(p)}: not a result folder (no {need[0]}; expected a "
+                         "`servesim run` output or a recorded engine run)")
+    summary = _summary(p / "summary.json") if (p / "summary.json").is_file() else {}
+    return check_tables(ResultView(p, "simulated", _parquet(p / "requests.parquet"),
+                                   _parquet(p / "steps.parquet"), summary))
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+def _summary(path: Path) -> dict:
+    text = read_utf8(path, "summary.json", SUMMARY_MAX_BYTES)
+    try:
+        doc = json.loads(text, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as e:
+        raise InputError(f"{clip_path(path)}: not strict JSON ({clip(str(e))})") from None
+    if not isinstance(doc, dict):
+        raise InputError(f"{clip_path(path)}: expected a JSON object (a run's summary)")
+    return doc
+
+
+def _parquet(path: Path) -> pd.DataFrame:
+    check_regular(path, path.name)  # a FIFO would block pyarrow
+    try:
+        return pd.read_parquet(path)
+    except Exception as e:  # pyarrow's errors share no base below Exception
+        raise InputError(f"{clip_path(path)}: not a readable Parquet file "
+                         f"({type(e).__name__})") from None
+
+
+def check_tables(v: ResultView) -> ResultView:
+    """The columns compare reads exist and hold numbers; each finished request's times are
+    finite, >= 0 and in order (TTFT <= E2E, arrival <= finish); step times finite, >= 0."""
+    where = clip_path(v.path)
+    for table, cols, name in ((v.requests, REQUEST_COLUMNS, "requests"),
+                              (v.steps, STEP_COLUMNS, "steps")):
+        missing = [c for c in cols if c not in table]
+        if missing:
+            raise InputError(f"{where}: {name} table has no column {missing[0]!r}")
+        for c in cols[1:]:
+            if not pd.api.types.is_numeric_dtype(table[c]):
+                raise InputError(f"{where}: {name} column {c!r} holds {table[c].dtype} values; "
+                                 "expected numbers")
+    r = finished(v)
+    for c in TIMES:
+        _finite(where, "requests", c, r[c].to_numpy(np.float64), r.index)
+    for c in ("start_s", "duration_s"):
+        _finite(where, "steps", c, v.steps[c].to_numpy(np.float64), v.steps.index)
+    for a, b in (("ttft_s", "e2el_s"), ("arrival_s", "finish_s")):
+        late = np.flatnonzero(r[a].to_numpy(np.float64) > r[b].to_numpy(np.float64) + 1e-9)
+        if len(late):
+            raise InputError(f"{where}: requests row {r.index[late[0]]}: {a} is after {b}; "
+                             "the times are not in order")
+    return v
+
+
+def _finite(where: str, name: str, col: str, x: np.ndarray, index) -> None:
+    bad = np.flatnonzero(~np.isfinite(x) | (x < 0) | (x > MAX_TIME_S))
+    if len(bad):
+        raise InputError(f"{where}: {name} row {index[bad[0]]}: {col} = {x[bad[0]]!r}; "
+                         f"expected a finite number of seconds from 0 to {MAX_TIME_S:g}")
 
 
 def finished(v: ResultView) -> pd.DataFrame:

@@ -66,3 +66,16 @@ def test_unknown_system_is_an_input_error(capsys):
     code = main(["calibrate", "import-aiconfigurator", "--system", "tpu_v9"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.startswith("servesim: error: ") and "\n" not in err
+
+
+def test_default_outputs_never_replace_a_users_files(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("aiconfigurator_core")
+    monkeypatch.chdir(tmp_path)
+    for name in ("h100-sxm-vllm.yaml", "h100-sxm-vllm.parquet"):
+        (tmp_path / name).write_text("mine")
+    assert main(["calibrate", "import-aiconfigurator", "--system", "h100_sxm"]) == 0
+    assert {p.name for p in tmp_path.iterdir()} == {
+        "h100-sxm-vllm.yaml", "h100-sxm-vllm.parquet", "h100-sxm-vllm-2.yaml",
+        "h100-sxm-vllm-2.parquet"}
+    assert all((tmp_path / n).read_text() == "mine"
+               for n in ("h100-sxm-vllm.yaml", "h100-sxm-vllm.parquet"))

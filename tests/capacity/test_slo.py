@@ -44,3 +44,19 @@ def test_budgets_become_the_scenario_slo_when_one_percentile_fits():
         "slo.percentile=99", "slo.ttft_ms=1000.0", "slo.tpot_ms=60.0", "slo.e2el_ms=null")
     assert as_overrides(parse_slo("ttft_p99=1s,tpot_p95=60ms")) == ()
     assert as_overrides(parse_slo("itl_p99=100ms")) == ()
+
+
+@pytest.mark.parametrize("bad", ["ttft_p95=0ms", "ttft_p95=-5ms", "tpot_p50=0", "e2el_max=-0.1s",
+                                 "ttft_p95=1e999ms"])
+def test_a_limit_that_is_not_positive_says_so(bad):
+    with pytest.raises(InputError, match="must be > 0"):
+        parse_slo(bad)
+
+
+def test_capacity_line_when_every_load_holds():
+    from sim.cli.capacity import _limit
+
+    assert "every load tried held (up to 640" in _limit({"next_load_failed": None,
+                                                         "max_load": 640.0, "binding": "-"})
+    assert _limit({"next_load_failed": 3.5, "max_load": 3.0, "binding": "ttft p95"}) == (
+        "limited by ttft p95 at 3.5")

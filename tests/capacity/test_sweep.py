@@ -96,6 +96,7 @@ def test_temp_files_left_by_a_kill_are_removed_on_resume(tmp_path):
     store = PointStore(tmp_path / "s")
     store.open({"kind": "sweep"}, resume=False)
     (store.dir / ".abc.json.123.tmp").write_text("{half")
+    store.close()
     store.open({"kind": "sweep"}, resume=True)
     assert not list(store.dir.iterdir())
     assert (tmp_path / "s" / MANIFEST).exists()

@@ -16,6 +16,8 @@ from sim.cli import main
      "cluster.pools.0 (a): engine.max_num_seqs"),
     ("cluster={pools: [{name: p}, {name: d}], disaggregation: {prefill_pool: p, "
      "decode_pool: x}}", "disaggregation.decode_pool: 'x' is not one of the pools"),
+    ("cluster={pools: [{name: p}, {name: d}], disaggregation: {prefill_pool: p, "
+     "decode_pool: d, kv_transfer_bandwidth: 1e-300}}", "kv_transfer_bandwidth"),
 ])
 def test_bad_cluster_is_one_line_exit_2(setting, message, tmp_path, capsys):
     out = tmp_path / "r"

@@ -35,7 +35,8 @@ def report(tmp_path_factory):
 def test_report_files(report):
     names = {p.name for p in report.iterdir()}
     assert names == {"report.json", "report.md", "step_times.png", "step_errors.parquet",
-                     "profile.parquet", "model.yaml", "sim", "live-1", "live-2"}
+                     "profile.parquet", "model.yaml", "sim", "live-1", "live-2",
+                     ".servesim-result"}  # a result like run's: replaced whole, atomically
     assert (report / "step_times.png").stat().st_size > 10_000
     for run in ("sim", "live-1", "live-2"):
         assert json.loads((report / run / "summary.json").read_text())["requests"][
@@ -199,3 +200,13 @@ def test_profile_in_passes_keeps_each_rows_median_pass(tmp_path, monkeypatch):
     assert df.loc["gemm", "median_ms"] == 2.0 and df.loc["decode_attn", "median_ms"] == 5.0
     assert (df["repeats"] == 9).all() and len(df) == 2
     assert [p.name for p in tmp_path.iterdir()] == ["p.parquet"]  # the passes are removed
+
+
+def test_a_core_the_process_may_not_use_is_one_line(tmp_path, capsys):
+    path = write_scenario(tmp_path, n=3)
+    code = main(["run", str(path), "-o", str(tmp_path / "r"), "-q", "--no-plots",
+                 "--set", "cost.cpu_core=99999"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    assert err.strip().startswith("servesim: error: cost.params.cpu_core 99999: not a core")
+    assert not (tmp_path / "r").exists()

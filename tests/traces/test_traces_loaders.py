@@ -209,7 +209,8 @@ def test_native_csv_bad_cells(write):
         "ids >= 0, one per hash block of the prompt"
     )
     path = write("bad.csv", NATIVE_CSV.replace("hash_block_size=4", "hash_block_size=four"))
-    assert error_of(path) == f"{path}: line 1: hash_block_size is 'four'; must be an integer >= 1"
+    assert error_of(path) == (f"{path}: line 1: hash_block_size is 'four'; must be an integer "
+                              "from 1 to 16,777,216 (tokens)")
     path = write("dup.csv", NATIVE_CSV.replace("\nc,", "\na,"))
     assert error_of(path) == (
         f"{path}: row 3: field 'request_id' is 'a'; it repeats row 1; request ids must be unique"

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
+from traces.errors import TraceError, clip
 from traces.loaders.common import header_fields, read_csv_cells, require_columns, row_ids
 from traces.rng import Streams
 from traces.schema import Trace, make_trace
@@ -29,6 +31,24 @@ def sniff(suffix: str, line: str) -> bool:
     return suffix in (".csv", ".txt", "") and bool(set(COLUMNS) & header_fields(line))
 
 
+TZ = r"(?:Z|[+-]\d{2}:?\d{2})\s*$"  # a UTC offset at the end of an ISO 8601 date-time
+
+
+def _same_zone_form(stamps: pd.Series, path: Path) -> None:
+    """Every timestamp with a UTC offset, or none: a naive one among zoned ones has no
+    defined instant (pandas would read it as UTC, hours off)."""
+    text = stamps.astype(str).str.strip()
+    rows = np.flatnonzero(text.to_numpy() != "")  # blank cells: the validator names them
+    zoned = text.iloc[rows].str.contains(TZ, regex=True).to_numpy()
+    if zoned.any() and not zoned.all():
+        odd = int(np.flatnonzero(zoned != zoned[0])[0])
+        row, ref = rows[odd], rows[0]
+        kind = "has a UTC offset" if zoned[odd] else "has no UTC offset"
+        raise TraceError(f"{path}: row {row + 1}: TIMESTAMP {clip(text.iloc[row])!r} {kind}, "
+                         f"unlike row {ref + 1} ({clip(text.iloc[ref])!r}); write every "
+                         "timestamp with an offset (+05:00, Z) or none")
+
+
 def _seconds(stamps: pd.Series) -> pd.Series:
     """Seconds since the earliest parseable timestamp; NaN where a cell is not a date-time."""
     try:
@@ -42,6 +62,7 @@ def _seconds(stamps: pd.Series) -> pd.Series:
 def read(path: Path, *, streams: Streams) -> Trace:
     cells = read_csv_cells(path)
     require_columns(cells, path, COLUMNS)
+    _same_zone_form(cells["TIMESTAMP"], path)
     df = {
         "request_id": row_ids(len(cells)),
         "arrival_s": _seconds(cells["TIMESTAMP"]).to_numpy(),

@@ -16,7 +16,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from traces.errors import TraceError
+from traces.errors import TraceError, clip
+from traces.limits import MAX_TOKENS
 from traces.loaders.common import header_fields, one_line, read_csv_cells
 from traces.rng import Streams
 from traces.schema import Trace, make_trace
@@ -58,8 +59,9 @@ def _block_size(text: str, where: str) -> int:
         value = int(text.strip())
     except ValueError:
         value = 0
-    if value < 1:
-        raise TraceError(f"{where}: hash_block_size is {text.strip()!r}; must be an integer >= 1")
+    if not 1 <= value <= MAX_TOKENS:
+        raise TraceError(f"{where}: hash_block_size is {clip(text.strip())!r}; must be an "
+                         f"integer from 1 to {MAX_TOKENS:,} (tokens)")
     return value
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import multiprocessing as mp
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from multiprocessing import forkserver
 
+from sim.plan.executors import orphans
 from sim.plan.executors.base import EXECUTORS, Executor
 from sim.plan.grid import Point
 from sim.plan.point import Base, run_point
@@ -13,10 +15,13 @@ from sim.plan.point import Base, run_point
 
 def _context():
     # forkserver: workers fork from a clean single-threaded server that has imported the
-    # simulator once (fast starts, no locks inherited from the progress bar's thread)
+    # simulator once (fast starts, no locks inherited from the progress bar's thread);
+    # started here, from this thread, so that it dies with this process (orphans.py)
     if "forkserver" in mp.get_all_start_methods():
         ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(["sim.plan.point"])
+        ctx.set_forkserver_preload(["sim.plan.executors.orphans", "sim.plan.point"])
+        with orphans.marked():
+            forkserver.ensure_running()
         return ctx
     return mp.get_context("spawn")
 
@@ -33,7 +38,8 @@ class LocalExecutor(Executor):
                 yield run_point(base, p)
             return
         if self.pool is None:  # kept across calls: a capacity search runs many rounds
-            self.pool = ProcessPoolExecutor(self.jobs, mp_context=_context())
+            self.pool = ProcessPoolExecutor(self.jobs, mp_context=_context(),
+                                            initializer=orphans.die_with_parent)
         pending = {self.pool.submit(run_point, base, p) for p in points}
         try:
             while pending:

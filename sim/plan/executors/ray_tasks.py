@@ -6,15 +6,20 @@ Workers import servesim themselves, so a cluster's nodes need the same servesim 
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from collections.abc import Iterator, Sequence
 
 from sim.plan.executors.base import EXECUTORS, Executor
 from sim.plan.grid import Point
 from sim.plan.point import Base, run_point
-from traces.errors import InputError
+from traces.errors import InputError, clip
 
 WAIT_BATCH = 64  # results collected per ray.wait call (keeps each wait short)
+
+
+def _has(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
 
 
 def _ray():
@@ -34,14 +39,24 @@ class RayExecutor(Executor):
         self.ray = _ray()  # fail now if Ray is missing, but start it only when points run
         self.started = False
         self.task = None
+        if address:  # a cluster: connect now, so a bad address fails before any output
+            self._start()
 
     def _start(self) -> None:
         if self.task is not None:
             return
         if not self.ray.is_initialized():
             local = {} if self.address else {"num_cpus": self.jobs}
-            self.ray.init(address=self.address, include_dashboard=False, log_to_driver=False,
-                          logging_level=logging.ERROR, **local)
+            if str(self.address or "").startswith("ray://") and not _has("grpc"):
+                raise InputError(f"--ray-address {clip(self.address)!r}: a ray:// address "
+                                 "needs the Ray Client: pip install 'ray[client]'")
+            try:
+                self.ray.init(address=self.address, include_dashboard=False,
+                              log_to_driver=False, logging_level=logging.ERROR, **local)
+            except (ConnectionError, ValueError, RuntimeError, TimeoutError) as e:
+                where = f"--ray-address {clip(self.address)!r}" if self.address else "local Ray"
+                raise InputError(f"{where}: cannot start or reach Ray "
+                                 f"({type(e).__name__}: {clip(str(e))})") from None
             self.started = True
         self.task = self.ray.remote(num_cpus=1)(run_point)
 
