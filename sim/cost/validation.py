@@ -38,6 +38,8 @@ def band(resolved) -> dict:
     out = {"gpu": gpu, "model_class": cls}
     cost = sc.cost.name if sc.cost is not None else "roofline"
     profile = getattr(sc.cost.params, "profile", None) if sc.cost is not None else None
+    if profile == "auto":  # FittedParams' default: the GPU's shipped <gpu>/vllm profile
+        profile = f"{gpu}/vllm"
     if cost != "fitted" or profile != f"{gpu}/vllm":
         what = f"cost {cost}" + (f" (profile {profile})" if cost == "fitted" else "")
         return {**out, "validated": False,

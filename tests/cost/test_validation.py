@@ -27,6 +27,11 @@ def test_the_shipped_bands_cover_the_replayed_systems():
             assert 0 <= entry[m]["median_abs"] <= entry[m]["p90_abs"]
 
 
+def test_fitted_without_a_profile_is_the_shipped_one():
+    b = band(resolved("cost={name: fitted}"))
+    assert b["validated"] and b["gpu"] == "h100-sxm"
+
+
 def test_a_shipped_fitted_profile_reads_its_band():
     b = band(resolved())  # the default scenario: llama-3-8b bf16, fitted h100-sxm/vllm
     assert b["validated"] and (b["gpu"], b["model_class"]) == ("h100-sxm", "dense bf16")
