@@ -34,6 +34,7 @@ from sim.cli.sweep import (
     load,
 )
 from sim.cost import validation
+from sim.plan import feasibility
 from sim.plan.capacity import CapacityResult, Tolerance, run_capacity
 from sim.plan.emit import chosen_doc
 from sim.plan.frontier import best, frontier
@@ -181,11 +182,15 @@ def capacity(
         c = res.configs[0]
         typer.echo(f"no configuration sustains any load tried (down to {c.hi.load:g}); "
                    f"limited by {c.binding}{_rejected_share(c.hi)}")
+        typer.echo(feasibility.explain_none(Base.of(loaded, sets), c.config, budgets))
     else:
         doc = _chosen(res, front, i, Base.of(loaded, sets), price)
         (out / "chosen.yaml").write_text(CHOSEN_HEAD + yaml.safe_dump(doc, sort_keys=False))
         typer.echo(_best_line(res, front.loc[i], price))
         typer.echo(validation.describe(doc["locked"]["cost_error"]))
+        for note in feasibility.note_close(Base.of(loaded, sets), res.configs[i].config,
+                                           budgets):
+            typer.echo(note)
         if emit == "vllm":
             typer.echo(doc["locked"]["vllm_serve"])
             for note in doc["locked"]["notes"]:
