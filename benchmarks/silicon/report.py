@@ -57,10 +57,26 @@ def record_bands(df: pd.DataFrame, csv: Path) -> Path:
                for m in METRICS}}
     doc = {"source": f"benchmarks/silicon replay of {csv.name} (aiconfigurator-core 0.12.0, "
                      "NVIDIA's measured vLLM deployments): |servesim / measured - 1| in %",
-           "created": datetime.date.today().isoformat(), "bands": bands}
+           "created": datetime.date.today().isoformat(), "bands": bands,
+           "published": published_section()}
     BANDS_FILE.write_text("# written by python -m benchmarks.silicon --record; do not edit\n"
                           + yaml.safe_dump(doc, sort_keys=False, width=100))
     return BANDS_FILE
+
+
+def published_section() -> dict:
+    """vLLM's CI latency benchmark points (calibrate/published.py) by GPU: measured and
+    simulated batch latency with the shipped profile, signed error (%)."""
+    from calibrate.published import LATENCY_BENCH, simulate
+
+    out: dict = {}
+    for p in LATENCY_BENCH:
+        sim = simulate(p)
+        out.setdefault(p.gpu, []).append({
+            "name": p.name, "metric": p.metric, "measured_ms": round(p.measured_ms, 1),
+            "simulated_ms": round(sim, 1), "error_pct": round(100 * (sim / p.measured_ms - 1), 1),
+            "source": p.source})
+    return out
 
 
 def format_table(t: pd.DataFrame) -> str:

@@ -45,6 +45,7 @@ def band(resolved) -> dict:
         return {**out, "validated": False,
                 "why": f"{what}: only the shipped <gpu>/vllm fitted profiles are validated"}
     data = _bands()
+    out["published"] = data.get("published", {}).get(gpu, [])
     entry = data.get("bands", {}).get(gpu, {}).get(cls)
     if entry is None:
         have = sorted(data.get("bands", {}).get(gpu, {}))
@@ -54,14 +55,23 @@ def band(resolved) -> dict:
     return {**out, "validated": True, "source": data.get("source", ""), **entry}
 
 
+def _published(b: dict) -> str:
+    pts = b.get("published") or []
+    if not pts:
+        return ""
+    errs = ", ".join(f"{p['error_pct']:+.1f} %" for p in pts)
+    return f"; vLLM's latency benchmark on {b['gpu']} (batch of 8, 32 in / 128 out): {errs}"
+
+
 def describe(b: dict) -> str:
     """One line for the console."""
     if not b["validated"]:
-        return f"cost model error: not validated for {b['model_class']} on {b['gpu']}: {b['why']}"
+        return (f"cost model error: not validated for {b['model_class']} on {b['gpu']}: "
+                f"{b['why']}{_published(b)}")
     t, p = b["ttft"], b["tpot"]
     models = ", ".join(m.split("/")[-1] for m in b.get("models", ()))
     return (f"cost model error on {b['gpu']} ({b['model_class']}: {b['rows']} measured vLLM "
             f"deployments of {models}): TTFT +/- {t['median_abs']:.1f} % median "
             f"(p90 {t['p90_abs']:.1f} %, bias {t['bias']:+.1f} %), "
             f"TPOT +/- {p['median_abs']:.1f} % (p90 {p['p90_abs']:.1f} %, "
-            f"bias {p['bias']:+.1f} %)")
+            f"bias {p['bias']:+.1f} %){_published(b)}")

@@ -69,3 +69,14 @@ def test_run_prints_and_writes_the_band(tmp_path, capsys):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["cost_error"]["validated"] is True
     assert summary["cost_error"]["model_class"] == "dense bf16"
+
+
+def test_the_published_latency_points_come_along():
+    b = band(resolved("gpu=a100-80gb"))  # no serving rows on A100, two published points
+    assert not b["validated"] and [p["name"] for p in b["published"]] == [
+        "latency llama-3-8b tp1 a100-80gb", "latency llama-3-70b tp4 a100-80gb"]
+    for p in b["published"]:
+        assert p["error_pct"] == round(100 * (p["simulated_ms"] / p["measured_ms"] - 1), 1)
+    assert describe(b).endswith("vLLM's latency benchmark on a100-80gb (batch of 8, 32 in / "
+                                f"128 out): {b['published'][0]['error_pct']:+.1f} %, "
+                                f"{b['published'][1]['error_pct']:+.1f} %")
