@@ -82,7 +82,9 @@ def build_scheduler(r: Resolved, specs: RequestSpecs, kv: KVManager) -> Schedule
     sc = r.scenario
     admission = ADMISSION_RULES.get(sc.admission.name)(specs, r.limits, kv, sc.admission.params)
     cls = SCHEDULERS.get(sc.scheduler.name)
-    return cls(specs, r.limits, kv, sc.scheduler.params, admission=admission)
+    sched = cls(specs, r.limits, kv, sc.scheduler.params, admission=admission)
+    sched.defer_frees = sc.engine.async_scheduling
+    return sched
 
 
 def build_cost(r: Resolved) -> CostModel:

@@ -97,7 +97,9 @@ class Engine:
             except EngineStopped:  # the modelled server failed (vLLM v0: swap space full)
                 break
             if plan is None and self._lagging():
-                # nothing was in flight to plan behind: vLLM schedules at once, seeing all
+                # nothing was in flight to plan behind: vLLM schedules at once, seeing every
+                # arrival and every finish so far
+                sched.flush_frees()
                 self._deliver(self.clock)
                 plan = sched.schedule(self.clock / 1e9)
             if plan is None:
@@ -105,6 +107,7 @@ class Engine:
                     break
                 continue
             yield from self._execute(plan)
+        sched.flush_frees()  # the run is over: nothing plans behind the last finishes
         if self.clock >= self.stop and self.last_start is not None:
             # a decode run no arrival could join (interruptible False) ran on past arrivals;
             # hand them over as single steps would have at the steps they ran through, so a

@@ -104,6 +104,11 @@ class Scheduler(ABC):
         # when the plan was made: KV blocks used, running, waiting, KV tokens stored after the
         # step, why admission stopped
         self._at_schedule = (0, 0, 0, 0, "")
+        # async scheduling (engine.async_scheduling): the KV of requests finished in a step
+        # is freed only once the next plan is made, as vLLM's scheduler learns of those
+        # finishes a step later (update_from_output runs after the next schedule())
+        self.defer_frees = False
+        self._deferred: list[int] = []
         self.alloc_failures = 0  # running-pass block allocations that failed (each preempts)
         self.memory_blocked = np.zeros(n, dtype=bool)  # ever refused admission for lack of KV
         self.run_blocks = np.zeros(0, dtype=np.int64)  # cumulative new blocks, steps 1.. of a run
@@ -202,6 +207,7 @@ class Scheduler(ABC):
     # ---- commit ---------------------------------------------------------------------
     def update(self, plan: StepPlan, result: StepResult) -> StepOutcome:
         """Commit an executed plan: advance progress, emit tokens, free finished requests."""
+        self.flush_frees()  # the previous step's finishes: the plan just run did not see them
         ids, k = plan.req_ids, plan.num_steps
         used0, n_running, n_waiting, stored0, blocked = self._at_schedule
         if k > 1:  # a decode run: blocks for steps 1..k-1 were counted when it was planned
@@ -241,8 +247,17 @@ class Scheduler(ABC):
             kv_tokens=stored, blocked=blocked,
         )
 
+    def flush_frees(self) -> None:
+        """Free the KV of finished requests held back by async scheduling."""
+        if self._deferred:
+            self.kv.free_many(self._deferred)
+            self._deferred = []
+
     def _finish(self, finished: np.ndarray) -> None:
-        self.kv.free_many(finished.tolist())
+        if self.defer_frees:
+            self._deferred.extend(finished.tolist())
+        else:
+            self.kv.free_many(finished.tolist())
         self.status[finished] = _FINISHED
         self.running = self.running[self.status[self.running] == _RUNNING]
 

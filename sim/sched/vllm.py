@@ -120,7 +120,9 @@ class VllmScheduler(Scheduler):
         preempted, self._victims = self._victims + preempted, []
         self._mark_scheduled(int(tok.sum()))
         steps, interruptible = 1, True
-        if not preempted and not admitted and self._is_pure_decode(ids, tok, ctx):
+        # a free held back by async scheduling lands after this step: it may admit someone
+        if not preempted and not admitted and not self._deferred and \
+                self._is_pure_decode(ids, tok, ctx):
             interruptible = not self.blocked_persists(self._blocked)
             steps = self._run_length(ids, ctx)
         return StepPlan.build(ids, tok, ctx, preempted, num_steps=steps,

@@ -81,3 +81,20 @@ def test_the_fast_core_leaves_async_scheduling_to_the_general_engine(tmp_path):
     with pytest.raises(InputError, match=r"core: fast does not run this scenario: async "
                                          r"scheduling \(engine.async_scheduling\)"):
         simulate(r, specs)
+
+
+def test_kv_freed_by_a_finish_reaches_the_scheduler_a_step_later(tmp_path):
+    # 6 usable blocks of 16 tokens (7 with the null block). r2 (P=16, O=20), r0 (P=48,
+    # O=2) and r1 (P=48, O=1) arrive at 0. s1 [0, 74) prefills r2 and r0 (4 blocks); r1
+    # needs 3 more: waits. s2 [74, 84) decodes both (r2 2 blocks, r0 4: full); r0 ends.
+    # sync:  the plan at 84 sees r0's 4 blocks free: s3 [84, 142) r1 prefill + r2 decode.
+    # async: that plan was made before r0's finish was known (its blocks still held):
+    #        s3 [84, 94) r2 decode; s4 [94, 152) r1 prefill + r2 decode.
+    rows = [(0.0, 16, 20), (0.0, 48, 2), (0.0, 48, 1)]
+    kv = {"num_gpu_blocks_override": 7, "max_model_len": 96}
+    _, sync, _ = run(tmp_path, rows, **kv)
+    _, lag, _ = run(tmp_path, rows, **kv, async_scheduling=True)
+    np.testing.assert_allclose(sync["first_scheduled_s"], [0.0, 0.0, 0.084], atol=1e-12)
+    np.testing.assert_allclose(sync["ttft_s"], [0.074, 0.074, 0.142], atol=1e-12)
+    np.testing.assert_allclose(lag["first_scheduled_s"], [0.0, 0.0, 0.094], atol=1e-12)
+    np.testing.assert_allclose(lag["ttft_s"], [0.074, 0.074, 0.152], atol=1e-12)
