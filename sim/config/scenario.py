@@ -142,9 +142,9 @@ class EngineConfig(BaseModel):
         False, description="vLLM's --async-scheduling: the scheduler plans the next step while "
         "the current one runs, so a request arriving during a step is first scheduled one "
         "step later than without it (vllm/v1/engine/core.py step_with_batch_queue, two "
-        "batches in flight). vLLM 0.32 turns it on by default on CUDA; servesim's default "
-        "stays off until it is conformed step for step (KV freed by a step's finishes is "
-        "not yet held back a step).",
+        "batches in flight), and the KV its finishes free reaches the scheduler one step "
+        "later. vLLM 0.32 turns it on by default on CUDA; servesim's default stays off "
+        "until it is conformed step for step.",
     )
     ingress_ms: float | None = Field(
         None, ge=0, le=60_000, description="A request becomes visible to the scheduler this "
