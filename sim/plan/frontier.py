@@ -3,7 +3,7 @@
 Every figure at the capacity is the worst over seeds (highest latency, KV occupancy and
 preemptions; lowest throughput); the rate is the load axis value found by the search.
 For a replayed trace it is reported twice: as the mean rate of the scaled trace and as
-its busiest whole minute, which is what the engine had to survive.
+its busiest minute (the most arrivals in any 60 s window), which is what the engine had to survive.
 """
 
 from __future__ import annotations
