@@ -47,6 +47,18 @@ def test_capacity_matches_a_brute_force_sweep_within_the_tolerance(capacity_dir,
     assert row["binding"] == judge(failed.to_dict(), budgets)
 
 
+def test_a_max_num_seqs_cap_is_named_as_the_cause(tmp_path, capsys):
+    """32 seats, TPOT allowed 80 ms (a 32-request step takes ~42 ms): arrivals queue for a
+    seat and TTFT p95 breaks first; the binding names the cap, not only the budget."""
+    out = tmp_path / "c"
+    assert cli("capacity", TINY, "--set", "engine.max_num_seqs=32", "--slo",
+               "ttft_p95=300ms,tpot_p95=80ms", "--seeds", "1", "--tol", "1", "--out", out,
+               "--no-plots") == 0
+    binding = "max_num_seqs (32 running at the cap; TTFT p95 over)"
+    assert pd.read_csv(out / "frontier.csv")["binding"].tolist() == [binding]
+    assert f"limited by {binding} at " in capsys.readouterr().out
+
+
 def test_frontier_best_config_per_gpu_and_cost(capacity_dir):
     front = pd.read_csv(capacity_dir / "frontier.csv")
     assert list(front["config"]) == ["max_num_seqs=8", "max_num_seqs=64"]
