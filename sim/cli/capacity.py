@@ -86,15 +86,28 @@ def _rejected_share(probe) -> str:
             "prompts of engine.max_model_len tokens or more)")
 
 
-def _best_line(res: CapacityResult, row, price: float | None) -> str:
+def _ties(res: CapacityResult, front, i: int) -> tuple[str, str]:
+    """(after the best's name, at the end of the best line) when other configurations'
+    capacity is within the search tolerance of the best's."""
+    tied = front[front["tie_with_best"]]
+    if tied.empty:
+        return "", ""
+    names = ", ".join(f"{r['config']} ({r['req_s_per_gpu']:.2f} req/s per GPU)"
+                      for _, r in tied.iterrows())
+    return " (tie within tolerance)", (f"; within the search tolerance ({res.tol}) of it, "
+                                       f"no better or worse at that precision: {names}")
+
+
+def _best_line(res: CapacityResult, row, price: float | None, tie=("", "")) -> str:
     unit = "" if res.load_key == RATE_KEY else f" (rate_scale {row['max_load']:g})"
     cost = (f", {row['cost_per_million_output_tokens']:.3f} per million output tokens "
             f"({row['cost_per_million_total_tokens']:.3f} per million prompt + output tokens, "
             f"{row['cost_per_thousand_requests']:.3f} per thousand requests) at {price:g} per "
             "GPU-hour" if price else "")
-    return (f"best: {row['config']}: {row['rate_mean_req_s']:.2f} req/s{unit}, busiest minute "
-            f"{row['rate_peak_minute_req_s']:.2f} req/s; {row['req_s_per_gpu']:.2f} req/s and "
-            f"{row['output_tok_s_per_gpu']:,.0f} output tok/s per GPU{cost}; {_limit(row)}")
+    return (f"best: {row['config']}{tie[0]}: {row['rate_mean_req_s']:.2f} req/s{unit}, busiest "
+            f"minute {row['rate_peak_minute_req_s']:.2f} req/s; {row['req_s_per_gpu']:.2f} req/s "
+            f"and {row['output_tok_s_per_gpu']:,.0f} output tok/s per GPU{cost}; {_limit(row)}"
+            f"{tie[1]}")
 
 
 def _limit(row) -> str:
@@ -186,7 +199,7 @@ def capacity(
     else:
         doc = _chosen(res, front, i, Base.of(loaded, sets), price)
         (out / "chosen.yaml").write_text(CHOSEN_HEAD + yaml.safe_dump(doc, sort_keys=False))
-        typer.echo(_best_line(res, front.loc[i], price))
+        typer.echo(_best_line(res, front.loc[i], price, _ties(res, front, i)))
         typer.echo(validation.describe(doc["locked"]["cost_error"]))
         for note in feasibility.note_close(Base.of(loaded, sets), res.configs[i].config,
                                            budgets):

@@ -68,17 +68,53 @@ def kv_bound(m: dict) -> bool:
     return preempted or (waiting > 0 and on_kv >= KV_WAIT_SHARE * waiting)
 
 
-def judge(m: dict, budgets: tuple[Budget, ...]) -> str | None:
-    """None when the point is sustainable, else what failed first: KV, saturation or a budget
-    (the one furthest over its limit). Budgets count rejected and unfinished requests as
-    failures, as the run's SLO verdict does; ``rejected`` when the finished requests were
-    within a budget and the rejected ones broke it."""
+def seqs_bound(m: dict) -> bool:
+    """The queue mostly waited because max_num_seqs requests were already running."""
+    waiting = m.get("waiting.mean_waiting") or 0.0
+    on_seqs = m.get("waiting.mean_waiting_on_max_num_seqs") or 0.0
+    return waiting > 0 and on_seqs >= KV_WAIT_SHARE * waiting
+
+
+def cause(m: dict) -> str | None:
+    """What held the requests back at a failing point, when one thing did: the KV cache
+    (waiting on memory, or preempting), else the max_num_seqs cap (waiting for a seat)."""
+    if kv_bound(m):
+        return "KV cache"
+    if seqs_bound(m):
+        peak = m.get("kv_cache.peak_concurrent_seqs")
+        at = f"{int(peak)} running" if peak is not None and not math.isnan(float(peak)) \
+            else "running"
+        return f"max_num_seqs ({at} at the cap)"
+    return None
+
+
+def verdict(m: dict, budgets: tuple[Budget, ...]) -> tuple[bool, str] | None:
+    """None when the point is sustainable, else (the engine failed, what binds): the
+    engine's failure (``KV cache``, ``max_num_seqs (N running at the cap)`` or
+    ``saturation``), else the budget furthest over its limit, after its cause when one
+    held the queue back (``max_num_seqs (32 running at the cap; TTFT p95 over)``).
+    Budgets count rejected and unfinished requests as failures, as the run's SLO verdict
+    does; ``rejected`` when the finished requests were within a budget and the rejected
+    ones broke it."""
+    why = cause(m)
     if not m["engine_sustains"]:
-        return "KV" if kv_bound(m) else "saturation"
+        return True, why or "saturation"
     rejected = (m.get("slo.rejected_as_failures") or 0) > 0
     over = [(b.judged(m) / b.ms, "rejected" if rejected and b.lost_to_failures(m) else b.label)
             for b in budgets if not b.holds(m)]
-    return max(over)[1] if over else None
+    if not over:
+        return None
+    label = max(over)[1]
+    if label == "rejected" or why is None:
+        return False, label
+    return False, (f"{why[:-1]}; {label} over)" if why.endswith(")")
+                   else f"{why} ({label} over)")
+
+
+def judge(m: dict, budgets: tuple[Budget, ...]) -> str | None:
+    """None when the point is sustainable, else what binds (``verdict``)."""
+    v = verdict(m, budgets)
+    return v[1] if v else None
 
 
 @dataclass(frozen=True)
@@ -91,9 +127,9 @@ class Probe:
 
     @staticmethod
     def of(load: float, records: list[dict], budgets: tuple[Budget, ...]) -> Probe:
-        verdicts = [judge(r["metrics"], budgets) for r in records]
-        failed = [v for v in verdicts if v]
-        engine = [v for v in failed if v in ("KV", "saturation")]
+        verdicts = [v for v in (verdict(r["metrics"], budgets) for r in records) if v]
+        engine = [why for failed, why in verdicts if failed]
+        failed = [why for _, why in verdicts]
         return Probe(load, tuple(records), (engine or failed or [None])[0])
 
     @property

@@ -3,7 +3,7 @@
 Every figure at the capacity is the worst over seeds (highest latency, KV occupancy and
 preemptions; lowest throughput); the rate is the load axis value found by the search.
 For a replayed trace it is reported twice: as the mean rate of the scaled trace and as
-its busiest whole minute, which is what the engine had to survive.
+its busiest minute (the most arrivals in any 60 s window), which is what the engine had to survive.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import math
 
 import pandas as pd
 
-from sim.plan.capacity import CapacityResult, ConfigCapacity
+from sim.plan.capacity import CapacityResult, ConfigCapacity, Tolerance
 from sim.plan.grid import RATE_KEY
 
 SECONDS_PER_HOUR = 3600.0
@@ -71,7 +71,26 @@ def frontier_row(c: ConfigCapacity, res: CapacityResult, price: float | None) ->
 
 
 def frontier(res: CapacityResult, price: float | None = None) -> pd.DataFrame:
-    return pd.DataFrame([frontier_row(c, res, price) for c in res.configs])
+    table = pd.DataFrame([frontier_row(c, res, price) for c in res.configs])
+    i = best(table) if len(table) else None
+    tied = set(ties(table, i, res.tol)) if i is not None else set()
+    table["tie_with_best"] = [j in tied for j in table.index]
+    return table
+
+
+def ties(table: pd.DataFrame, i: int, tol: Tolerance) -> list[int]:
+    """Rows other than the best (``i``) whose capacity is within the search tolerance of
+    the best's: requests/s per GPU at most the tolerance's width below it (the width at the
+    best's first failing load, in its load units, turned into requests/s per GPU). The
+    bisection cannot tell them apart: each answer is only known to that width."""
+    b = table.loc[i]
+    top = b["next_load_failed"]
+    top = b["max_load"] if top is None or pd.isna(top) else top
+    per_load = b["req_s_per_gpu"] / b["max_load"] if b["max_load"] else 0.0
+    width = tol.width(float(top)) * per_load
+    return [int(j) for j, r in table.iterrows()
+            if j != i and r["status"] != "none"
+            and b["req_s_per_gpu"] - r["req_s_per_gpu"] <= width * (1 + 1e-9)]
 
 
 def best(table: pd.DataFrame) -> int | None:

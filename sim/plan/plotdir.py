@@ -2,7 +2,7 @@
 
     rate_curves   each budget's metric vs offered rate, one line per configuration
     frontier      output tokens/s per GPU vs tokens/s per user, Pareto front
-    kv_timeline   KV occupancy vs waiting requests over time for the chosen point,
+    kv_timeline   KV occupancy vs requests waiting on KV memory over time for the chosen point,
                   preemptions marked
     ttft_cdf, tpot_cdf   that point's latency distributions, percentiles and budget marked
 
@@ -145,8 +145,8 @@ def plot_dir(out: Path, point_id: str | None = None) -> list[Path]:
             f"{_load_text(meta['overrides'], load_key)}")
     steps = pd.read_parquet(chosen / "steps.parquet")
     reqs = pd.read_parquet(chosen / "requests.parquet")
-    plots.kv_vs_waiting(steps, dest / "kv_timeline.png", f"{what}: KV occupancy vs waiting",
-                        formats=FORMATS)
+    plots.kv_vs_waiting(steps, dest / "kv_timeline.png",
+                        f"{what}: KV occupancy vs waiting on KV memory", formats=FORMATS)
     slo = {b.metric: b.ms for b in budgets}
     plots.latency_cdf(reqs, "ttft_s", dest / "ttft_cdf.png", title=f"{what}: TTFT",
                       what="TTFT", slo_ms=slo.get("ttft"), formats=FORMATS)

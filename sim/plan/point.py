@@ -83,7 +83,7 @@ def derived(summary: dict, gpus: int, arrival_s) -> dict:
     return {
         "gpus": gpus,
         "offered_rate_mean": mean,  # requests/s over the arrivals' span
-        "offered_rate_peak_minute": peak,  # requests/s in the busiest whole minute
+        "offered_rate_peak_minute": peak,  # requests/s in the busiest 60 s window
         "request_per_s_per_gpu": th["request_per_s"] / gpus,
         "output_token_per_s_per_gpu": th["output_token_per_s"] / gpus,
         "total_token_per_s_per_gpu": th["total_token_per_s"] / gpus,

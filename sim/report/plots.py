@@ -2,7 +2,7 @@
 
 * ``ttft_cdf`` / ``latency_cdf``: a latency distribution (per lane when there are lanes)
   with its p50/p90/p95/p99 marked and the SLO budget drawn.
-* ``kv_vs_waiting``: KV blocks used / total next to requests waiting, over time, with
+* ``kv_vs_waiting``: KV blocks used / total next to requests waiting on KV memory, over time, with
   preemptions marked: the seed article's practical check. Low occupancy with a growing
   queue points at fragmentation or over-conservative reservations; pegged occupancy with
   a growing queue (and preemptions) means the KV cache is the bottleneck.
@@ -90,39 +90,65 @@ def ttft_cdf(requests: pd.DataFrame, path: Path | None, title: str = "",
                        what="TTFT", slo_ms=slo_ms, formats=formats)
 
 
+KV_WAIT = "kv_memory"  # steps' ``blocked`` value: admission stopped for lack of KV blocks
+
+
+def waiting_on_kv(steps: pd.DataFrame) -> pd.Series | None:
+    """Requests waiting at each step while admission was stopped by KV memory (the
+    summary's ``waiting.mean_waiting_on_kv_memory`` per step), or None when the table says
+    nothing of why (a recorded vLLM step log)."""
+    if "num_waiting_on_kv_memory" in steps:
+        return steps["num_waiting_on_kv_memory"]
+    if "blocked" in steps:
+        return steps["num_waiting"].where(steps["blocked"] == KV_WAIT, 0)
+    return None
+
+
 def _binned(steps: pd.DataFrame) -> pd.DataFrame:
+    on_kv = waiting_on_kv(steps)
+    steps = steps.assign(waiting=steps["num_waiting"] if on_kv is None else on_kv)
     if len(steps) <= MAX_POINTS:
         return steps
     bins = pd.cut(steps["start_s"], MAX_POINTS, labels=False)
     g = steps.groupby(bins)
     return pd.DataFrame({"start_s": g["start_s"].first(),
                          "kv_used_fraction": g["kv_used_fraction"].max(),
-                         "num_waiting": g["num_waiting"].max(),
+                         "waiting": g["waiting"].max(),
                          "num_preempted": g["num_preempted"].sum()})
 
 
 def kv_vs_waiting(steps: pd.DataFrame, path: Path | None, title: str = "",
                   formats: tuple[str, ...] = ()) -> Figure:
+    """KV blocks used next to the requests waiting on KV memory (admission stopped for lack
+    of blocks), the secondary signal of a memory-bound engine; requests waiting for a seat
+    (max_num_seqs) or the token budget are not drawn, the legend gives the queue's peak."""
     fig = Figure(figsize=(9, 4.2))
     ax = fig.subplots()
     ax2 = ax.twinx()
+    on_kv = waiting_on_kv(steps)
     if len(steps):
         b = _binned(steps)
         ax.plot(b["start_s"], 100 * b["kv_used_fraction"], color="tab:blue", lw=1,
                 label="KV blocks used")
-        ax2.plot(b["start_s"], b["num_waiting"], color="tab:red", lw=1, label="waiting")
-        ax2.set_ylim(0, max(1.0, 1.05 * float(b["num_waiting"].max())))
+        peak_all = int(steps["num_waiting"].max())
+        label = ("requests waiting (all: the log gives no reason)" if on_kv is None else
+                 f"waiting on KV memory (peak {int(on_kv.max()):,}; all waiting peak "
+                 f"{peak_all:,})")
+        ax2.plot(b["start_s"], b["waiting"], color="tab:red", lw=1, label=label)
+        ax2.set_ylim(0, max(1.0, 1.05 * float(b["waiting"].max())))
         pre = b[b["num_preempted"] > 0]
         if len(pre):
             n = int(steps["num_preempted"].sum())
             ax.plot(pre["start_s"], np.full(len(pre), 102.0), "|", color="black", ms=8,
                     label=f"preemptions ({n:,})")
-        ax.legend(loc="upper left", fontsize=8)
-    ax2.set_ylabel("requests waiting", color="tab:red")
+        handles = ax.get_lines() + ax2.get_lines()
+        ax.legend(handles, [h.get_label() for h in handles], loc="upper left", fontsize=8)
+    ax2.set_ylabel("requests waiting" if on_kv is None else "requests waiting on KV memory",
+                   color="tab:red")
     ax2.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylim(0, 105)
     ax.set_xlabel("simulated time (s)")
     ax.set_ylabel("KV blocks used (%)", color="tab:blue")
-    ax.set_title(title or "KV occupancy vs waiting queue", fontsize=10)
+    ax.set_title(title or "KV occupancy vs requests waiting on KV memory", fontsize=10)
     save(fig, path, formats)
     return fig

@@ -61,4 +61,7 @@ def steps_table(res: RunResult) -> pd.DataFrame:
     df.insert(0, "step", np.arange(len(df), dtype=np.int64))
     df["kv_blocks_total"] = res.kv_total_blocks
     df["kv_used_fraction"] = df["kv_blocks_used"] / max(res.kv_total_blocks, 1)
+    # the waiting queue while admission was stopped for lack of KV blocks (the summary's
+    # waiting.mean_waiting_on_kv_memory, step by step)
+    df["num_waiting_on_kv_memory"] = df["num_waiting"].where(df["blocked"] == "kv_memory", 0)
     return df

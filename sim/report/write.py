@@ -99,7 +99,7 @@ class ResultWriter:
             title = res.resolved.scenario.name
             plots.ttft_cdf(req, self.path("ttft_cdf.png"), f"{title}: time to first token")
             plots.kv_vs_waiting(steps, self.path("kv_vs_waiting.png"),
-                                f"{title}: KV occupancy vs waiting queue")
+                                f"{title}: KV occupancy vs waiting on KV memory")
 
     def commit(self) -> Path:
         """Mark the staged folder complete and swap it in; the lock is released after."""

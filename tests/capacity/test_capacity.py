@@ -11,8 +11,9 @@ import pytest
 import yaml
 
 from sim.config.load import load_scenario
-from sim.plan.capacity import judge
+from sim.plan.capacity import Tolerance, judge
 from sim.plan.executors import make_executor
+from sim.plan.frontier import best, ties
 from sim.plan.grid import make_plan
 from sim.plan.slo import scenario_slo
 from sim.plan.sweep import run_sweep
@@ -45,6 +46,47 @@ def test_capacity_matches_a_brute_force_sweep_within_the_tolerance(capacity_dir,
     assert abs(row["max_load"] - boundary) <= 1.0  # --tol 1 (req/s)
     assert row["max_load"] < failed["load"] <= row["next_load_failed"] + 1.0
     assert row["binding"] == judge(failed.to_dict(), budgets)
+
+
+def test_a_max_num_seqs_cap_is_named_as_the_cause(tmp_path, capsys):
+    """32 seats, TPOT allowed 80 ms (a 32-request step takes ~42 ms): arrivals queue for a
+    seat and TTFT p95 breaks first; the binding names the cap, not only the budget."""
+    out = tmp_path / "c"
+    assert cli("capacity", TINY, "--set", "engine.max_num_seqs=32", "--slo",
+               "ttft_p95=300ms,tpot_p95=80ms", "--seeds", "1", "--tol", "1", "--out", out,
+               "--no-plots") == 0
+    binding = "max_num_seqs (32 running at the cap; TTFT p95 over)"
+    assert pd.read_csv(out / "frontier.csv")["binding"].tolist() == [binding]
+    assert f"limited by {binding} at " in capsys.readouterr().out
+
+
+def test_ties_are_the_configs_within_the_tolerance_of_the_best():
+    """2 %: the best's bracket is [15.38, 15.6), so up to 15.6 x 2 % = 0.312 req/s per GPU
+    below it ties; d runs on 2 GPUs (30.4 req/s, 15.2 per GPU): per GPU is what counts."""
+    t = pd.DataFrame({"config": list("abcde"), "status": ["found"] * 4 + ["none"],
+                      "max_load": [15.38, 15.10, 14.69, 30.4, 0.0],
+                      "next_load_failed": [15.6, 15.4, 14.9, 31.0, 0.001],
+                      "req_s_per_gpu": [15.38, 15.10, 14.69, 15.2, 0.0],
+                      "ttft_p95_ms": [480.0] * 5})
+    assert best(t) == 0
+    assert ties(t, 0, Tolerance.parse("2%")) == [1, 3]  # c is 0.69 below
+    assert ties(t, 0, Tolerance.parse("0.5")) == [1, 3]
+    assert ties(t, 0, Tolerance.parse("1")) == [1, 2, 3]  # never e, which sustains nothing
+    assert ties(t, 0, Tolerance.parse("0.1%")) == []
+
+
+def test_capacity_reports_ties_within_the_tolerance(tmp_path, capsys):
+    """max_num_seqs 64 and 128 both exceed the ~35 requests TPOT allows: the same capacity."""
+    out = tmp_path / "c"
+    assert cli("capacity", TINY, "--grid", "engine.max_num_seqs=8,64,128", "--seeds", "1",
+               "--tol", "1", "--out", out, "--no-plots") == 0
+    front = pd.read_csv(out / "frontier.csv")
+    assert front["tie_with_best"].tolist() == [False, False, True]
+    assert front["max_load"][1] == front["max_load"][2] > front["max_load"][0] + 1
+    printed = capsys.readouterr().out
+    assert "best: max_num_seqs=64 (tie within tolerance): " in printed
+    assert ("; within the search tolerance (1) of it, no better or worse at that precision: "
+            f"max_num_seqs=128 ({front['req_s_per_gpu'][2]:.2f} req/s per GPU)") in printed
 
 
 def test_frontier_best_config_per_gpu_and_cost(capacity_dir):

@@ -3,11 +3,16 @@ marked, integer count axes, percentile ticks and the SLO line, titles with overr
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
+import pytest
 
 from sim.plan.slo import parse_slo
 from sim.report import plots, sweep_plots
+
+from .helpers import TINY, cli
 
 
 def points() -> pd.DataFrame:
@@ -59,6 +64,51 @@ def test_kv_timeline_marks_preemptions_and_counts_in_integers(tmp_path):
     ticks = waiting.get_yticks()
     assert np.allclose(ticks, np.round(ticks))
     assert kv.get_title() == "default: max_num_seqs=64 12 req/s"
+
+
+def test_kv_timeline_draws_only_the_requests_waiting_on_kv_memory(tmp_path):
+    st = steps().assign(num_waiting=[5] * 50,
+                        blocked=(["kv_memory"] * 10 + ["max_num_seqs"] * 30 + [""] * 10))
+    fig = plots.kv_vs_waiting(st, tmp_path / "k.png")
+    kv, waiting = fig.axes
+    line = waiting.get_lines()[0]
+    assert list(line.get_ydata()) == [5] * 10 + [0] * 40  # the seat queue is not drawn
+    assert line.get_label() == "waiting on KV memory (peak 5; all waiting peak 5)"
+    assert waiting.get_ylabel() == "requests waiting on KV memory"
+    legend = [t.get_text() for t in kv.get_legend().get_texts()]
+    assert legend == ["KV blocks used", "preemptions (2)",
+                      "waiting on KV memory (peak 5; all waiting peak 5)"]
+    # a recorded step log has no reason: all waiting, and the legend says so
+    old = plots.kv_vs_waiting(steps(), None).axes[1].get_lines()[0]
+    assert old.get_label() == "requests waiting (all: the log gives no reason)"
+
+
+@pytest.mark.parametrize("sets, on_kv", [
+    (("engine.max_num_seqs=8",), False),  # 8 seats: the queue waits for one, KV is roomy
+    (("engine.num_gpu_blocks_override=60", "engine.max_model_len=256"), True),
+])
+def test_the_steps_table_counts_the_requests_waiting_on_kv_memory(tmp_path, sets, on_kv):
+    """tiny.yaml at 20 req/s: both queue up to 150-200 requests; only the KV-starved run
+    has them waiting on memory, and that is what the KV timeline draws."""
+    out = tmp_path / "r"
+    args = ["run", TINY, "--set", "workload.arrival.rate=20", "--out", out]
+    for s in sets:
+        args += ["--set", s]
+    assert cli(*args) == 0
+    st = pd.read_parquet(out / "steps.parquet")
+    waiting = json.loads((out / "summary.json").read_text())["waiting"]
+    assert st["num_waiting"].max() > 100
+    expect = st["num_waiting"].where(st["blocked"] == "kv_memory", 0)
+    assert st["num_waiting_on_kv_memory"].tolist() == expect.tolist()
+    drawn = plots.kv_vs_waiting(st, None).axes[1].get_lines()[0].get_ydata()
+    if on_kv:
+        assert st["num_waiting_on_kv_memory"].max() == st["num_waiting"].max()
+        assert waiting["mean_waiting_on_kv_memory"] > 0.99 * waiting["mean_waiting"]
+        assert max(drawn) == st["num_waiting"].max()
+    else:
+        assert st["num_waiting_on_kv_memory"].max() == 0
+        assert "mean_waiting_on_kv_memory" not in waiting and waiting["mean_waiting"] > 50
+        assert max(drawn) == 0
 
 
 def test_cdf_marks_percentiles_and_the_slo(tmp_path):

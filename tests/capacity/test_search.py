@@ -17,10 +17,12 @@ BUDGETS = parse_slo("ttft_p95=500ms,tpot_p95=50ms")
 
 
 def metrics(ok: bool = True, ttft: float = 100.0, tpot: float = 20.0, preempt: int = 0,
-            on_kv: float = 0.0) -> dict:
+            on_kv: float = 0.0, on_seqs: float = 0.0) -> dict:
     return {"engine_sustains": ok, "latency_ms.ttft.p95": ttft, "latency_ms.tpot.p95": tpot,
             "preemption.count": preempt, "waiting.mean_waiting": 4.0,
-            "waiting.mean_waiting_on_kv_memory": on_kv}
+            "waiting.mean_waiting_on_kv_memory": on_kv,
+            "waiting.mean_waiting_on_max_num_seqs": on_seqs,
+            "kv_cache.peak_concurrent_seqs": 32}
 
 
 def search(threshold: float, start: float, tol: Tolerance, k: int = 1) -> Search:
@@ -78,8 +80,12 @@ def test_the_worst_seed_decides():
     (metrics(ttft=600), "TTFT p95"),
     (metrics(ttft=600, tpot=80), "TPOT p95"),  # 1.6x over beats 1.2x over
     (metrics(ok=False, ttft=9000), "saturation"),
-    (metrics(ok=False, preempt=3), "KV"),
-    (metrics(ok=False, on_kv=3.0), "KV"),
+    (metrics(ok=False, preempt=3), "KV cache"),
+    (metrics(ok=False, on_kv=3.0), "KV cache"),
+    (metrics(ok=False, on_seqs=3.0), "max_num_seqs (32 running at the cap)"),
+    (metrics(ok=False, on_seqs=1.0), "saturation"),  # a quarter of the queue: no one cause
+    (metrics(ttft=600, on_seqs=2.0), "max_num_seqs (32 running at the cap; TTFT p95 over)"),
+    (metrics(ttft=600, on_kv=2.5, on_seqs=1.5), "KV cache (TTFT p95 over)"),
 ])
 def test_binding_constraint(m, binding):
     assert judge(m, BUDGETS) == binding
@@ -103,6 +109,8 @@ def test_rejected_requests_count_against_the_budgets():
 def test_an_engine_failure_outranks_a_budget_across_seeds():
     recs = [{"metrics": metrics(tpot=90)}, {"metrics": metrics(ok=False)}]
     assert Probe.of(5, recs, BUDGETS).binding == "saturation"
+    recs = [{"metrics": metrics(ttft=600, on_seqs=3.0)}, {"metrics": metrics(ok=False, on_kv=3)}]
+    assert Probe.of(5, recs, BUDGETS).binding == "KV cache"
 
 
 @pytest.mark.parametrize("text, width", [("2%", 0.2), ("0.5", 0.5)])
