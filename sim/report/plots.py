@@ -46,13 +46,24 @@ def save(fig: Figure, path: Path | None, formats: tuple[str, ...] = ()) -> list[
     return out
 
 
-def _mark_percentiles(ax, v: np.ndarray, color: str) -> None:
+def _mark_percentiles(ax, v: np.ndarray, color: str, row: int = 0) -> None:
+    """Percentile dots and labels; ``row`` (the lane's index) shifts the labels down a line
+    each, so two lanes' labels do not print over each other."""
     for p in PERCENTILES:
         x = float(np.percentile(v, p))
         ax.plot([x], [p / 100], marker="o", ms=3, color=color)
         dx, dy = LABEL_AT[p]
-        ax.annotate(f"p{p} {x:,.0f}", (x, p / 100), xytext=(dx, dy), textcoords="offset points",
-                    fontsize=7, color=color, ha="right" if dx < 0 else "left")
+        ax.annotate(f"p{p} {x:,.0f}", (x, p / 100), xytext=(dx, dy - 9 * row),
+                    textcoords="offset points", fontsize=7, color=color,
+                    ha="right" if dx < 0 else "left")
+
+
+def _latency_xlim(values: list[np.ndarray], slo_ms: float | None) -> tuple[float, float]:
+    """Log-axis limits around the data (and the budget): no decades of empty axis left of
+    the fastest request, room right of the slowest for its p99 label (ms)."""
+    lo = min(float(v[0]) for v in values)
+    hi = max(max(float(v[-1]) for v in values), slo_ms or 0.0)
+    return lo / 1.25, max(hi, lo * 1.01) * 1.6
 
 
 def latency_cdf(requests: pd.DataFrame, column: str, path: Path | None, *, title: str = "",
@@ -63,18 +74,24 @@ def latency_cdf(requests: pd.DataFrame, column: str, path: Path | None, *, title
     ax = fig.subplots()
     colors = iter(("tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown"))
     lanes = requests["lane"].nunique() > 1
+    drawn = []
     for lane, grp in requests.groupby("lane"):
         v = np.sort(grp[column].dropna().to_numpy() * 1e3)
         if len(v):
             c = next(colors, "tab:gray")
             ax.plot(v, np.arange(1, len(v) + 1) / len(v), color=c,
                     label=f"lane {lane}" if lanes else f"{what} ({len(v):,} requests)")
-            _mark_percentiles(ax, v, c)
+            _mark_percentiles(ax, v, c, row=len(drawn))
+            drawn.append(v)
     if slo_ms:
         ax.axvline(slo_ms, color="tab:red", ls="--", lw=1, label=f"SLO {slo_ms:g} ms")
     ax.set_xlabel(f"{what} (ms)")
     ax.set_ylabel("fraction of requests")
-    ax.set_xscale("symlog", linthresh=10)
+    if drawn and min(float(v[0]) for v in drawn) > 0:
+        ax.set_xscale("log")
+        ax.set_xlim(*_latency_xlim(drawn, slo_ms))
+    else:  # zero latencies (or none): a log axis cannot hold them
+        ax.set_xscale("symlog", linthresh=10)
     plain_log_axis(ax.xaxis)
     ax.set_ylim(0, 1.02)
     ax.grid(alpha=0.3)

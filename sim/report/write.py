@@ -97,7 +97,8 @@ class ResultWriter:
         steps.to_parquet(self.path("steps.parquet"), index=False)
         if plot:
             title = res.resolved.scenario.name
-            plots.ttft_cdf(req, self.path("ttft_cdf.png"), f"{title}: time to first token")
+            plots.ttft_cdf(req, self.path("ttft_cdf.png"), f"{title}: time to first token",
+                           slo_ms=res.resolved.scenario.slo.ttft_ms)
             plots.kv_vs_waiting(steps, self.path("kv_vs_waiting.png"),
                                 f"{title}: KV occupancy vs waiting on KV memory")
 

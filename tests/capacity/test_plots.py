@@ -118,3 +118,35 @@ def test_cdf_marks_percentiles_and_the_slo(tmp_path):
     labels = [t.get_text() for t in ax.texts]
     assert labels == ["p50 505", "p90 901", "p95 950", "p99 990"]
     assert "SLO 500 ms" in [ln.get_label() for ln in ax.get_lines()]
+
+
+def test_cdf_axis_spans_the_data_and_the_budget(tmp_path):
+    # 10..1000 ms and a 2,000 ms budget: a log axis from 10 / 1.25 to 2,000 x 1.6, so no
+    # empty decades left of the fastest request and room for the p99 label on the right
+    req = pd.DataFrame({"lane": "default", "ttft_s": np.linspace(0.01, 1.0, 100)})
+    ax = plots.ttft_cdf(req, tmp_path / "c.png", slo_ms=2000.0).axes[0]
+    assert ax.get_xscale() == "log"
+    np.testing.assert_allclose(ax.get_xlim(), (8.0, 3200.0))
+
+
+def test_two_lanes_label_their_percentiles_on_separate_rows(tmp_path):
+    req = pd.DataFrame({"lane": ["a"] * 50 + ["b"] * 50,
+                        "ttft_s": np.r_[np.linspace(0.01, 0.1, 50), np.linspace(0.011, 0.11, 50)]})
+    ax = plots.ttft_cdf(req, tmp_path / "c.png").axes[0]
+    offsets = {t.get_text().split()[0]: [] for t in ax.texts}
+    for t in ax.texts:
+        offsets[t.get_text().split()[0]].append(t.xyann[1])
+    assert all(len(set(v)) == 2 for v in offsets.values())  # each percentile: two rows
+    assert all(abs(v[0] - v[1]) == 9 for v in offsets.values())
+
+
+def test_run_draws_the_ttft_budget_on_its_cdf(tmp_path):
+    from matplotlib.image import imread
+
+    from tests.capacity.helpers import TINY, cli
+
+    out = tmp_path / "r"
+    assert cli("run", TINY, "--out", out, "-q") == 0
+    img = imread(out / "ttft_cdf.png")
+    red = (img[..., 0] > 0.7) & (img[..., 1] < 0.4) & (img[..., 2] < 0.4)  # tab:red dashes
+    assert red.sum() > 100
