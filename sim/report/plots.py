@@ -25,6 +25,14 @@ LABEL_AT = {50: (5, -10), 90: (5, -10), 95: (-8, 4), 99: (5, 4)}  # text offsets
 PLAIN = FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}")  # 500, not 5x10^2
 
 
+def wrapped(title: str, width: int = 72) -> str:
+    """A title broken into lines of at most ``width`` characters, so a long one (a sweep's
+    --set list) is not cut at the figure's edge."""
+    import textwrap
+
+    return "\n".join(textwrap.wrap(title, width)) or title
+
+
 def plain_log_axis(axis) -> None:
     """Numbers as people write them on a log axis (10, 100, 1,000)."""
     axis.set_major_formatter(PLAIN)
@@ -96,7 +104,7 @@ def latency_cdf(requests: pd.DataFrame, column: str, path: Path | None, *, title
     ax.set_ylim(0, 1.02)
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)
-    ax.set_title(title or what, fontsize=10)
+    ax.set_title(wrapped(title or what), fontsize=10)
     save(fig, path, formats)
     return fig
 
@@ -166,6 +174,7 @@ def kv_vs_waiting(steps: pd.DataFrame, path: Path | None, title: str = "",
     ax.set_ylim(0, 105)
     ax.set_xlabel("simulated time (s)")
     ax.set_ylabel("KV blocks used (%)", color="tab:blue")
-    ax.set_title(title or "KV occupancy vs requests waiting on KV memory", fontsize=10)
+    ax.set_title(wrapped(title or "KV occupancy vs requests waiting on KV memory"),
+                 fontsize=10)
     save(fig, path, formats)
     return fig

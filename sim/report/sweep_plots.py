@@ -17,7 +17,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator
 
-from sim.report.plots import plain_log_axis, save
+from sim.report.plots import plain_log_axis, save, wrapped
 
 MARKERS = "osD^v<>phP*X"
 
@@ -60,7 +60,7 @@ def rate_curves(df: pd.DataFrame, budgets, path: Path | None, *, x_col: str, x_l
         ax.set_ylabel(f"{label} (ms, worst seed)")
         ax.grid(alpha=0.3, which="both")
     axes[0].legend(fontsize=7, loc="upper left")
-    fig.suptitle(title, fontsize=10)
+    fig.suptitle(wrapped(title, 110), fontsize=10)
     save(fig, path, formats)
     return fig
 
@@ -94,6 +94,6 @@ def frontier_plot(df: pd.DataFrame, path: Path | None, *, title: str,
     ax.set_ylabel("output tokens/s per GPU")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, title="hollow: engine cannot keep up", title_fontsize=7)
-    ax.set_title(title, fontsize=10)
+    ax.set_title(wrapped(title), fontsize=10)
     save(fig, path, formats)
     return fig

@@ -150,3 +150,14 @@ def test_run_draws_the_ttft_budget_on_its_cdf(tmp_path):
     img = imread(out / "ttft_cdf.png")
     red = (img[..., 0] > 0.7) & (img[..., 1] < 0.4) & (img[..., 2] < 0.4)  # tab:red dashes
     assert red.sum() > 100
+
+
+def test_a_long_frontier_title_is_wrapped_not_cut(tmp_path):
+    from sim.report.plots import wrapped
+
+    long = "capacity of llama-3-8b on h100-sxm, " + ", ".join(
+        f"engine.max_num_seqs={n}" for n in (8, 16, 32, 64, 128, 256))
+    lines = wrapped(long).split("\n")
+    assert len(lines) == 3 and all(len(ln) <= 72 for ln in lines)
+    assert " ".join(lines) == long
+    assert wrapped("short") == "short"
