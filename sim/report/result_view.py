@@ -164,4 +164,11 @@ def metrics(v: ResultView) -> dict:
     out["mean batch"] = float(s["batch_size"].mean()) if len(s) else np.nan
     out["max batch"] = float(s["batch_size"].max()) if len(s) else np.nan
     out["preemptions"] = float(s["num_preempted"].sum()) if "num_preempted" in s else np.nan
+    st = v.requests["status"] if "status" in v.requests else None
+    out["requests rejected"] = float((st == "rejected").sum()) if st is not None else np.nan
+    kv = s["kv_used_fraction"].to_numpy(np.float64) * 100 if "kv_used_fraction" in s else None
+    out["KV used mean %"] = float(kv.mean()) if kv is not None and len(kv) else np.nan
+    out["KV used peak %"] = float(kv.max()) if kv is not None and len(kv) else np.nan
+    met = v.summary.get("slo", {}).get("met") if v.summary else None
+    out["SLO met (1 = yes)"] = float(met) if isinstance(met, bool) else np.nan
     return out

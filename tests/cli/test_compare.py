@@ -69,3 +69,15 @@ def test_a_folder_that_is_no_result_is_one_line(tmp_path, capsys):
     assert main(["compare", str(tmp_path), str(tmp_path), "--no-plot"]) == 2
     err = capsys.readouterr().err.strip()
     assert "not a result folder" in err and "\n" not in err
+
+
+def test_the_summary_shows_rejections_kv_use_and_the_slo_verdict(tmp_path):
+    # b rejects the 2 requests whose prompt reaches its max_model_len (>= 256 tokens) and
+    # its 1 ms TTFT budget fails; a serves all 10 within the default budgets
+    rows = [(0.1 * i, 300 if i in (3, 7) else 50, 20) for i in range(10)]
+    a = sim_run(tmp_path, "a", rows)
+    b = sim_run(tmp_path, "b", rows, "engine.max_model_len=256", "slo.ttft_ms=1")
+    t = compare(load_result(a), load_result(b)).summary.set_index("metric")
+    assert (t.loc["requests rejected", "a"], t.loc["requests rejected", "b"]) == (0, 2)
+    assert (t.loc["SLO met (1 = yes)", "a"], t.loc["SLO met (1 = yes)", "b"]) == (1, 0)
+    assert 0 < t.loc["KV used mean %", "a"] <= t.loc["KV used peak %", "a"] < 100
