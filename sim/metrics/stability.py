@@ -44,7 +44,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from sim.metrics.latency import unresolved
+from sim.metrics.latency import request_latencies, unresolved
 from sim.sched.base import Status
 
 STABLE, SATURATED, UNSTABLE = "stable", "saturated", "unstable"
@@ -54,6 +54,8 @@ UNSTABLE_DRAIN = 0.10  # drain time / span
 SATURATED_BUSY = 0.95  # busy fraction of the span
 SATURATED_QUEUE_TO_RUNNING = 0.5  # window mean queue / window mean running
 MIN_QUEUE = 10  # requests: smaller queues are noise
+MIN_JUDGE_S = 60.0  # arrivals spanning less than a minute cannot show a trend (s)
+MIN_LIFETIMES = 10  # nor fewer than this many median request lifetimes (E2EL)
 OVERLOADED_QUEUE_TO_RUNNING = 1.0  # waits beyond the service time: overloaded, not at capacity
 
 
@@ -74,6 +76,7 @@ class Stability:
     window_s: float  # length of one window (s)
     window_queue: tuple[float, ...]  # mean requests waiting to start, per window
     window_running: tuple[float, ...]  # mean requests running, per window
+    long_enough: bool = True  # the arrivals span MIN_JUDGE_S and MIN_LIFETIMES lifetimes
 
     def as_dict(self) -> dict:
         out = asdict(self)
@@ -123,7 +126,23 @@ def assess_stability(res) -> Stability:
         window_running=tuple(float(x) for x in running))
     saturated_windows = (queue >= MIN_QUEUE) & (ratio >= SATURATED_QUEUE_TO_RUNNING)
     verdict, reason = _verdict(numbers, failure, saturated_windows, _in_use(res, steps, edges))
-    return Stability(verdict, reason, verdict == STABLE, **numbers)
+    short = _too_short(res, span)
+    return Stability(verdict, reason + (f"; {short}" if short else ""), verdict == STABLE,
+                     **numbers, long_enough=not short)
+
+
+def _too_short(res, span: float) -> str:
+    """'' when the arrivals span enough time to judge a trend, else what is missing: a
+    minute, and MIN_LIFETIMES median request lifetimes (so queues can build and drain)."""
+    e2el = request_latencies(res)["e2el"]
+    e2el = e2el[np.isfinite(e2el)]
+    life = float(np.median(e2el)) if len(e2el) else 0.0
+    need = max(MIN_JUDGE_S, MIN_LIFETIMES * life)
+    if span >= need:
+        return ""
+    return (f"too short to judge: {span:,.1f} s of arrivals, under {need:,.0f} s (a minute "
+            f"and {MIN_LIFETIMES} median request lifetimes of {life:,.1f} s): send more "
+            "requests (workload.num_requests or duration_s)")
 
 
 def _failure(res) -> str:

@@ -176,3 +176,17 @@ def test_saturated_says_at_capacity_or_overloaded_by_the_wait(queue, running, st
          "drain_fraction": 0.01, "peak_queue": queue, "window_queue": wq, "window_running": wr}
     verdict, reason = _verdict(n, "", np.array([i == 2 for i in range(10)]), "in use")
     assert verdict == "saturated" and reason.startswith(start), reason
+
+
+def test_a_run_too_short_to_judge_says_so(tmp_path):
+    from sim.config.load import load_scenario
+    from sim.pipeline import run
+
+    short = run(load_scenario(None, ("workload.num_requests=300",)), None, plots=False)
+    st = short.summary["stability"]
+    assert st["long_enough"] is False
+    # 300 Poisson arrivals at 8 req/s span about 37 s: under a minute
+    assert "; too short to judge: " in st["reason"] and "s of arrivals, under 60 s" in st["reason"]
+    full = run(load_scenario(None), None, plots=False)  # 2,000 requests: about 250 s
+    assert full.summary["stability"]["long_enough"] is True
+    assert "too short" not in full.summary["stability"]["reason"]
