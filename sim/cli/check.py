@@ -4,6 +4,7 @@ hold for new traffic? One summary line, then the traffic and the budgets compare
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Annotated
 
@@ -11,6 +12,7 @@ import typer
 from rich.table import Table
 
 from sim.cli.run import SetOpt
+from sim.cli.sweep import JobsOpt, executor
 from sim.plan.drift import Check, _num
 from sim.plan.drift import check as run_check
 from sim.report.plan_tables import show
@@ -40,6 +42,10 @@ def check(
     set_: SetOpt = None,
     as_json: Annotated[bool, typer.Option(
         "--json", help="Print the result as one JSON object instead.")] = False,
+    with_capacity: Annotated[bool, typer.Option(
+        "--capacity", help="Also search the config's capacity on the new traffic (as "
+        "servesim capacity, tolerance 2%) and say how far it moved.")] = False,
+    jobs: JobsOpt = None,
 ) -> None:
     """Re-simulate a locked chosen.yaml on new traffic: does it still hold, and how far
     did rate and lengths move?
@@ -49,7 +55,13 @@ def check(
     Exits 0 whether it holds or not (the verdict is in the output), 2 on bad input.
     Example: servesim check out/chosen.yaml --trace new.csv --set workload.prompt_scale=4
     """
-    c = run_check(chosen, trace, tuple(set_ or ()))
+    if not with_capacity:
+        c = run_check(chosen, trace, tuple(set_ or ()))
+    else:
+        with tempfile.TemporaryDirectory(prefix="servesim-check-") as tmp, \
+                executor("local", jobs, None) as ex:
+            c = run_check(chosen, trace, tuple(set_ or ()), capacity_out=Path(tmp) / "capacity",
+                          executor=ex)
     if as_json:
         typer.echo(json.dumps(c.as_dict(), allow_nan=False))
         return

@@ -72,6 +72,7 @@ class Check:
     budgets: tuple[tuple[Budget, float, float], ...]  # budget, finished-only value, judged
     metrics: dict
     line: str
+    capacity: dict | None = None  # with a capacity search on the new traffic (``capacity``)
 
     def as_dict(self) -> dict:
         m = self.metrics
@@ -86,6 +87,7 @@ class Check:
             "stability": m.get("stability.verdict"),
             "requests": m.get("requests.total"),
             "rejected_fraction": m.get("slo.rejected_fraction"),
+            "capacity": self.capacity,
         })
 
 
@@ -233,13 +235,58 @@ def summary_line(holds: bool, binding: str | None, ms: tuple[Measure, ...],
     return f"{'holds' if holds else 'does not hold'}: {'; '.join(parts)}"
 
 
-def check(chosen: Path, trace: Path, sets: tuple[str, ...] = ()) -> Check:
-    """Re-simulate the locked config on ``trace`` and judge it against the locked SLOs."""
+def capacity(loaded: LoadedScenario, budgets: tuple[Budget, ...], locked: dict, out: Path,
+             executor, tol: str = "2%") -> dict:
+    """The locked config's capacity on the new traffic (a capacity search of the check's
+    scenario, one seed for a trace replayed as recorded, else the scenario's seed and the
+    next two, as ``servesim capacity`` does), against the capacity it was locked at."""
+    from sim.plan.capacity import Tolerance, run_capacity
+    from sim.plan.frontier import frontier
+    from sim.plan.grid import deterministic_workload
+
+    sc = loaded.scenario
+    seeds = (sc.seed,) if deterministic_workload(sc) else (sc.seed, sc.seed + 1, sc.seed + 2)
+    res = run_capacity(loaded, [], budgets, seeds, Tolerance.parse(tol), out, executor,
+                       quiet=True, sets=loaded.overrides)
+    row = frontier(res).loc[0]
+    cap = locked.get("capacity") if isinstance(locked.get("capacity"), dict) else {}
+    before = cap.get("rate_mean_req_s")
+    before = float(before) if isinstance(before, (int, float)) else None
+    found = row["status"] != "none"
+    now = float(row["rate_mean_req_s"]) if found else 0.0
+    failed = row["next_load_failed"]
+    return _strict({
+        "load_key": res.load_key, "status": str(row["status"]),
+        "max_load": float(row["max_load"]) if found else None,
+        "rate_mean_req_s": now, "locked_rate_mean_req_s": before,
+        "ratio": now / before if before else None, "binding": str(row["binding"]),
+        "next_load_failed": None if failed is None else float(failed),
+        "tolerance": str(res.tol), "seeds": list(seeds)})
+
+
+def _capacity_text(c: dict) -> str:
+    if c["status"] == "none":
+        return f"capacity: no load sustainable on the new traffic (limited by {c['binding']})"
+    before, now = c["locked_rate_mean_req_s"], c["rate_mean_req_s"]
+    moved = f"{c['ratio']:.2f}x ({_num(before)} -> {_num(now)} req/s)" if c["ratio"] else (
+        f"{_num(now)} req/s")
+    limit = ("" if c["next_load_failed"] is None else f", limited by {c['binding']}")
+    return f"capacity {moved}{limit}"
+
+
+def check(chosen: Path, trace: Path, sets: tuple[str, ...] = (), *,
+          capacity_out: Path | None = None, executor=None) -> Check:
+    """Re-simulate the locked config on ``trace`` and judge it against the locked SLOs;
+    with ``capacity_out`` (and an executor), also search its capacity on the new traffic."""
     loaded, locked = load_check(chosen, trace, sets)
     budgets = locked_budgets(locked.get("slo"), Path(chosen).name)
     m, specs = _simulate(loaded)
     binding = judge(m, budgets)
     ms = measures(locked, length_mix(specs))
     line = summary_line(binding is None, binding, ms, budgets, m)
+    cap = None
+    if capacity_out is not None:
+        cap = capacity(loaded, budgets, locked, capacity_out, executor)
+        line += f"; {_capacity_text(cap)}"
     return Check(str(chosen), str(trace), binding is None, binding, ms,
-                 tuple((b, b.value(m), b.judged(m)) for b in budgets), m, line)
+                 tuple((b, b.value(m), b.judged(m)) for b in budgets), m, line, cap)

@@ -103,3 +103,21 @@ def test_bad_input_is_one_line_exit_2(chosen, capsys, args, needle, tmp_path, mo
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and lines[0].startswith("servesim: error: "), err
     assert needle in lines[0] and "Traceback" not in err and out == ""
+
+
+def test_capacity_on_the_new_traffic_says_how_far_it_moved(chosen, capsys):
+    code, out, err = check(capsys, chosen, "--trace", CHAT, "--set", WINDOW, "--set",
+                           "workload.prompt_scale=1.5", "--capacity", "-j", "1", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    cap, locked = doc["capacity"], yaml.safe_load(chosen.read_text())["locked"]["capacity"]
+    assert doc["holds"] is False and cap["status"] == "found" and cap["seeds"] == [0]
+    assert cap["locked_rate_mean_req_s"] == locked["rate_mean_req_s"]
+    # 1.5x longer prompts: the config no longer carries the trace's own rate (0.8x of the
+    # locked one), so its capacity fell below that
+    traffic = {m["measure"]: m for m in doc["traffic"]}
+    assert cap["ratio"] < traffic["rate"]["ratio"] < 1
+    assert cap["rate_mean_req_s"] == pytest.approx(cap["ratio"] * locked["rate_mean_req_s"])
+    assert doc["line"].endswith(
+        f"; capacity {cap['ratio']:.2f}x ({locked['rate_mean_req_s']:.3g} -> "
+        f"{cap['rate_mean_req_s']:.3g} req/s), limited by {cap['binding']}")
