@@ -134,8 +134,9 @@ def load_check(chosen: Path, trace: Path, sets: tuple[str, ...] = ()) -> tuple[
     docstring), and its ``locked`` section."""
     chosen = Path(chosen)
     if not chosen.is_file():
-        raise InputError(f"{clip(str(chosen))}: no such file (a chosen.yaml written by "
-                         "servesim capacity)")
+        why = "not a regular file" if chosen.exists() else "no such file"
+        raise InputError(f"{clip(str(chosen))}: {why} (check takes the chosen.yaml servesim "
+                         "capacity writes)")
     data = _read_yaml(chosen)
     locked = data.get("locked")
     if not isinstance(locked, dict) or not isinstance(locked.get("length_mix"), dict):

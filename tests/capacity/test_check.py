@@ -91,13 +91,21 @@ def test_prompts_4x_longer_do_not_hold(chosen, capsys):
 @pytest.mark.parametrize(("args", "needle"), [
     (["nope.yaml", "--trace", CHAT], "nope.yaml: no such file"),
     (["{scenario}", "--trace", CHAT], "no locked section with a length_mix"),
+    (["{folder}", "--trace", CHAT], "check: not a regular file"),
     (["{chosen}", "--trace", "missing.csv"], "missing.csv: no such file"),
+    (["{chosen}", "--trace", "{folder}"], "check: not a regular file"),
+    (["{nan_slo}", "--trace", CHAT], "locked.slo ttft_p95_ms: nan is not a budget"),
     (["{chosen}", "--trace", CHAT, "--set", "workload.prompt_scale=0"],
      "workload.prompt_scale: must be >= 1e-06 times"),
 ])
 def test_bad_input_is_one_line_exit_2(chosen, capsys, args, needle, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    args = [str(a).format(chosen=chosen, scenario=chosen.parent.parent / "chat-linear.yaml")
+    doc = yaml.safe_load(chosen.read_text())
+    doc["locked"]["slo"] = {"ttft_p95_ms": float("nan")}
+    (tmp_path / "nan.yaml").write_text(yaml.safe_dump(doc))
+    (tmp_path / "check").mkdir()
+    args = [str(a).format(chosen=chosen, scenario=chosen.parent.parent / "chat-linear.yaml",
+                          folder=tmp_path / "check", nan_slo=tmp_path / "nan.yaml")
             for a in args]
     code, out, err = check(capsys, *args)
     lines = err.strip().splitlines()
