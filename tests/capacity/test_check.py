@@ -129,3 +129,20 @@ def test_capacity_on_the_new_traffic_says_how_far_it_moved(chosen, capsys):
     assert doc["line"].endswith(
         f"; capacity {cap['ratio']:.2f}x ({locked['rate_mean_req_s']:.3g} -> "
         f"{cap['rate_mean_req_s']:.3g} req/s), limited by {cap['binding']}")
+
+
+def test_a_fleets_chosen_yaml_is_checked_as_a_fleet(tmp_path, capsys):
+    from tests.capacity.helpers import TINY
+
+    fleet = "cluster={replicas: 2, router: {name: least_outstanding}}"
+    assert cli("capacity", TINY, "--set", fleet, "--seeds", "1", "--tol", "20%", "-j", "1",
+               "-q", "--no-plots", "--out", tmp_path / "c") == 0
+    capsys.readouterr()
+    chosen = tmp_path / "c" / "chosen.yaml"
+    assert yaml.safe_load(chosen.read_text())["locked"]["gpus"] == 2
+    code, out, err = check(capsys, chosen, "--trace", CHAT, "--set",
+                           "workload.window_s=[0,60]", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["requests"] == 402, err
+    # TINY's fixed 200-token prompts against the chat trace's: p99 moved most
+    assert doc["line"].startswith("does not hold: prompts p99 20.68x (200 -> 4136 tokens)")
