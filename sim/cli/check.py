@@ -16,6 +16,7 @@ from sim.cli.sweep import JobsOpt, executor
 from sim.plan.drift import Check, _num
 from sim.plan.drift import check as run_check
 from sim.report.plan_tables import show
+from traces.loaders import ALLOWED
 
 
 def _tables(c: Check) -> tuple[Table, Table]:
@@ -39,6 +40,8 @@ def check(
     trace: Annotated[Path, typer.Option(
         "--trace", help="The new traffic: a trace file replayed as recorded (its times and "
         "lengths); it replaces the chosen workload (lane, priority and tenant tags kept).")],
+    fmt: Annotated[str | None, typer.Option(
+        "--format", help=f"Trace format of --trace: {ALLOWED}.")] = None,
     set_: SetOpt = None,
     as_json: Annotated[bool, typer.Option(
         "--json", help="Print the result as one JSON object instead.")] = False,
@@ -55,12 +58,13 @@ def check(
     Exits 0 whether it holds or not (the verdict is in the output), 2 on bad input.
     Example: servesim check out/chosen.yaml --trace new.csv --set workload.prompt_scale=4
     """
+    sets = tuple(set_ or ()) + ((f"workload.format={fmt}",) if fmt else ())
     if not with_capacity:
-        c = run_check(chosen, trace, tuple(set_ or ()))
+        c = run_check(chosen, trace, sets)
     else:
         with tempfile.TemporaryDirectory(prefix="servesim-check-") as tmp, \
                 executor("local", jobs, None) as ex:
-            c = run_check(chosen, trace, tuple(set_ or ()), capacity_out=Path(tmp) / "capacity",
+            c = run_check(chosen, trace, sets, capacity_out=Path(tmp) / "capacity",
                           executor=ex)
     if as_json:
         typer.echo(json.dumps(c.as_dict(), allow_nan=False))

@@ -95,6 +95,8 @@ def test_prompts_4x_longer_do_not_hold(chosen, capsys):
     (["{chosen}", "--trace", "missing.csv"], "missing.csv: no such file"),
     (["{chosen}", "--trace", "{folder}"], "check: not a regular file"),
     (["{nan_slo}", "--trace", CHAT], "locked.slo ttft_p95_ms: nan is not a budget"),
+    (["{chosen}", "--trace", CHAT, "--format", "mooncake"], "line 1: malformed JSON"),
+    (["{chosen}", "--trace", CHAT, "--format", "bogus"], "--set 'workload.format=bogus'"),
     (["{chosen}", "--trace", CHAT, "--set", "workload.prompt_scale=0"],
      "workload.prompt_scale: must be >= 1e-06 times"),
 ])
