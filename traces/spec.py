@@ -5,6 +5,7 @@
       format: auto                # auto | azure | vllm-bench | vllm-result | mooncake | vidur | ...
       window_s: [0, 600]          # optional: replay only [start, end) s of the trace, re-zeroed
       rate_scale: 2.0             # replay speed-up: 2 halves every gap
+      prompt_scale: 4.0           # optional: every prompt 4x longer (output_scale likewise)
       arrival: {process: gamma, rate: 5.0, cv: 2.0}      # default: replay the trace's times
       lengths: {dist: azure_conv_like}                   # default: the trace's own lengths
       num_requests: 2000          # or duration_s: 600 (generated arrivals)
@@ -173,6 +174,25 @@ class WorkloadSpec(_Model):
         json_schema_extra={"why": "a million times slower or faster than the trace"},
         description="replay speed-up factor, dimensionless: 2 halves every inter-arrival gap",
     )
+    prompt_scale: float = Field(
+        1.0,
+        ge=1e-6,
+        le=1e6,
+        json_schema_extra={"why": "a million times shorter or longer than the workload's",
+                           "unit": "times"},
+        description="prompt length multiplier (a factor, dimensionless): every request's "
+        "prompt tokens times this, rounded half up, at least 1; 4 = prompts 4x longer (a "
+        "trace's prefix chains are dropped, shared_prefix still applies)",
+    )
+    output_scale: float = Field(
+        1.0,
+        ge=1e-6,
+        le=1e6,
+        json_schema_extra={"why": "a million times shorter or longer than the workload's",
+                           "unit": "times"},
+        description="output length multiplier (a factor, dimensionless): every request's "
+        "output tokens times this, rounded half up, at least 1; 0.5 = half as many generated",
+    )
     arrival: ArrivalSpec = Field(default_factory=ArrivalSpec, description="arrival process")
     lengths: LengthSpec = Field(default_factory=LengthSpec, description="length distribution")
     num_requests: int | None = Field(
@@ -207,10 +227,11 @@ class WorkloadSpec(_Model):
     def _consistent(self) -> WorkloadSpec:
         given = _changed(self)
         if self.mix is not None:
-            extra = sorted(given - {"mix", "max_requests"})
+            extra = sorted(given - {"mix", "max_requests", "prompt_scale", "output_scale"})
             if extra:
                 raise ValueError(
-                    f"a workload with mix may only also set max_requests; move "
+                    f"a workload with mix may only also set max_requests, prompt_scale and "
+                    f"output_scale; move "
                     f"{', '.join(extra)} into the sub-workloads"
                 )
             if any(m.arrival.concurrency is not None for m in self.mix):

@@ -9,7 +9,9 @@ Rules, in order, for one (non-mix) workload:
    one per arrival, with their prefix chains; more arrivals than rows is a TraceError. Other
    dists draw from the "lengths" stream and DROP the trace's prefix chains (they describe the
    original prompts).
-4. shared_prefix (the "prefix" stream), then lane / priority / tenant tags.
+4. prompt_scale / output_scale multiply the lengths (rounded half up, at least 1; a scaled
+   prompt drops its prefix chain), then shared_prefix (the "prefix" stream), then lane /
+   priority / tenant tags.
 A mix builds sub-workload i with Streams.child(i) and merges them (traces.synthetic.mix).
 Finally max_requests keeps the first N requests by arrival.
 """
@@ -17,6 +19,8 @@ Finally max_requests keeps the first N requests by arrival.
 from __future__ import annotations
 
 from pathlib import Path
+
+import numpy as np
 
 from traces.arrivals import replay
 from traces.errors import TraceError
@@ -34,9 +38,11 @@ def build(spec: WorkloadSpec, *, seed: int, base_dir: Path) -> Trace:
 
 def _build(spec: WorkloadSpec, streams: Streams, base_dir: Path) -> Trace:
     if spec.mix is not None:
-        trace = mix(*(_build(s, streams.child(i), base_dir) for i, s in enumerate(spec.mix)))
+        trace = _scaled(mix(*(_build(s, streams.child(i), base_dir)
+                              for i, s in enumerate(spec.mix))), spec)
     else:
-        trace = _tag(_prefixed(_leaf(spec, streams, base_dir), spec, streams), spec)
+        trace = _tag(_prefixed(_scaled(_leaf(spec, streams, base_dir), spec), spec, streams),
+                     spec)
     return trace.head(spec.max_requests) if spec.max_requests else trace
 
 
@@ -84,6 +90,23 @@ def _leaf(spec: WorkloadSpec, streams: Streams, base_dir: Path) -> Trace:
         )
         return make_trace(df, source=source)
     return synthesize(times, lengths, source=source)
+
+
+def _scaled(trace: Trace, spec: WorkloadSpec) -> Trace:
+    """Prompt / output tokens times prompt_scale / output_scale (rounded half up, at least 1).
+    Scaled prompts drop the trace's prefix chains: they describe the original prompts."""
+    if spec.prompt_scale == 1.0 and spec.output_scale == 1.0:
+        return trace
+
+    def times(v: np.ndarray, s: float) -> np.ndarray:
+        return v if s == 1.0 else np.maximum(1, np.floor(v * s + 0.5)).astype(np.int64)
+
+    df = trace.df.assign(prompt_tokens=times(trace.prompt_tokens, spec.prompt_scale),
+                         output_tokens=times(trace.output_tokens, spec.output_scale))
+    chains = trace.hash_block_size if spec.prompt_scale == 1.0 else None
+    if chains is None:
+        df = df.assign(prefix_hashes=None)
+    return make_trace(df, source=trace.source, hash_block_size=chains)
 
 
 def _describe(spec: WorkloadSpec, base: Trace | None) -> str:

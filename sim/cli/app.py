@@ -1,4 +1,4 @@
-"""Command tree: run, compare, sweep, capacity, plot, catalog, scenario, trace, policies
+"""Command tree: run, compare, sweep, capacity, check, plot, catalog, scenario, trace, policies
 (each a small module).
 
 Subcommand modules are imported when their command runs (or shows its own help), not at
@@ -29,6 +29,8 @@ LAZY: dict[str, tuple[str, str, str]] = {
                      "requests under its arrival process; print both side by side."),
     "capacity": ("sim.cli.capacity", "capacity", "Find each configuration's highest "
                  "sustainable load under the SLOs."),
+    "check": ("sim.cli.check", "check", "Re-simulate a locked chosen.yaml on new traffic: "
+              "does it still hold, and how far did rate and lengths move?"),
     "plot": ("sim.cli.plot", "plot", "Draw rate curves, the throughput-latency frontier, the "
              "KV timeline and latency CDFs."),
     "catalog": ("sim.cli.catalog", "catalog", "List catalog models and GPUs (memory, "

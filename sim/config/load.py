@@ -184,7 +184,8 @@ def _origin(e: ValidationError, source: str, overrides: tuple[str, ...]) -> str:
 
 
 #: what a workload may set besides its file that applies to any replay too
-_REPLAY_KEYS = ("max_requests", "shared_prefix", "lane", "priority", "tenant")
+_REPLAY_KEYS = ("max_requests", "shared_prefix", "lane", "priority", "tenant", "prompt_scale",
+                "output_scale")
 
 
 def replay_workload(workload, trace: str) -> dict:

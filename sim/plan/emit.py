@@ -100,14 +100,28 @@ def vllm_serve(r: Resolved) -> str:
     return " ".join(["vllm serve", hf_model(r), *vllm_flags(r)[0]])
 
 
+def arrival_shape(arrival_s) -> dict:
+    """Mean rate ((n - 1) / span, requests/s) and burstiness as the coefficient of variation
+    of the inter-arrival gaps (1 for Poisson; `vllm bench serve`'s --burstiness is 1 / CV^2);
+    None where fewer than two arrivals or a zero span leave them undefined."""
+    t = np.asarray(arrival_s, dtype=np.float64)
+    gaps = np.diff(t)
+    span = float(t[-1] - t[0]) if len(t) else 0.0
+    mean_gap = float(gaps.mean()) if gaps.size else 0.0
+    return {"rate_mean_req_s": round((len(t) - 1) / span, 4) if span > 0 else None,
+            "interarrival_cv": round(float(gaps.std() / mean_gap), 4) if mean_gap > 0 else None}
+
+
 def length_mix(specs: RequestSpecs) -> dict:
-    """Prompt and output token percentiles of the workload (p50 / p90 / p99 / max, mean)."""
+    """Prompt and output token percentiles of the workload (p50 / p90 / p99 / max, mean) and
+    its arrival shape (``arrival_shape``)."""
     def dist(v: np.ndarray) -> dict:
         p50, p90, p99 = np.percentile(v, [50, 90, 99])
         return {"p50": round(float(p50), 1), "p90": round(float(p90), 1),
                 "p99": round(float(p99), 1), "max": int(v.max()), "mean": round(float(v.mean()), 1)}
     return {"requests": len(specs), "prompt_tokens": dist(specs.prompt_tokens),
-            "output_tokens": dist(specs.output_tokens)}
+            "output_tokens": dist(specs.output_tokens),
+            "arrivals": arrival_shape(specs.arrival_s)}
 
 
 def plain(obj):

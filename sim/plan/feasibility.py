@@ -22,9 +22,16 @@ UNLOADED_REQUESTS = 200  # the first requests of the workload, one at a time
 CLOSE = 0.10  # a budget within 10 % of its zero-load value is "close"
 
 
-def unloaded(base: Base, config, budgets: tuple[Budget, ...]) -> dict[str, float]:
-    """Budget name -> its statistic (ms) over the first requests sent one at a time."""
-    overrides = (*config, ("workload.arrival.concurrency", 1),
+def unloaded(base: Base, config, budgets: tuple[Budget, ...]) -> dict[str, float] | None:
+    """Budget name -> its statistic (ms) over the first requests sent one at a time; None
+    for a fleet with pools (they may differ in engine and GPU: no single floor). A fleet of
+    identical replicas is measured on one of them (a fleet runs open loops only, and one
+    request in flight meets an idle replica whatever the router)."""
+    cluster = base.load(tuple(config)).scenario.cluster
+    if cluster is not None and (cluster.pools or cluster.disaggregation is not None):
+        return None
+    overrides = (*config, *((("cluster", None),) if cluster is not None else ()),
+                 ("workload.arrival.concurrency", 1),
                  ("workload.max_requests", UNLOADED_REQUESTS))
     run = pipeline.run(base.load(overrides), None, plots=False)
     metrics = flatten(run.summary)
@@ -55,7 +62,10 @@ def verdict(values: dict[str, float], budgets: tuple[Budget, ...]) -> tuple[list
 
 def explain_none(base: Base, config, budgets: tuple[Budget, ...]) -> str:
     """Why no load held, for the capacity command's last line."""
-    over, _ = verdict(unloaded(base, config, budgets), budgets)
+    values = unloaded(base, config, budgets)
+    if values is None:
+        return "zero load: not measured for a fleet with pools (each pool has its own floor)"
+    over, _ = verdict(values, budgets)
     head = f"zero load (the first {UNLOADED_REQUESTS} requests, one at a time): "
     if over:
         return head + "; ".join(over) + ": no load can meet it (a faster configuration or " \
@@ -69,5 +79,8 @@ def explain_none(base: Base, config, budgets: tuple[Budget, ...]) -> str:
 
 def note_close(base: Base, config, budgets: tuple[Budget, ...]) -> list[str]:
     """Notes for budgets within CLOSE of their zero-load value (capacity swings with them)."""
-    _, close = verdict(unloaded(base, config, budgets), budgets)
+    values = unloaded(base, config, budgets)
+    if values is None:
+        return []
+    _, close = verdict(values, budgets)
     return [f"note: {c}: capacity hinges on a few ms of it" for c in close]

@@ -52,3 +52,19 @@ def test_bunched_arrivals_are_named_when_every_budget_holds_alone(tmp_path, caps
     out = capsys.readouterr().out
     assert "zero load (the first 200 requests, one at a time): every budget holds" in out
     assert "90% of the requests arrive at the same instant as the one before" in out
+
+
+def test_a_fleet_of_replicas_is_measured_on_one_and_pools_are_not(tmp_path, capsys):
+    fleet = "cluster={replicas: 2, router: {name: least_outstanding}}"
+    budgets = parse_slo("ttft_p95=21.5ms,tpot_p95=40ms")
+    values = unloaded(Base.of(load_scenario(TINY, (fleet,))), (), budgets)
+    # one replica alone, as without the cluster (a fleet runs no closed loop)
+    assert round(values["ttft_p95"], 6) == 20.0 and round(values["tpot_p95"], 6) == 11.0
+    pools = "cluster={pools: [{name: a, lanes: [x]}, {name: b}]}"
+    assert unloaded(Base.of(load_scenario(TINY, (pools,))), (), budgets) is None
+    # capacity of a fleet ends with its note and exit 0 (was: exit 2 after chosen.yaml)
+    assert cli("capacity", TINY, "--set", fleet, "--slo", "ttft_p95=21.5ms", "--seeds", "1",
+               "--tol", "20%", "--out", tmp_path / "c", "--no-plots", "-q") == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert ("note: TTFT p95 budget 21.5 ms is within 10% of its zero-load value 20.0 ms: "
+            "capacity hinges on a few ms of it") in lines

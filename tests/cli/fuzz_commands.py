@@ -1,6 +1,7 @@
 """The fuzz corpus of every command besides `run` (issue 24), generated here.
 
-replay-bench, compare, sweep, capacity, plot, trace export, calibrate fit-steps and fidelity:
+replay-bench, compare, sweep, capacity, plot, trace export, calibrate fit-steps, fidelity and
+check:
 hostile input files (missing, folders, devices, FIFOs, binary, UTF-16, truncated, garbage),
 every measured field set to NaN, infinity, a negative, a string, a boolean, a 30-digit
 number, and hostile output paths (devices, folders, a user's file, under a file, links,
@@ -698,9 +699,94 @@ def fidelity_cases() -> list[Case]:
     return out
 
 
+# ---- check ------------------------------------------------------------------------------------
+LOCKED = {"slo": {"ttft_p95_ms": 500, "tpot_p95_ms": 50}, "capacity": {"rate_mean_req_s": 2.0},
+          "length_mix": {"requests": 20, "prompt_tokens": {"p50": 100, "p90": 100, "p99": 100},
+                         "output_tokens": {"p50": 10, "p90": 10, "p99": 10},
+                         "arrivals": {"rate_mean_req_s": 2.0, "interarrival_cv": 1.0}}}
+
+
+def _chosen(d: Path, f: Fixtures, edit: Callable[[dict], None] | None = None) -> str:
+    """A chosen.yaml by hand: GOOD under a locked section (``edit`` changes the locked one)."""
+    import yaml
+
+    doc = {**yaml.safe_load(f.scenario.read_text()), "locked": copy.deepcopy(LOCKED)}
+    if edit is not None:
+        edit(doc)
+    (d / "chosen.yaml").write_text(yaml.safe_dump(doc))
+    return str(d / "chosen.yaml")
+
+
+def _new_trace(d: Path) -> str:
+    rows = "".join(f"{i * 0.5:.1f},{100 + 10 * (i % 3)},{10 + i % 4}\n" for i in range(20))
+    (d / "new.csv").write_text("arrival_s,prompt_tokens,output_tokens\n" + rows)
+    return str(d / "new.csv")
+
+
+def _check(edit: Callable[[dict], None] | None = None, *extra: str) -> Build:
+    return lambda d, f: ["check", _chosen(d, f, edit), "--trace", _new_trace(d), *extra]
+
+
+def _locked(key: str, value) -> Callable[[dict], None]:
+    def edit(doc: dict) -> None:
+        if value is _DROP:
+            doc["locked"].pop(key)
+        else:
+            doc["locked"][key] = value
+    return edit
+
+
+def _slo_value(value) -> Callable[[dict], None]:
+    def edit(doc: dict) -> None:
+        doc["locked"]["slo"]["ttft_p95_ms"] = value
+    return edit
+
+
+def check_cases() -> list[Case]:
+    """No device inputs here: check reads its two files like every other reader, and the
+    corpus's device cases are the other commands'."""
+    out = []
+    for name, make, needle in INPUTS:
+        if name.startswith("dev-"):
+            continue
+        out.append(Case("check", f"check-chosen-{name}", lambda d, f, m=make: [
+            "check", m(d), "--trace", _new_trace(d)], (needle,)))
+        out.append(Case("check", f"check-trace-{name}", lambda d, f, m=make: [
+            "check", _chosen(d, f), "--trace", m(d)], (needle,)))
+    for name, value in BAD_NUMBERS.items():
+        if name in ("huge", "1e300"):  # a finite, if absurd, budget: the check runs
+            continue
+        out.append(Case("check", f"check-slo-{name}", _check(_slo_value(value)),
+                        ("locked.slo",)))
+    out += [
+        Case("check", "check-locked-missing", _check(lambda doc: doc.pop("locked")),
+             ("no locked section",)),
+        Case("check", "check-locked-list", _check(lambda doc: doc.update(locked=[1])),
+             ("no locked section",)),
+        Case("check", "check-mix-missing", _check(_locked("length_mix", _DROP)),
+             ("no locked section",)),
+        Case("check", "check-slo-empty", _check(_locked("slo", {})), ("locked.slo",)),
+        Case("check", "check-slo-list", _check(_locked("slo", [500])), ("locked.slo",)),
+        Case("check", "check-slo-name", _check(_locked("slo", {"foo_p95_ms": 5})),
+             ("locked.slo",)),
+        Case("check", "check-scenario-invalid", _check(
+            lambda doc: doc.update(engine={"max_num_seqs": -1})), ("max_num_seqs",)),
+        Case("check", "check-set-bad", _check(None, "--set", "workload.prompt_scale=-1"),
+             ("prompt_scale",)),
+        Case("check", "check-format-bad", _check(None, "--format", "bogus"),
+             ("workload.format",)),
+        Case("check", "check-ok-json", _check(None, "--json"), ok=True,
+             writes=("chosen.yaml", "new.csv"), stdout_json=True),
+        Case("check", "check-ok-capacity", _check(None, "--json", "--capacity", "-j", "1"),
+             ok=True, writes=("chosen.yaml", "new.csv"), stdout_json=True),
+    ]
+    return out
+
+
 def all_cases() -> list[Case]:
     cases = [*replay_bench_cases(), *compare_cases(), *fit_steps_cases(), *export_cases(),
-             *sweep_cases(), *capacity_cases(), *plot_cases(), *fidelity_cases()]
+             *sweep_cases(), *capacity_cases(), *plot_cases(), *fidelity_cases(),
+             *check_cases()]
     ids = [c.id for c in cases]
     assert len(ids) == len(set(ids)), "case ids must be unique"
     return cases

@@ -92,5 +92,5 @@ def test_command_case(case, fixtures, tmp_path, monkeypatch, capsys):
 def test_every_command_has_enough_cases():
     per = collections.Counter(c.command for c in CASES)
     assert set(per) == {"replay-bench", "compare", "fit-steps", "trace export", "sweep",
-                        "capacity", "plot", "fidelity"}
+                        "capacity", "plot", "fidelity", "check"}
     assert min(per.values()) >= MIN_PER_COMMAND, per
