@@ -32,7 +32,7 @@ from sim.plan.emit import length_mix
 from sim.plan.point import derived, flatten
 from sim.plan.slo import STATS, Budget
 from sim.runner import simulate
-from traces.errors import InputError, clip
+from traces.errors import InputError, clip, clip_path
 
 #: tags of the locked workload the new traffic keeps (lanes route and schedule requests)
 KEPT_TAGS = ("lane", "priority", "tenant")
@@ -135,7 +135,7 @@ def load_check(chosen: Path, trace: Path, sets: tuple[str, ...] = ()) -> tuple[
     chosen = Path(chosen)
     if not chosen.is_file():
         why = "not a regular file" if chosen.exists() else "no such file"
-        raise InputError(f"{clip(str(chosen))}: {why} (check takes the chosen.yaml servesim "
+        raise InputError(f"{clip_path(chosen)}: {why} (check takes the chosen.yaml servesim "
                          "capacity writes)")
     data = _read_yaml(chosen)
     locked = data.get("locked")
@@ -145,7 +145,7 @@ def load_check(chosen: Path, trace: Path, sets: tuple[str, ...] = ()) -> tuple[
     for key in ANNOTATIONS:
         data.pop(key, None)
     if "\0" in str(trace):
-        raise InputError(f"--trace {clip(str(trace))!r}: the path contains a NUL character")
+        raise InputError(f"--trace {clip_path(trace)!r}: the path contains a NUL character")
     old = data.get("workload") if isinstance(data.get("workload"), dict) else {}
     data["workload"] = {**{k: old[k] for k in KEPT_TAGS if old.get(k) is not None},
                         "trace": str(Path(trace).resolve())}
