@@ -83,7 +83,7 @@ def build_scheduler(r: Resolved, specs: RequestSpecs, kv: KVManager) -> Schedule
     admission = ADMISSION_RULES.get(sc.admission.name)(specs, r.limits, kv, sc.admission.params)
     cls = SCHEDULERS.get(sc.scheduler.name)
     sched = cls(specs, r.limits, kv, sc.scheduler.params, admission=admission)
-    sched.defer_frees = sc.engine.async_scheduling
+    sched.async_scheduling = sc.engine.async_scheduling
     return sched
 
 
@@ -194,8 +194,7 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
                               n_all - n, shortened, ingress, egress, hook)
     drain = _DrainLimit(executor)
     engine = Engine(seen, sched, drain, recorder, stop_s=stop, num_arrivals=n,
-                    on_plan=on_plan, progress=progress, source=source,
-                    async_scheduling=r.scenario.engine.async_scheduling)
+                    on_plan=on_plan, progress=progress, source=source)
     drain.engine = engine
     if cost is not None:
         cost.start_run(kv, engine)

@@ -62,8 +62,7 @@ class Engine:
     def __init__(self, specs: RequestSpecs, scheduler: Scheduler,
                  executor: Callable[[StepPlan], np.ndarray], recorder: Recorder, *,
                  stop_s: float, num_arrivals: int, on_plan=None, progress=None,
-                 source: ArrivalSource | None = None, env: simpy.Environment | None = None,
-                 async_scheduling: bool = False):
+                 source: ArrivalSource | None = None, env: simpy.Environment | None = None):
         self.specs, self.scheduler, self.executor = specs, scheduler, executor
         self.recorder, self.on_plan, self.progress = recorder, on_plan, progress
         self.stop = min(ns(stop_s), MAX_NS)  # no step starts at or after this time (ns)
@@ -72,9 +71,6 @@ class Engine:
         self.clock = 0  # the replica's simulated time (ns)
         self.last_start: int | None = None  # start of the last step executed (ns)
         self.last_end: int | None = None  # end of the last step executed (ns)
-        # async scheduling (vLLM's batch queue of two): the plan that runs from a step's end
-        # was made when that step started, so it sees only arrivals up to that start
-        self.async_scheduling = async_scheduling
         self.source = source or OpenLoop(to_ns(specs.arrival_s[:num_arrivals]),
                                          admissible(specs, scheduler)[:num_arrivals])
 
@@ -117,9 +113,10 @@ class Engine:
         return RunStatus(self.clock / 1e9, self.clock >= self.stop, len(sched.waiting))
 
     def _lagging(self) -> bool:
-        """Async scheduling with a step ending at the clock: the plan starting now was made
-        when that step started."""
-        return self.async_scheduling and self.last_end == self.clock
+        """Async scheduling (vLLM's batch queue of two) with a step ending at the clock: the
+        plan starting now was made when that step started, so it sees only arrivals up to
+        that start."""
+        return self.scheduler.async_scheduling and self.last_end == self.clock
 
     def _deliver(self, upto: int | None = None) -> None:
         """Hand over every request arriving at or before the clock (the same-time rule), or,

@@ -85,8 +85,7 @@ def build(env: simpy.Environment, pool: PoolPlan, index: int, ps: PoolSpecs, sto
         return durations
 
     engine = Engine(specs, sched, priced, recorder, stop_s=stop_s, num_arrivals=len(specs),
-                    on_plan=chain_hooks(hooks, on_plan), source=source, env=env,
-                    async_scheduling=r.scenario.engine.async_scheduling)
+                    on_plan=chain_hooks(hooks, on_plan), source=source, env=env)
     drain.engine = engine
     rep = Replica(name, pool, index, ps, engine, cost, kv, sched, recorder, drain, source)
     cost.start_run(kv, engine)

@@ -107,7 +107,7 @@ class Scheduler(ABC):
         # async scheduling (engine.async_scheduling): the KV of requests finished in a step
         # is freed only once the next plan is made, as vLLM's scheduler learns of those
         # finishes a step later (update_from_output runs after the next schedule())
-        self.defer_frees = False
+        self.async_scheduling = False
         self._deferred: list[int] = []
         self.alloc_failures = 0  # running-pass block allocations that failed (each preempts)
         self.memory_blocked = np.zeros(n, dtype=bool)  # ever refused admission for lack of KV
@@ -254,7 +254,7 @@ class Scheduler(ABC):
             self._deferred = []
 
     def _finish(self, finished: np.ndarray) -> None:
-        if self.defer_frees:
+        if self.async_scheduling:
             self._deferred.extend(finished.tolist())
         else:
             self.kv.free_many(finished.tolist())
