@@ -41,7 +41,7 @@ from traces.errors import InputError
 
 # aiconfigurator system -> servesim catalog GPU
 SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm", "a100_sxm": "a100-80gb",
-           "l40s": "l40s", "b200_sxm": "b200"}
+           "l40s": "l40s", "b200_sxm": "b200", "b300_sxm": "b300"}
 PACKAGE = "aiconfigurator-core"
 
 
@@ -101,7 +101,8 @@ def _finish(df: pd.DataFrame, latency_ms, flops, nbytes, device: str, versions: 
 
 
 KV_DTYPES = {"bfloat16": 2, "fp8": 1}  # KV-cache dtypes imported, bytes per element
-GEMM_DTYPES = {"bfloat16": 2, "fp8": 1}  # weight dtypes imported, bytes per element
+GEMM_DTYPES = {"bfloat16": 2, "fp8": 1, "fp8_block": 1, "nvfp4": 0.5}  # weight dtypes imported,
+# bytes per element (where the system has them: nvfp4 on Blackwell only)
 
 
 def _attention(path: Path) -> list[tuple[pd.DataFrame, str, str]]:
@@ -215,12 +216,28 @@ def import_profile(system: str, framework: str = "vllm") -> tuple[pd.DataFrame, 
         frames.append(df)
         notes.append(note)
     gpu = system_spec(system)["gpu"]
-    has_fp8 = any((f["dtype"] == "fp8").any() for f in frames)
+    has_fp8 = any(f["dtype"].isin(["fp8", "fp8_block"]).any() for f in frames)
+    has_fp4 = any((f["dtype"] == "nvfp4").any() for f in frames)
     norm = Norm(peak_flops=float(gpu["bfloat16_tc_flops"]), mem_bandwidth=float(gpu["mem_bw"]),
                 link_bandwidth=float(system_spec(system)["node"]["intra_node_bw"]),
                 floor_s=5e-6,
-                fp8_peak_flops=float(gpu["fp8_tc_flops"]) if has_fp8 else None)
+                fp8_peak_flops=float(gpu["fp8_tc_flops"]) if has_fp8 else None,
+                fp4_peak_flops=float(gpu["fp4_tc_flops"]) if has_fp4 and "fp4_tc_flops" in gpu
+                else None)
     return pd.concat(frames, ignore_index=True), norm, notes
+
+
+def moe_of(system: str, framework: str = "vllm"):
+    """The system's measured fused-MoE layer table (calibrate/aiconfigurator_moe.py), or
+    None when aiconfigurator has none for this framework."""
+    from calibrate.aiconfigurator_moe import convert_moe
+
+    root, pkg_version = package_root()
+    path = newest_table(root, system, "moe", framework, "moe_perf")
+    if path is None:
+        return None
+    rel = str(path.relative_to(root))
+    return convert_moe(path, f"{PACKAGE} {pkg_version} {rel}")[0]
 
 
 def system_spec(system: str) -> dict:
@@ -264,6 +281,10 @@ def import_and_fit(system: str, framework: str = "vllm", seed: int = 0,
                      "step_overhead_s), used only without host_overhead; aiconfigurator has "
                      "no per-step host cost")
     mf.provenance.source = f"{PACKAGE} {_pkg(df)} ({system}, {framework})"
+    mf.moe = moe_of(system, framework)
+    if mf.moe is not None:
+        mf.provenance.notes.append(f"moe: {len(mf.moe.curves)} fused-MoE curves from "
+                                   f"{mf.moe.source} (calibrate/aiconfigurator_moe.py)")
     mf.elementwise = elementwise_of(system)
     mf.host_overhead = shipped_host_overhead(gpu)
     mark_variants_over_bar(mf)

@@ -22,17 +22,22 @@ import numpy as np
 import pandas as pd
 
 from calibrate import grid, work
-from calibrate.model_file import Errors, ModelFile, Norm, OpTable, Provenance, table_key
+from calibrate.model_file import (
+    QUANT_GEMMS,
+    Errors,
+    ModelFile,
+    Norm,
+    OpTable,
+    Provenance,
+    table_key,
+)
 from calibrate.profile import profile_hash
 
 FIT_OPS = ("gemm", "prefill_attn", "decode_attn", "allreduce")
-BASE_OP = {"gemm.fp8": "gemm", "prefill_attn.fp8_kv": "prefill_attn",
-           "decode_attn.fp8_kv": "decode_attn"}  # table key -> the op it times
-
-
 def op_of(key: str) -> str:
-    """The operation a table key (calibrate/model_file.py ``table_key``) times."""
-    return BASE_OP.get(key, key)
+    """The operation a table key (calibrate/model_file.py ``table_key``) times: the part
+    before the dtype variant (``gemm.fp8_block`` -> ``gemm``)."""
+    return key.split(".", 1)[0]
 
 
 def table_keys(df: pd.DataFrame) -> np.ndarray:
@@ -70,9 +75,11 @@ def coords_of(op: str, df: pd.DataFrame) -> np.ndarray:
 
 
 def peak_of(key: str, norm: Norm) -> float:
-    """Compute roof of a table (FLOP/s): fp8 GEMMs against the fp8 peak."""
-    if key == "gemm.fp8" and norm.fp8_peak_flops:
+    """Compute roof of a table (FLOP/s): fp8 GEMMs against the fp8 peak, fp4 against fp4."""
+    if key in ("gemm.fp8", "gemm.fp8_block") and norm.fp8_peak_flops:
         return norm.fp8_peak_flops
+    if key == "gemm.nvfp4" and norm.fp4_peak_flops:
+        return norm.fp4_peak_flops
     return norm.peak_flops
 
 
@@ -189,7 +196,7 @@ def fit_profile(df: pd.DataFrame, *, profile: str = "", seed: int = 0, heldout: 
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         tool=TOOL, profile=profile, profile_sha256=profile_hash(df), rows=len(df),
         versions=_versions(df), seed=seed, heldout_fraction=heldout, notes=notes or [])
-    dtypes = sorted(set(df["dtype"].astype(str)), key=lambda d: (d == "fp8", d))
+    dtypes = sorted(set(df["dtype"].astype(str)), key=lambda d: (d in QUANT_GEMMS, d))
     return ModelFile(gpu=gpu or devices[0], framework=framework, dtype=",".join(dtypes),
                      model=model, provenance=prov, norm=norm, ops=ops,
                      step_overhead_ms=round(step_overhead_ms, 6),

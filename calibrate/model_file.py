@@ -109,6 +109,68 @@ class OpTable(BaseModel):
         return base64.b64encode(zlib.compress(q.tobytes(), 9)).decode("ascii"), offset, scale
 
 
+MOE_KEY = ("dtype", "hidden", "inter", "experts", "topk", "tp", "ep", "distribution")
+_MISSING = -32768  # stored int16 of a node the measurement did not cover
+
+
+def moe_key(dtype: str, hidden: int, inter: int, experts: int, topk: int, tp: int, ep: int,
+            distribution: str) -> str:
+    """The curve key of one expert configuration (``MOE_KEY`` order)."""
+    return "|".join(str(v) for v in (dtype, hidden, inter, experts, topk, tp, ep, distribution))
+
+
+class MoeTable(BaseModel):
+    """Measured time of one fused-MoE layer on one GPU (routing excluded: the router GEMM
+    and the all-reduce after the layer are priced apart), one curve per expert
+    configuration over the step's token count. A curve's key is ``MOE_KEY`` joined by
+    ``|``: weight format, hidden size, expert intermediate size (before TP), routed
+    experts, experts per token, MoE TP and EP sizes, token-to-expert distribution."""
+
+    model_config = _STRICT
+    tokens: list[int] = Field(min_length=2, description="Token-count nodes every curve is "
+                              "measured at (tokens in the step, increasing).")
+    curves: list[str] = Field(description="One key per curve (MOE_KEY joined by '|').")
+    kernels: list[str] = Field(description="The kernel each curve timed (aiconfigurator's "
+                               "kernel_source).")
+    encoding: Literal["zlib-int16-b64"] = "zlib-int16-b64"
+    offset: float = Field(description="log2(ms) = offset + scale * stored int16.")
+    scale: float = Field(gt=0)
+    values: str = Field(description="[curve, token] log2(ms), C order, encoded; -32768 = "
+                        "not measured.")
+    source: str = Field(description="Where the timings come from.")
+
+    @model_validator(mode="after")
+    def _check(self) -> MoeTable:
+        if len(self.kernels) != len(self.curves):
+            raise ValueError("kernels and curves must have the same length")
+        if any(b <= a for a, b in zip(self.tokens, self.tokens[1:])) or self.tokens[0] < 1:
+            raise ValueError("tokens must be strictly increasing counts >= 1")
+        return self
+
+    def index(self) -> dict[str, int]:
+        return {k: i for i, k in enumerate(self.curves)}
+
+    def ms(self) -> np.ndarray:
+        """[curve, token] milliseconds, NaN where not measured."""
+        raw = np.frombuffer(zlib.decompress(base64.b64decode(self.values)), dtype="<i2")
+        raw = raw.reshape(len(self.curves), len(self.tokens))
+        out = np.exp2(self.offset + self.scale * raw.astype(np.float64))
+        out[raw == _MISSING] = np.nan
+        return out
+
+    @staticmethod
+    def encode(ms: np.ndarray) -> tuple[str, float, float]:
+        """(encoded, offset, scale) of a [curve, token] ms array (NaN = not measured)."""
+        lg = np.log2(ms)
+        ok = np.isfinite(lg)
+        lo, hi = float(lg[ok].min()), float(lg[ok].max())
+        scale = max(hi - lo, 1e-9) / 65000.0
+        offset = (lo + hi) / 2
+        q = np.where(ok, np.rint((np.where(ok, lg, offset) - offset) / scale), _MISSING)
+        q = q.astype("<i2")
+        return base64.b64encode(zlib.compress(q.tobytes(), 9)).decode("ascii"), offset, scale
+
+
 class Norm(BaseModel):
     """The roofline the tables are relative to (calibrate/work.py roofline_s)."""
 
@@ -119,6 +181,8 @@ class Norm(BaseModel):
     floor_s: float = Field(ge=0, description="Added to every roofline time (seconds).")
     fp8_peak_flops: float | None = Field(
         None, gt=0, description="Compute roof of fp8 GEMMs (FLOP/s); None: no fp8 tables.")
+    fp4_peak_flops: float | None = Field(
+        None, gt=0, description="Compute roof of fp4 GEMMs (FLOP/s); None: no fp4 tables.")
 
 
 class Provenance(BaseModel):
@@ -274,11 +338,17 @@ class HostOverhead(BaseModel):
         return self.base_ms + self.per_layer_ms * layers + self.per_tp_ms * (tp - 1)
 
 
+QUANT_GEMMS = ("fp8", "fp8_block", "nvfp4")  # weight formats with their own GEMM table
+
+
 def table_key(op: str, weights: str = "", kv: str = "") -> str:
     """Key of an op's table in ``ModelFile.ops``: the op for the file's serving dtype,
-    ``gemm.fp8`` for fp8 weights, ``<attn>.fp8_kv`` for an fp8 KV cache."""
-    if op == "gemm" and weights == "fp8":
-        return "gemm.fp8"
+    ``gemm.<format>`` for quantized weights (``fp8``: per-tensor fp8, vLLM's
+    ``--quantization fp8``; ``fp8_block``: 128x128-block fp8 checkpoints such as
+    DeepSeek/Qwen3-FP8/MiniMax-M2; ``nvfp4``: ModelOpt NVFP4), ``<attn>.fp8_kv`` for an fp8
+    KV cache."""
+    if op == "gemm" and weights in QUANT_GEMMS:
+        return f"gemm.{weights}"
     if op in ("prefill_attn", "decode_attn") and kv == "fp8":
         return f"{op}.fp8_kv"
     return op
@@ -312,6 +382,8 @@ class ModelFile(BaseModel):
         None, description="Per-step host cost by layers and tp; replaces step_overhead_ms.")
     elementwise: Elementwise | None = Field(
         None, description="Elementwise kernels' roofline; None: not priced.")
+    moe: MoeTable | None = Field(
+        None, description="Measured fused-MoE layer times; None: MoE models not priced.")
     steps: StepsFit | None = None
 
     def overhead_ms(self, layers: int, tp: int) -> float:

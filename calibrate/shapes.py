@@ -24,7 +24,9 @@ import numpy as np
 from calibrate import work
 from sim.config.hardware import ModelSpec
 
-ELEM_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "fp8": 1}
+# bytes per element by dtype; fp8_block (128x128-block scales) and nvfp4 (4-bit values, one fp8
+# scale per 16) are weight formats: their activations stay 16-bit in the byte count
+ELEM_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "fp8": 1, "fp8_block": 1, "nvfp4": 0.5}
 
 
 @dataclass(frozen=True)

@@ -130,6 +130,24 @@ _ENTRIES: tuple[GpuSpec, ...] = (
         source="NVIDIA HGX B200 specifications (per-GPU column); MAMF table"
         " (stas00/ml-engineering); see sim/catalog/SOURCES.md",
     ),
+    GpuSpec(
+        name="b300",  # HGX B300 (Blackwell Ultra, SXM)
+        hbm_bytes=275040 * _MiB,  # nvidia-smi 275040 MiB (aiconfigurator-core b300_sxm.yaml)
+        mem_bandwidth=7.75 * _TB,  # 62 TB/s per 8-GPU board / 8 (Blackwell Ultra datasheet)
+        bf16_flops=2250 * _TFLOPS,  # dense (4.5 PFLOPS with sparsity)
+        fp8_flops=4500 * _TFLOPS,  # dense (9 PFLOPS with sparsity)
+        interconnect_bandwidth=900 * _GB,  # NVLink5 1.8 TB/s bidirectional per GPU
+        host_bandwidth=128 * _GB,  # PCIe Gen6 x16, 256 GB/s bidirectional
+        gemm_efficiency=0.72,  # estimate: as B200
+        attention_efficiency=0.50,  # estimate: as B200
+        mem_efficiency=0.80,  # estimate: as B200
+        allreduce_efficiency=0.80,  # estimate: as B200
+        allreduce_latency_s=20e-6,  # estimate: as B200
+        step_overhead_s=2e-3,  # estimate: vLLM per-step CPU cost, host dependent
+        source="NVIDIA Blackwell Ultra datasheet (resources.nvidia.com/en-us-blackwell-"
+        "architecture/blackwell-ultra-datasheet), figures as aiconfigurator-core 0.12.0 "
+        "systems/b300_sxm.yaml copies them; see sim/catalog/SOURCES.md",
+    ),
 )
 
 GPUS: dict[str, GpuSpec] = {g.name: g for g in _ENTRIES}

@@ -33,22 +33,27 @@ A ``steps`` file (fit-steps) is priced by sim/cost/stepfit.py. Never imports tor
 from __future__ import annotations
 
 import warnings
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from calibrate import grid, work
+from calibrate.fit import peak_of
 from calibrate.model_file import (
     BAR,
     ModelFile,
     load_model_file,
+    moe_key,
     resolve_profile,
     shipped_profiles,
     table_key,
 )
-from calibrate.shapes import ELEM_BYTES, model_gemms
+from calibrate.shapes import ELEM_BYTES
 from sim.cost.base import COST_MODELS, CostModel, decode_contexts
 from sim.cost.elementwise import ElementwiseWork
+from sim.cost.layer_plan import dense_format, expert_format, plan_layers
+from sim.cost.moe import MoeCurve, auto_distribution
 from sim.cost.scalar import ScalarPricing
 from sim.cost.stepfit import StepFitPricer
 from traces.errors import InputError
@@ -70,6 +75,10 @@ class FittedParams(BaseModel):
     profile: str = Field(
         AUTO, description="Shipped '<gpu>/<framework>' profile (calibrate/models), a path to "
         "a model YAML, or 'auto': the shipped '<gpu>/vllm' of the scenario's GPU.")
+    moe_distribution: Literal["auto", "balanced", "power_law_1.01", "power_law_1.2"] = Field(
+        "auto", description="How tokens spread over the experts in the measured fused-MoE "
+        "curve used: 'auto' (aiconfigurator's default: power_law_1.01 for DeepSeek-style "
+        "models, power_law_1.2 otherwise), 'balanced', 'power_law_1.01', 'power_law_1.2'.")
     step_overhead_ms: float | None = Field(
         None, ge=0, description="Override the file's per-step host cost (ms; replaces its "
         "base + per-layer + per-TP model and its measured per-request, per-token and "
@@ -113,6 +122,10 @@ class FittedCost(ScalarPricing, CostModel):
 
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)
+        # vLLM's --enable-expert-parallel: experts on EP = TP x DP ranks, not TP-sharded
+        sc = getattr(kw.get("resolved"), "scenario", None)
+        self.ep = (self.tp * int(getattr(sc, "data_parallel_size", 1) or 1)
+                   if getattr(sc, "enable_expert_parallel", False) else 1)
         spec = self.params.profile
         if spec == AUTO:
             spec = default_profile(self.gpu.name)
@@ -166,11 +179,28 @@ class FittedCost(ScalarPricing, CostModel):
                           f"{BAR['median_ape']:g} / {BAR['p90_ape']:g} % bar: "
                           f"{', '.join(over)}", UserWarning, stacklevel=4)
 
+    def _gemm_key(self, fmt: str) -> str:
+        """The GEMM table of weight format ``fmt`` (sim/cost/layer_plan.py); InputError when
+        the profile has none (never a silent stand-in from another format)."""
+        if fmt == "bfloat16" or fmt == self.file.dtype.split(",")[0]:
+            return "gemm"
+        key = table_key("gemm", fmt)
+        if key != "gemm" and key in self.file.ops:
+            return key
+        have = ", ".join(k for k in self.file.ops if k.split(".")[0] == "gemm")
+        raise InputError(f"cost fitted: profile {self.spec} has no {fmt} weight GEMM table "
+                         f"for {self.model.name} (tables: {have}); choose a dtype it has, "
+                         "another profile, or cost roofline")
+
     def _setup_ops(self) -> None:
         f, m, tp = self.file, self.model, self.tp
         self.norm = f.norm
+        if getattr(m, "is_mla", False):
+            raise InputError(f"cost fitted: {m.name}: MLA attention is not priced by the "
+                             "fitted model yet; use cost roofline")
         base = ELEM_BYTES.get(f.dtype.split(",")[0], 2)  # the profile's element size
-        gkey = self._variant("weight (dtype_bytes)", m.dtype_bytes, table_key("gemm", "fp8"))
+        plan = self.plan = plan_layers(m, tp)
+        gkey = self._gemm_key(dense_format(m))
         akey, pkey = (self._variant("KV-cache (kv_dtype_bytes)", m.kv_bytes,
                                     table_key(op, kv="fp8"))
                       for op in ("decode_attn", "prefill_attn"))
@@ -179,18 +209,21 @@ class FittedCost(ScalarPricing, CostModel):
         # element sizes the tables were normalised with (calibrate/aiconfigurator.py)
         self.base_e = base
         self.e = base if gkey == "gemm" else 2  # activations
-        self.w_e = base if gkey == "gemm" else 1  # weights
+        self.w_e = base if gkey == "gemm" else ELEM_BYTES[gkey.split(".")[1]]  # weights
         self.kv_e, self.attn_e = (1, 2) if fp8_kv else (base, base)
-        self.peak = f.norm.fp8_peak_flops if gkey != "gemm" and f.norm.fp8_peak_flops \
-            else f.norm.peak_flops
+        self.peak = peak_of(gkey, f.norm)
         self.heads, self.kv_heads = m.num_attention_heads // tp, m.kv_heads_per_gpu(tp)
         self.head_dim = m.head_dim
+        self.attn_layers, self.slide_layers = plan.full_attn_layers, plan.sliding_layers
+        self.window = plan.window
         group = self.heads / self.kv_heads
         lg = np.log2
         self.gemms = {}
-        for name, (n, k) in model_gemms(m, tp).items():
-            table = f.ops["gemm" if name == "lm_head" else gkey]
-            self.gemms[name] = (n, k, *_ratio_1d(table, {1: lg(n), 2: lg(k)}))
+        for name, (n, k, blocks, kind) in plan.gemms.items():
+            table = f.ops["gemm" if kind == "bf16" else gkey]
+            self.gemms[name] = (n, k, *_ratio_1d(table, {1: lg(n), 2: lg(k)}), blocks,
+                                kind == "bf16")
+        self.moe = self._moe_curve(plan) if plan.moe_layers else None
         pre = f.ops[pkey]
         self.pre_grid, self.pre_nodes = grid.restrict(
             pre.grid(), pre.nodes(), {3: lg(self.heads), 4: lg(group), 5: lg(self.head_dim)})
@@ -204,9 +237,27 @@ class FittedCost(ScalarPricing, CostModel):
         self._dec_lists: dict[int, tuple] = {}  # sim/cost/scalar.py
         self._dec_slope_memo: dict[int, list[float]] = {}
         self._pre_lists: dict[int, tuple] = {}
+        self._slide_memo: dict[int, float] = {}
         ar = f.ops.get("allreduce")
         self.ar = _ratio_1d(ar, {1: lg(tp)}) if ar is not None and tp > 1 else None
         self.elem = ElementwiseWork.of(m, tp) if f.elementwise is not None else None
+
+    def _moe_curve(self, plan) -> MoeCurve:
+        """The measured fused-MoE curve of this model's experts at this TP / EP split."""
+        if self.file.moe is None:
+            raise InputError(f"cost fitted: profile {self.spec} has no fused-MoE timings for "
+                             f"{self.model.name}; re-import it (servesim calibrate "
+                             "import-aiconfigurator) or use cost roofline")
+        hidden, inter, experts, topk = plan.moe_shape
+        dist = self.params.moe_distribution
+        if dist == "auto":
+            m = self.model
+            dist = auto_distribution(bool(getattr(m, "first_dense_layers", 0)
+                                          or getattr(m, "num_shared_experts", 0)))
+        tp, ep = (1, self.ep) if self.ep > 1 else (self.tp, 1)
+        key = moe_key(expert_format(self.model), hidden, inter, experts, topk, tp, ep, dist)
+        return MoeCurve(self.file.moe, key, f"cost fitted: profile {self.spec}, "
+                        f"{self.model.name}")
 
     # -- pieces --------------------------------------------------------------------------
     def _roof(self, flops, nbytes, peak=None):
@@ -214,8 +265,8 @@ class FittedCost(ScalarPricing, CostModel):
         return np.maximum(flops / (peak or self.norm.peak_flops), nbytes / self.norm.mem_bandwidth)
 
     def _gemm(self, name: str, rows: np.ndarray) -> np.ndarray:
-        n, k, xs, ys = self.gemms[name]
-        if name == "lm_head":  # bf16 even for fp8 models (vLLM quantizes the blocks only)
+        n, k, xs, ys, _, bf16 = self.gemms[name]
+        if bf16:  # LM head, router: bf16 even for quantized models (vLLM quantizes the rest)
             flops, nbytes = work.gemm_work(rows, n, k, self.base_e)
             r = self._roof(flops, nbytes)
         else:
@@ -248,12 +299,15 @@ class FittedCost(ScalarPricing, CostModel):
         up to at least ``tokens`` / ``rows``; index 0 is unused."""
         if tokens >= len(self._layer):
             t = np.arange(1, max(2 * len(self._layer), tokens + 1, 256), dtype=np.float64)
-            layer = sum(self._gemm(g, t) for g in ("qkv", "o", "gate_up", "down"))
+            blocks = sum(self.gemms[g][4] * self._gemm(g, t) for g in self.gemms
+                         if g != "lm_head")
+            if self.moe is not None:
+                blocks = blocks + self.plan.moe_layers * self.moe.seconds(t)
             step = self._elementwise(t, t)[0]
             if self.tp > 1:  # two per block, one after the vocab-parallel embedding
-                layer = layer + 2 * self._allreduce(t)
+                blocks = blocks + 2 * self.layers * self._allreduce(t)
                 step = step + self._allreduce(t)
-            self._layer = np.concatenate(([0.0], self.layers * layer + step))
+            self._layer = np.concatenate(([0.0], blocks + step))
         if rows >= len(self._head):
             r = np.arange(1, max(2 * len(self._head), rows + 1, 256), dtype=np.float64)
             self._head = np.concatenate(([0.0], self._gemm("lm_head", r)
@@ -356,8 +410,30 @@ class FittedCost(ScalarPricing, CostModel):
     def _fixed(self, total, reqs, prefill_q, prefill_ctx) -> float:
         fixed = self._per_token_count(total, reqs) + self._overhead(reqs) + self.over_tok * total
         if len(prefill_q):
-            fixed += self.layers * self._prefill(prefill_q, prefill_ctx)
+            fixed += self.attn_layers * self._prefill(prefill_q, prefill_ctx)
+        if self.slide_layers:
+            fixed += self.slide_layers * self._sliding(prefill_q, prefill_ctx,
+                                                       reqs - len(prefill_q))
         return fixed
+
+    def _sliding(self, prefill_q, prefill_ctx, num_decode: int) -> float:
+        """One sliding-window layer's attention (seconds): each query attends to at most
+        ``window`` keys, so a chunk of q > W tokens costs q / W chunks of W over a W prefix,
+        and a decoding request costs a decode over min(context, W) -- taken as W (a request
+        past its first W tokens; shorter ones are over-priced by at most one window)."""
+        w = self.window
+        t = 0.0
+        for q, p in zip(prefill_q, prefill_ctx):
+            q, p = int(q), int(p)
+            t += (q / w) * self._prefill((w,), (w,)) if q > w else \
+                self._prefill((q,), (min(p, w),))
+        if num_decode:
+            d = self._slide_memo.get(num_decode)
+            if d is None:
+                d = self._slide_memo[num_decode] = self._decode_one(num_decode,
+                                                                    num_decode * w)
+            t += d
+        return t
 
     def shape_times(self, total, reqs, prefill_q, prefill_ctx, num_decode, decode_ctx0,
                     num_steps):
@@ -365,6 +441,7 @@ class FittedCost(ScalarPricing, CostModel):
         if not num_decode:
             return np.full(num_steps, fixed)
         if num_steps == 1:
-            return np.array([self.layers * self._decode_one(num_decode, decode_ctx0) + fixed])
+            return np.array([self.attn_layers * self._decode_one(num_decode, decode_ctx0)
+                             + fixed])
         ctx = decode_contexts(decode_ctx0, num_decode, num_steps)
-        return self.layers * self._decode(num_decode, ctx) + fixed
+        return self.attn_layers * self._decode(num_decode, ctx) + fixed

@@ -125,7 +125,7 @@ class ScalarPricing:
         if num_steps <= SCALAR_RUN_MAX:
             return self.decode_run_times(n, decode_ctx0, num_steps, fixed)
         ctx = decode_contexts(decode_ctx0, n, num_steps)
-        return (self.layers * self._decode(n, ctx) + fixed).tolist()
+        return (self.attn_layers * self._decode(n, ctx) + fixed).tolist()
 
     def run_ns(self, n, decode_ctx0, num_steps):
         if num_steps > SCALAR_RUN_MAX:  # to_ns of the vectorised run
@@ -138,7 +138,7 @@ class ScalarPricing:
         fixed = self._fixed(total, reqs, prefill_q, prefill_ctx)
         if not num_decode:
             return fixed
-        return self.layers * self._decode_one(num_decode, decode_ctx0) + fixed
+        return self.attn_layers * self._decode_one(num_decode, decode_ctx0) + fixed
 
     def _decode_one(self, n: int, ctx: int) -> float:
         """``_decode`` for one step, in Python floats (math.log2, as single steps always
@@ -161,7 +161,8 @@ class ScalarPricing:
         exp2 (on arrays), the rest in the vectorised path's order of operations."""
         xs, ys, b, c_flops, c_kv, c_act, bound = self._dec_table(n)
         norm = self.norm
-        peak, bw, floor, layers = norm.peak_flops, norm.mem_bandwidth, norm.floor_s, self.layers
+        peak, bw, floor = norm.peak_flops, norm.mem_bandwidth, norm.floor_s
+        layers = self.attn_layers
         kv = [(ctx0 + n * j) / n + 1.0 for j in range(k)]
         if bound:  # memory-bound (_dec_table): max(FLOPs/peak, bytes/bw) is bytes/bw
             c_flops = 0.0

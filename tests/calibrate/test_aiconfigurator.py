@@ -56,10 +56,37 @@ def test_conversion_maps_the_table_semantics():
     assert dec["ctx_len"].min() == 1 and (dec["q_len"] == 1).all()  # KV length = isl + step
     pre = df[df["op"] == "prefill_attn"]
     assert (pre["ctx_len"] == 0).all() and pre["q_len"].max() == 16384
-    assert set(df["dtype"]) == {"bfloat16", "fp8"} and df["key"].is_unique
+    # Hopper: per-tensor and 128x128-block fp8 weights beside bf16 (no fp4 tensor cores)
+    assert set(df["dtype"]) == {"bfloat16", "fp8", "fp8_block"} and df["key"].is_unique
     assert set(df["kv_dtype"]) == {"bfloat16", "fp8"}  # fp8 KV attention rows beside bf16
-    assert norm.fp8_peak_flops == 1978e12
+    assert norm.fp8_peak_flops == 1978e12 and norm.fp4_peak_flops is None
     assert any("vllm_flash_attn_fa3" in n for n in notes)
+
+
+def test_moe_curves_keep_one_kernel_per_shape_and_the_measured_times():
+    pytest.importorskip("aiconfigurator_core")
+    import pandas as pd
+
+    from calibrate.aiconfigurator import moe_of, newest_table, package_root
+    from calibrate.model_file import moe_key
+
+    table = moe_of("h200_sxm")
+    assert table is not None and len(table.curves) == len(set(table.curves))
+    # every kept split fits one node
+    assert all(int(c.split("|")[5]) * int(c.split("|")[6]) <= 8 for c in table.curves)
+    # Qwen3-235B-A22B-FP8's experts (hidden 4096, 1536 per expert, 128 x top-8, fp8 blocks)
+    key = moe_key("fp8_block", 4096, 1536, 128, 8, 1, 1, "power_law_1.2")
+    ms = table.ms()[table.index()[key]]
+    root, _ = package_root()
+    raw = pd.read_parquet(newest_table(root, "h200_sxm", "moe", "vllm", "moe_perf"))
+    kernel = table.kernels[table.index()[key]]
+    rows = raw[(raw.moe_dtype == "fp8_block") & (raw.hidden_size == 4096)
+               & (raw.inter_size == 1536) & (raw.num_experts == 128) & (raw.topk == 8)
+               & (raw.moe_tp_size == 1) & (raw.moe_ep_size == 1)
+               & (raw.distribution == "power_law_1.2") & (raw.kernel_source == kernel)]
+    got = dict(zip(table.tokens, ms))
+    for n, lat in zip(rows.num_tokens, rows.latency):  # int16 log2 coding: < 0.01 %
+        assert got[int(n)] == pytest.approx(lat, rel=1e-4)
 
 
 def test_unknown_system_is_an_input_error(capsys):

@@ -1,0 +1,79 @@
+"""Fused-MoE layer time from a profile's measured curves (calibrate/model_file.py MoeTable).
+
+One curve per expert configuration (weight format, hidden size, expert intermediate size,
+experts, experts per token, MoE TP and EP sizes, routing distribution) over the step's
+token count, measured on the GPU by aiconfigurator-core (calibrate/aiconfigurator_moe.py).
+A model is priced from the curve of its own shape; between measured token counts the time
+is interpolated linearly in log-log, beyond the largest it grows in proportion to tokens
+(the kernel is compute-bound there). A shape, format or split the profile did not measure
+is refused in one line naming what is missing and what the profile has.
+
+Routing distribution (a documented assumption, as aiconfigurator's): ``auto`` is
+``power_law_1.01`` for DeepSeek-style models (shared experts or dense first layers: MLA
+families) and ``power_law_1.2`` for the others (Qwen3-MoE, MiniMax-M2, gpt-oss, Mixtral):
+aiconfigurator-core 0.12.0 sdk/models/deepseek.py and moe.py ``_power_law_alpha``.
+``balanced`` spreads every token's top-k evenly over the experts (the best case).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from calibrate.model_file import MoeTable
+from traces.errors import InputError
+
+DISTRIBUTIONS = ("auto", "balanced", "power_law_1.01", "power_law_1.2")
+
+
+class MoeCurve:
+    """Seconds of one fused-MoE layer at a token count (vectorised over counts)."""
+
+    def __init__(self, table: MoeTable, key: str, what: str):
+        idx = table.index()
+        if key not in idx:
+            raise InputError(f"{what}: the profile has no fused-MoE timing for {_show(key)}; "
+                             f"it has {_near(table, key)}")
+        ms = table.ms()[idx[key]]
+        ok = np.isfinite(ms)
+        if ok.sum() < 2:
+            raise InputError(f"{what}: fused-MoE curve {_show(key)} has fewer than two "
+                             "measured points")
+        self.kernel = table.kernels[idx[key]]
+        self._x = np.log2(np.asarray(table.tokens, dtype=np.float64)[ok])
+        self._y = np.log2(ms[ok] * 1e-3)
+        self._last = (float(np.exp2(self._x[-1])), float(np.exp2(self._y[-1])))
+
+    def seconds(self, tokens) -> np.ndarray:
+        t = np.maximum(np.asarray(tokens, dtype=np.float64), 1.0)
+        out = np.exp2(np.interp(np.log2(t), self._x, self._y))
+        big = t > self._last[0]
+        if big.any():  # beyond the measured range: in proportion to tokens
+            out = np.where(big, self._last[1] * t / self._last[0], out)
+        return out
+
+
+def _show(key: str) -> str:
+    d, h, i, e, k, tp, ep, dist = key.split("|")
+    return (f"{d} experts, hidden {h}, expert intermediate {i}, {e} experts top-{k}, "
+            f"MoE TP {tp} x EP {ep}, routing {dist}")
+
+
+def _near(table: MoeTable, key: str) -> str:
+    """What the profile measured for this model's format and shape (or for its format)."""
+    parts = key.split("|")
+    same = sorted({"|".join(c.split("|")[5:7]) for c in table.curves
+                   if c.split("|")[:5] == parts[:5]})
+    if same:
+        return "this shape and format at MoE TP|EP " + ", ".join(same)
+    shapes = sorted({"x".join(c.split("|")[1:5]) for c in table.curves
+                     if c.split("|")[0] == parts[0]})
+    if shapes:
+        return (f"{parts[0]} curves of hidden x intermediate x experts x top-k "
+                + ", ".join(shapes[:12]) + ("..." if len(shapes) > 12 else ""))
+    formats = sorted({c.split("|")[0] for c in table.curves})
+    return "expert formats " + ", ".join(formats) + "; choose one of them or cost roofline"
+
+
+def auto_distribution(deepseek_style: bool) -> str:
+    """aiconfigurator's default routing skew for the model family (module docstring)."""
+    return "power_law_1.01" if deepseek_style else "power_law_1.2"
