@@ -228,9 +228,9 @@ def import_profile(system: str, framework: str = "vllm") -> tuple[pd.DataFrame, 
 
 
 def moe_of(system: str, framework: str = "vllm"):
-    """The system's measured fused-MoE layer table (calibrate/aiconfigurator_moe.py), or
+    """The system's measured fused-MoE layer table (calibrate/aiconfigurator_curves.py), or
     None when aiconfigurator has none for this framework."""
-    from calibrate.aiconfigurator_moe import convert_moe
+    from calibrate.aiconfigurator_curves import convert_moe
 
     root, pkg_version = package_root()
     path = newest_table(root, system, "moe", framework, "moe_perf")
@@ -238,6 +238,18 @@ def moe_of(system: str, framework: str = "vllm"):
         return None
     rel = str(path.relative_to(root))
     return convert_moe(path, f"{PACKAGE} {pkg_version} {rel}")[0]
+
+
+def mla_of(system: str, phase: str, framework: str = "vllm"):
+    """The system's measured MLA attention-module table of one phase, or None."""
+    from calibrate.aiconfigurator_curves import convert_mla
+
+    root, pkg_version = package_root()
+    path = newest_table(root, system, "mla", framework, f"mla_{phase}_module_perf")
+    if path is None:
+        return None
+    rel = str(path.relative_to(root))
+    return convert_mla(path, phase, f"{PACKAGE} {pkg_version} {rel}")
 
 
 def system_spec(system: str) -> dict:
@@ -282,9 +294,13 @@ def import_and_fit(system: str, framework: str = "vllm", seed: int = 0,
                      "no per-step host cost")
     mf.provenance.source = f"{PACKAGE} {_pkg(df)} ({system}, {framework})"
     mf.moe = moe_of(system, framework)
-    if mf.moe is not None:
-        mf.provenance.notes.append(f"moe: {len(mf.moe.curves)} fused-MoE curves from "
-                                   f"{mf.moe.source} (calibrate/aiconfigurator_moe.py)")
+    mf.mla_context, mf.mla_generation = (mla_of(system, ph, framework)
+                                         for ph in ("context", "generation"))
+    for what, t in (("fused-MoE", mf.moe), ("MLA context", mf.mla_context),
+                    ("MLA generation", mf.mla_generation)):
+        if t is not None:
+            mf.provenance.notes.append(f"{what}: {len(t.curves)} curves from {t.source} "
+                                       "(calibrate/aiconfigurator_curves.py)")
     mf.elementwise = elementwise_of(system)
     mf.host_overhead = shipped_host_overhead(gpu)
     mark_variants_over_bar(mf)

@@ -109,7 +109,9 @@ class OpTable(BaseModel):
         return base64.b64encode(zlib.compress(q.tobytes(), 9)).decode("ascii"), offset, scale
 
 
+# curve keys: one fused-MoE layer (calibrate/aiconfigurator_curves.py); one MLA attention module
 MOE_KEY = ("dtype", "hidden", "inter", "experts", "topk", "tp", "ep", "distribution")
+MLA_KEY = ("arch", "kv_dtype", "gemm", "heads")
 _MISSING = -32768  # stored int16 of a node the measurement did not cover
 
 
@@ -119,48 +121,62 @@ def moe_key(dtype: str, hidden: int, inter: int, experts: int, topk: int, tp: in
     return "|".join(str(v) for v in (dtype, hidden, inter, experts, topk, tp, ep, distribution))
 
 
-class MoeTable(BaseModel):
-    """Measured time of one fused-MoE layer on one GPU (routing excluded: the router GEMM
-    and the all-reduce after the layer are priced apart), one curve per expert
-    configuration over the step's token count. A curve's key is ``MOE_KEY`` joined by
-    ``|``: weight format, hidden size, expert intermediate size (before TP), routed
-    experts, experts per token, MoE TP and EP sizes, token-to-expert distribution."""
+class CurveAxis(BaseModel):
+    model_config = _STRICT
+    name: str = Field(description="Quantity on this axis (tokens, batch, isl, context).")
+    nodes: list[int] = Field(min_length=2, description="Measured values, increasing.")
+
+    @model_validator(mode="after")
+    def _check(self) -> CurveAxis:
+        if any(b <= a for a, b in zip(self.nodes, self.nodes[1:])) or self.nodes[0] < 0:
+            raise ValueError(f"{self.name}: nodes must be strictly increasing counts >= 0")
+        return self
+
+
+class CurveTable(BaseModel):
+    """Measured kernel (or module) times keyed by configuration: one curve per key over
+    shared integer axes (e.g. the fused-MoE layer over the step's token count; the MLA
+    attention module over batch and sequence length). A key is ``fields`` joined by
+    ``|``; values are log2(ms), NaN where the measurement did not cover a node."""
 
     model_config = _STRICT
-    tokens: list[int] = Field(min_length=2, description="Token-count nodes every curve is "
-                              "measured at (tokens in the step, increasing).")
-    curves: list[str] = Field(description="One key per curve (MOE_KEY joined by '|').")
+    fields: list[str] = Field(description="What each part of a key names, in order.")
+    axes: list[CurveAxis] = Field(min_length=1, max_length=2)
+    curves: list[str] = Field(description="One key per curve (fields joined by '|').")
     kernels: list[str] = Field(description="The kernel each curve timed (aiconfigurator's "
                                "kernel_source).")
     encoding: Literal["zlib-int16-b64"] = "zlib-int16-b64"
     offset: float = Field(description="log2(ms) = offset + scale * stored int16.")
     scale: float = Field(gt=0)
-    values: str = Field(description="[curve, token] log2(ms), C order, encoded; -32768 = "
+    values: str = Field(description="[curve, *axes] log2(ms), C order, encoded; -32768 = "
                         "not measured.")
     source: str = Field(description="Where the timings come from.")
 
     @model_validator(mode="after")
-    def _check(self) -> MoeTable:
+    def _check(self) -> CurveTable:
         if len(self.kernels) != len(self.curves):
             raise ValueError("kernels and curves must have the same length")
-        if any(b <= a for a, b in zip(self.tokens, self.tokens[1:])) or self.tokens[0] < 1:
-            raise ValueError("tokens must be strictly increasing counts >= 1")
         return self
+
+    @property
+    def tokens(self) -> list[int]:
+        """The first axis' nodes (the token counts of a MoE table)."""
+        return self.axes[0].nodes
 
     def index(self) -> dict[str, int]:
         return {k: i for i, k in enumerate(self.curves)}
 
     def ms(self) -> np.ndarray:
-        """[curve, token] milliseconds, NaN where not measured."""
+        """[curve, *axes] milliseconds, NaN where not measured."""
         raw = np.frombuffer(zlib.decompress(base64.b64decode(self.values)), dtype="<i2")
-        raw = raw.reshape(len(self.curves), len(self.tokens))
+        raw = raw.reshape(len(self.curves), *(len(a.nodes) for a in self.axes))
         out = np.exp2(self.offset + self.scale * raw.astype(np.float64))
         out[raw == _MISSING] = np.nan
         return out
 
     @staticmethod
     def encode(ms: np.ndarray) -> tuple[str, float, float]:
-        """(encoded, offset, scale) of a [curve, token] ms array (NaN = not measured)."""
+        """(encoded, offset, scale) of a [curve, *axes] ms array (NaN = not measured)."""
         lg = np.log2(ms)
         ok = np.isfinite(lg)
         lo, hi = float(lg[ok].min()), float(lg[ok].max())
@@ -382,8 +398,15 @@ class ModelFile(BaseModel):
         None, description="Per-step host cost by layers and tp; replaces step_overhead_ms.")
     elementwise: Elementwise | None = Field(
         None, description="Elementwise kernels' roofline; None: not priced.")
-    moe: MoeTable | None = Field(
-        None, description="Measured fused-MoE layer times; None: MoE models not priced.")
+    moe: CurveTable | None = Field(
+        None, description="Measured fused-MoE layer times (fields MOE_KEY, axis tokens); "
+        "None: MoE models not priced.")
+    mla_context: CurveTable | None = Field(
+        None, description="Measured MLA attention module, prefill (fields MLA_KEY, axes "
+        "batch x isl); None: MLA models not priced.")
+    mla_generation: CurveTable | None = Field(
+        None, description="Measured MLA attention module, decode (fields MLA_KEY, axes "
+        "batch x context); None: MLA models not priced.")
     steps: StepsFit | None = None
 
     def overhead_ms(self, layers: int, tp: int) -> float:

@@ -53,6 +53,7 @@ from calibrate.shapes import ELEM_BYTES
 from sim.cost.base import COST_MODELS, CostModel, decode_contexts
 from sim.cost.elementwise import ElementwiseWork
 from sim.cost.layer_plan import dense_format, expert_format, plan_layers
+from sim.cost.mla import MlaModule
 from sim.cost.moe import MoeCurve, auto_distribution
 from sim.cost.scalar import ScalarPricing
 from sim.cost.stepfit import StepFitPricer
@@ -195,9 +196,6 @@ class FittedCost(ScalarPricing, CostModel):
     def _setup_ops(self) -> None:
         f, m, tp = self.file, self.model, self.tp
         self.norm = f.norm
-        if getattr(m, "is_mla", False):
-            raise InputError(f"cost fitted: {m.name}: MLA attention is not priced by the "
-                             "fitted model yet; use cost roofline")
         base = ELEM_BYTES.get(f.dtype.split(",")[0], 2)  # the profile's element size
         plan = self.plan = plan_layers(m, tp)
         gkey = self._gemm_key(dense_format(m))
@@ -214,22 +212,28 @@ class FittedCost(ScalarPricing, CostModel):
         self.peak = peak_of(gkey, f.norm)
         self.heads, self.kv_heads = m.num_attention_heads // tp, m.kv_heads_per_gpu(tp)
         self.head_dim = m.head_dim
+        self.mla = self._mla_module() if getattr(m, "is_mla", False) else None
         self.attn_layers, self.slide_layers = plan.full_attn_layers, plan.sliding_layers
         self.window = plan.window
         group = self.heads / self.kv_heads
         lg = np.log2
         self.gemms = {}
         for name, (n, k, blocks, kind) in plan.gemms.items():
+            if self.mla is not None and name.startswith("attn_"):
+                continue  # the measured MLA module includes its projections
             table = f.ops["gemm" if kind == "bf16" else gkey]
             self.gemms[name] = (n, k, *_ratio_1d(table, {1: lg(n), 2: lg(k)}), blocks,
                                 kind == "bf16")
         self.moe = self._moe_curve(plan) if plan.moe_layers else None
-        pre = f.ops[pkey]
-        self.pre_grid, self.pre_nodes = grid.restrict(
-            pre.grid(), pre.nodes(), {3: lg(self.heads), 4: lg(group), 5: lg(self.head_dim)})
-        dec = f.ops[akey]
-        self.dec_grid, self.dec_nodes = grid.restrict(
-            dec.grid(), dec.nodes(), {2: lg(self.kv_heads), 3: lg(group), 4: lg(self.head_dim)})
+        if self.mla is None:
+            pre = f.ops[pkey]
+            self.pre_grid, self.pre_nodes = grid.restrict(
+                pre.grid(), pre.nodes(), {3: lg(self.heads), 4: lg(group),
+                                          5: lg(self.head_dim)})
+            dec = f.ops[akey]
+            self.dec_grid, self.dec_nodes = grid.restrict(
+                dec.grid(), dec.nodes(), {2: lg(self.kv_heads), 3: lg(group),
+                                          4: lg(self.head_dim)})
         self._pre_memo: dict[int, tuple[np.ndarray, list[np.ndarray]]] = {}
         self._one_prefill: dict[tuple[int, int], float] = {}
         self._layer, self._head = np.zeros(0), np.zeros(0)
@@ -241,6 +245,24 @@ class FittedCost(ScalarPricing, CostModel):
         ar = f.ops.get("allreduce")
         self.ar = _ratio_1d(ar, {1: lg(tp)}) if ar is not None and tp > 1 else None
         self.elem = ElementwiseWork.of(m, tp) if f.elementwise is not None else None
+
+    def _mla_module(self) -> MlaModule:
+        """The measured MLA attention module of this model's split (sim/cost/mla.py): the
+        tables are DeepSeek-V3's MLA (hidden 7168, latent 512 + rope 64, q rank 1536),
+        which Kimi-K2 shares; other MLA dims are refused."""
+        m, f = self.model, self.file
+        dims = (m.hidden_size, m.kv_lora_rank, m.qk_rope_head_dim, m.q_lora_rank)
+        what = f"cost fitted: profile {self.spec}, {m.name}"
+        if f.mla_context is None or f.mla_generation is None:
+            raise InputError(f"{what}: the profile has no MLA timings; re-import it (servesim "
+                             "calibrate import-aiconfigurator) or use cost roofline")
+        if dims != (7168, 512, 64, 1536):
+            raise InputError(f"{what}: MLA timings exist for DeepSeek-V3's dims (hidden 7168, "
+                             f"kv_lora_rank 512, qk_rope_head_dim 64, q_lora_rank 1536), not "
+                             f"{dims}; use cost roofline")
+        kv = "fp8" if m.kv_bytes == 1 else "bfloat16"
+        key = f"DeepseekV3ForCausalLM|{kv}|{dense_format(m)}|{m.num_attention_heads // self.tp}"
+        return MlaModule(f.mla_context, f.mla_generation, key, what)
 
     def _moe_curve(self, plan) -> MoeCurve:
         """The measured fused-MoE curve of this model's experts at this TP / EP split."""
@@ -328,6 +350,8 @@ class FittedCost(ScalarPricing, CostModel):
     def _prefill(self, q, p) -> float:
         """One layer's prefill attention of requests (q, p) sharing one launch (seconds);
         q, p: arrays or lists of ints."""
+        if self.mla is not None:
+            return self.mla.prefill(q, p)
         k = len(q)
         if k == 1:  # one prefill request (the common case): memoised per (q, p)
             key = (int(q[0]), int(p[0]))
@@ -356,6 +380,8 @@ class FittedCost(ScalarPricing, CostModel):
     def _decode(self, n: int, ctx: np.ndarray) -> np.ndarray:
         """One layer's decode attention of ``n`` requests whose contexts sum to ``ctx``
         (an array: one entry per step of a run). Seconds per step."""
+        if self.mla is not None:
+            return np.array([self.mla.decode(n, c / n) for c in np.atleast_1d(ctx)])
         ys = self._dec_memo.get(n)
         if ys is None:
             ys = self._dec_memo[n] = grid.restrict(self.dec_grid, self.dec_nodes,

@@ -1,8 +1,8 @@
-"""Fused-MoE layer time from a profile's measured curves (calibrate/model_file.py MoeTable).
+"""Fused-MoE layer time from a profile's measured curves (calibrate/model_file.py CurveTable).
 
 One curve per expert configuration (weight format, hidden size, expert intermediate size,
 experts, experts per token, MoE TP and EP sizes, routing distribution) over the step's
-token count, measured on the GPU by aiconfigurator-core (calibrate/aiconfigurator_moe.py).
+token count, measured on the GPU by aiconfigurator-core (calibrate/aiconfigurator_curves.py).
 A model is priced from the curve of its own shape; between measured token counts the time
 is interpolated linearly in log-log, beyond the largest it grows in proportion to tokens
 (the kernel is compute-bound there). A shape, format or split the profile did not measure
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from calibrate.model_file import MoeTable
+from calibrate.model_file import CurveTable
 from traces.errors import InputError
 
 DISTRIBUTIONS = ("auto", "balanced", "power_law_1.01", "power_law_1.2")
@@ -28,7 +28,7 @@ DISTRIBUTIONS = ("auto", "balanced", "power_law_1.01", "power_law_1.2")
 class MoeCurve:
     """Seconds of one fused-MoE layer at a token count (vectorised over counts)."""
 
-    def __init__(self, table: MoeTable, key: str, what: str):
+    def __init__(self, table: CurveTable, key: str, what: str):
         idx = table.index()
         if key not in idx:
             raise InputError(f"{what}: the profile has no fused-MoE timing for {_show(key)}; "
@@ -58,7 +58,7 @@ def _show(key: str) -> str:
             f"MoE TP {tp} x EP {ep}, routing {dist}")
 
 
-def _near(table: MoeTable, key: str) -> str:
+def _near(table: CurveTable, key: str) -> str:
     """What the profile measured for this model's format and shape (or for its format)."""
     parts = key.split("|")
     same = sorted({"|".join(c.split("|")[5:7]) for c in table.curves

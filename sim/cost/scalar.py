@@ -143,6 +143,8 @@ class ScalarPricing:
     def _decode_one(self, n: int, ctx: int) -> float:
         """``_decode`` for one step, in Python floats (math.log2, as single steps always
         were priced; numpy's exp2)."""
+        if self.mla is not None:
+            return self.mla.decode(n, ctx / n)
         xs, ys, b, c_flops, c_kv, c_act, bound = self._dec_table(n)
         kv_len = ctx / n + 1.0
         norm = self.norm
@@ -159,6 +161,10 @@ class ScalarPricing:
         """``layers * _decode(n, ctx0 + n * arange(k)) + fixed`` as floats (``to_ns``:
         rounded to integer nanoseconds, as sim.engine.clock.to_ns does): numpy's log2 and
         exp2 (on arrays), the rest in the vectorised path's order of operations."""
+        if self.mla is not None:
+            t = [self.attn_layers * self.mla.decode(n, (ctx0 + n * j) / n) + fixed
+                 for j in range(k)]
+            return _ns(t) if to_ns else t
         xs, ys, b, c_flops, c_kv, c_act, bound = self._dec_table(n)
         norm = self.norm
         peak, bw, floor = norm.peak_flops, norm.mem_bandwidth, norm.floor_s

@@ -1,0 +1,89 @@
+"""Import aiconfigurator-core's measured vLLM fused-MoE and MLA times as ``CurveTable``s.
+
+``systems/data/<system>/moe/vllm/<version>/moe_perf.parquet`` holds one fused-MoE layer
+(vLLM's ``FusedMoE``: token permutation, the gate+up and down expert GEMMs, activation and
+the weighted combine; routing and the all-reduce after the layer excluded) timed on one GPU
+per (``moe_dtype``, ``num_tokens``, ``hidden_size``, ``inter_size``, ``topk``,
+``num_experts``, ``moe_tp_size``, ``moe_ep_size``, ``distribution``). The shapes are real
+models' (Qwen3-MoE, MiniMax-M2, gpt-oss, DeepSeek-V3 / Kimi-K2, Mixtral ...), so a model is
+priced from the curve of its own shape, never from another model's.
+
+Kept: the newest version per system; tp x ep <= 8 (one node: the deployments servesim
+models); per key, the kernel with the most rows (aiconfigurator measured several vLLM
+back-ends for some formats; the one it measured most is the one it measured across every
+TP/EP split). ``distribution``: ``balanced`` (every expert gets tokens * topk / experts),
+``power_law_1.01`` and ``power_law_1.2`` (aiconfigurator's skewed routing, its default:
+1.2 for Qwen3-MoE/MiniMax/gpt-oss, 1.01 for DeepSeek/Kimi; sdk/models/moe.py and
+deepseek.py ``_power_law_alpha``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from calibrate.model_file import MLA_KEY, MOE_KEY, CurveAxis, CurveTable, moe_key
+
+MAX_GPUS = 8  # tp x ep kept (one node)
+_COLS = {"dtype": "moe_dtype", "hidden": "hidden_size", "inter": "inter_size",
+         "experts": "num_experts", "topk": "topk", "tp": "moe_tp_size", "ep": "moe_ep_size",
+         "distribution": "distribution"}
+
+
+def convert_moe(path: Path, source: str) -> tuple[CurveTable, str]:
+    """The MoE CurveTable of one ``moe_perf.parquet`` and a note saying what was kept."""
+    t = pd.read_parquet(path)
+    t = t[t["moe_tp_size"] * t["moe_ep_size"] <= MAX_GPUS]
+    cols = [_COLS[k] for k in MOE_KEY]
+    t = _best_kernel(t, cols)
+    tokens = [int(x) for x in np.sort(t["num_tokens"].unique())]
+    t = t.assign(key=[moe_key(*r) for r in t[cols].itertuples(index=False)])
+    grid = t.pivot_table(index="key", columns="num_tokens", values="latency", aggfunc="median")
+    grid = grid.reindex(columns=tokens)
+    kernels = t.drop_duplicates("key").set_index("key")["kernel_source"].reindex(grid.index)
+    enc, offset, scale = CurveTable.encode(grid.to_numpy(np.float64))
+    table = CurveTable(fields=list(MOE_KEY), axes=[CurveAxis(name="tokens", nodes=tokens)],
+                       curves=list(grid.index), kernels=[str(k) for k in kernels],
+                       offset=offset, scale=scale, values=enc, source=source)
+    note = (f"moe: {source}, {len(grid)} curves (tp x ep <= {MAX_GPUS}, the most-measured "
+            f"kernel per key), {int(np.isfinite(grid.to_numpy()).sum())} points")
+    return table, note
+
+
+def _best_kernel(t: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
+    """Rows of the most-measured kernel per key (ties: the first name)."""
+    counts = t.groupby(cols + ["kernel_source"]).size().reset_index(name="n")
+    best = counts.sort_values(["n", "kernel_source"], ascending=[False, True]) \
+        .drop_duplicates(cols)
+    return t.merge(best[cols + ["kernel_source"]], on=cols + ["kernel_source"])
+
+
+def convert_mla(path: Path, phase: str, source: str) -> CurveTable:
+    """The MLA attention-module CurveTable of one ``mla_<phase>_module_perf.parquet``:
+    one curve per (architecture, KV-cache dtype, projection GEMM format, heads per GPU)
+    over batch x sequence length (context: the prompt ``isl``, no cached prefix;
+    generation: the KV length ``step``). The module is vLLM's MLA attention layer with
+    its projections (q_a/q_b, kv_a, the absorbed kv_b, o_proj), the latent KV cache read
+    and written (aiconfigurator's collector)."""
+    t = pd.read_parquet(path)
+    t = t[t["tp_size"] == 1]  # heads are per GPU: a TP split is its heads count
+    cols = ["architecture", "kv_cache_dtype", "gemm_type", "num_heads"]
+    t = _best_kernel(t, cols)
+    length = "isl" if phase == "context" else "step"
+    t = t.assign(key=["|".join(str(v) for v in r) for r in t[cols].itertuples(index=False)])
+    batch = [int(x) for x in np.sort(t["batch_size"].unique())]
+    lens = [int(x) for x in np.sort(t[length].unique())]
+    keys = sorted(t["key"].unique())
+    grid = np.full((len(keys), len(batch), len(lens)), np.nan)
+    med = t.groupby(["key", "batch_size", length])["latency"].median()
+    ki, bi, li = ({k: i for i, k in enumerate(v)} for v in (keys, batch, lens))
+    for (k, b, n), ms in med.items():
+        grid[ki[k], bi[int(b)], li[int(n)]] = ms
+    kernels = t.drop_duplicates("key").set_index("key")["kernel_source"].reindex(keys)
+    enc, offset, scale = CurveTable.encode(grid)
+    return CurveTable(fields=list(MLA_KEY), axes=[CurveAxis(name="batch", nodes=batch),
+                                                  CurveAxis(name=length, nodes=lens)],
+                      curves=keys, kernels=[str(k) for k in kernels], offset=offset,
+                      scale=scale, values=enc, source=source)
