@@ -124,9 +124,11 @@ class FittedCost(ScalarPricing, CostModel):
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)
         # vLLM's --enable-expert-parallel: experts on EP = TP x DP ranks, not TP-sharded
+        # vLLM --data-parallel-size D: D engines step together through the MoE layers, which
+        # see every rank's tokens (this engine prices one rank, the others as loaded as it)
         sc = getattr(kw.get("resolved"), "scenario", None)
-        self.ep = (self.tp * int(getattr(sc, "data_parallel_size", 1) or 1)
-                   if getattr(sc, "enable_expert_parallel", False) else 1)
+        self.dp = int(getattr(sc, "data_parallel_size", 1) or 1)
+        self.ep = self.tp * self.dp if getattr(sc, "enable_expert_parallel", False) else 1
         spec = self.params.profile
         if spec == AUTO:
             spec = default_profile(self.gpu.name)
@@ -276,7 +278,7 @@ class FittedCost(ScalarPricing, CostModel):
             m = self.model
             dist = auto_distribution(bool(getattr(m, "first_dense_layers", 0)
                                           or getattr(m, "num_shared_experts", 0)))
-        tp, ep = (1, self.ep) if self.ep > 1 else (self.tp, 1)
+        tp, ep = (1, self.ep) if self.ep > 1 else (self.tp * self.dp, 1)
         key = moe_key(expert_format(self.model), hidden, inter, experts, topk, tp, ep, dist)
         return MoeCurve(self.file.moe, key, f"cost fitted: profile {self.spec}, "
                         f"{self.model.name}")
@@ -316,6 +318,19 @@ class FittedCost(ScalarPricing, CostModel):
         r = wire / self.norm.link_bandwidth + self.norm.floor_s
         return r * np.exp2(np.interp(np.log2(msg), xs, ys))
 
+    def _dp_exchange(self, tokens: np.ndarray) -> np.ndarray:
+        """Per MoE layer with data parallelism: every rank's tokens gathered to the experts
+        and their outputs scattered back (vLLM's all-gather / reduce-scatter all2all
+        backend), priced as two ring transfers of the DP group's activations over the
+        GPU's interconnect (no measured table for this collective). 0 without DP."""
+        if self.dp == 1:
+            return np.zeros_like(tokens)
+        g = self.gpu
+        msg = self.dp * tokens * float(self.model.hidden_size * self.model.act_bytes)
+        wire = work.allreduce_wire_bytes(msg, self.tp * self.dp) / 2  # one gather's share
+        return 2 * (wire / (g.interconnect_bandwidth * g.allreduce_efficiency)
+                    + g.allreduce_latency_s)
+
     def _grow(self, tokens: int, rows: int) -> None:
         """Tabulate layer time per token count and LM-head time per row count (vectorised)
         up to at least ``tokens`` / ``rows``; index 0 is unused."""
@@ -324,7 +339,8 @@ class FittedCost(ScalarPricing, CostModel):
             blocks = sum(self.gemms[g][4] * self._gemm(g, t) for g in self.gemms
                          if g != "lm_head")
             if self.moe is not None:
-                blocks = blocks + self.plan.moe_layers * self.moe.seconds(t)
+                blocks = blocks + self.plan.moe_layers * (self.moe.seconds(self.dp * t)
+                                                          + self._dp_exchange(t))
             step = self._elementwise(t, t)[0]
             if self.tp > 1:  # two per block, one after the vocab-parallel embedding
                 blocks = blocks + 2 * self.layers * self._allreduce(t)
