@@ -32,22 +32,29 @@ def lengths(row: Row, p: Protocol, seed: int = 0) -> tuple[np.ndarray, np.ndarra
 
 
 def model_spec(row: Row, p: Protocol) -> dict:
-    entry, weight_bytes = MODELS[row.model_path][row.precision]
-    spec = get_model(entry).model_dump()
-    spec["dtype_bytes"] = weight_bytes
+    """The catalog model with the served checkpoint's weight format (rows.MODELS) and the
+    protocol's KV dtype."""
+    entry, fields = MODELS[row.model_path][row.precision]
+    spec = get_model(entry).model_dump(exclude={"dtype_bytes"})
+    spec.update(fields)
     spec["kv_dtype_bytes"] = 1 if p.kv_fp8 else None
     return spec
 
 
 def scenario(row: Row, p: Protocol, trace: Path) -> dict:
     engine = {"gpu_memory_utilization": p.gpu_memory_utilization,
-              "enable_prefix_caching": False, "async_scheduling": p.async_scheduling}
+              "enable_prefix_caching": p.prefix_caching,
+              "async_scheduling": p.async_scheduling}
+    if p.block_size is not None:
+        engine["block_size"] = p.block_size
     for key in ("max_num_seqs", "max_num_batched_tokens", "max_model_len"):
         if getattr(p, key) is not None:
             engine[key] = getattr(p, key)
     return {
         "name": row.id, "seed": 0, "model": model_spec(row, p), "gpu": row.gpu,
-        "tensor_parallel_size": row.tp, "engine": engine,
+        "tensor_parallel_size": row.tp, "data_parallel_size": row.attn_dp,
+        # the rows' MoE EP size > 1: vLLM's --enable-expert-parallel (EP = TP x DP)
+        "enable_expert_parallel": row.moe_ep > 1, "engine": engine,
         "workload": {"trace": str(trace), "format": "native",
                      "arrival": {"process": "replay", "concurrency": p.concurrency}},
         "slo": {"ttft_ms": None, "tpot_ms": None},

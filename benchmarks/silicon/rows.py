@@ -21,7 +21,8 @@ from pathlib import Path
 
 # What the silicon rows' model paths are in servesim's catalog. An entry gives the catalog
 # name, the weight and KV bytes per element the deployment served with, and the protocol.
-SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm", "b200_sxm": "b200"}
+SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm", "b200_sxm": "b200",
+           "b300_sxm": "b300"}
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,8 @@ class Protocol:
     gpu_memory_utilization: float
     async_scheduling: bool    # --async-scheduling
     source: str
+    block_size: int | None = None  # --block-size (None: vLLM's 16)
+    prefix_caching: bool = False   # random prompts share nothing: on or off changes no step
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,9 @@ class Row:
     osl: int
     tp: int
     concurrency: int
+    moe_tp: int
+    moe_ep: int
+    attn_dp: int
     ttft_ms: float
     tpot_ms: float
     data_source: str
@@ -65,6 +71,11 @@ class Row:
 
 def _num(value: str) -> float | None:
     return float(value) if value not in ("", None) else None
+
+
+def _int(value: str) -> int:
+    """A parallelism column: blank or 0 (dense rows of some sources) read as 1."""
+    return max(1, int(float(value))) if value not in ("", None) else 1
 
 
 def _concurrency(rec: dict) -> int:
@@ -89,6 +100,8 @@ def read_rows(path: Path) -> list[Row]:
             gpu=SYSTEMS.get(rec["system"]), precision=rec["precision"] or "bf16",
             version=rec["backend_version"] or "", isl=int(rec["isl"]), osl=int(rec["osl"]),
             tp=int(float(rec["tp_size"])), concurrency=_concurrency(rec),
+            moe_tp=_int(rec["moe_tp_size"]), moe_ep=_int(rec["moe_ep_size"]),
+            attn_dp=_int(rec["attention_dp_size"]),
             ttft_ms=float(rec["silicon_ttft_ms"]), tpot_ms=float(rec["silicon_tpot_ms"]),
             data_source=rec["silicon_data_source"]))
     return rows
@@ -97,20 +110,42 @@ def read_rows(path: Path) -> list[Row]:
 def unrepresentable(row: Row) -> str | None:
     """Why servesim cannot replay ROW yet, or None."""
     if row.gpu is None:
-        return f"system {row.system}: no servesim GPU entry (catalog: h100-sxm, h200-sxm, b200)"
+        return (f"system {row.system}: no servesim GPU entry (catalog: "
+                f"{', '.join(SYSTEMS.values())})")
     if row.model_path not in MODELS:
-        return (f"{row.model_path}: mixture-of-experts / MLA model, not in the model spec yet "
-                "(issue 20)")
+        return f"{row.model_path}: not in servesim's catalog"
     if row.precision not in MODELS[row.model_path]:
-        return f"{row.model_path} {row.precision} weights: not modelled yet (fp4/int4: issue 20)"
+        return f"{row.model_path} {row.precision} weights: no catalog checkpoint of them"
+    if row.tp * row.attn_dp > 8:
+        return (f"{row.tp * row.attn_dp} GPUs (TP {row.tp} x attention DP {row.attn_dp}): "
+                "more than one 8-GPU node")
     return None
 
 
-# model path -> precision -> (catalog name, weight bytes)
-MODELS: dict[str, dict[str, tuple[str, int]]] = {
-    "meta-llama/Llama-3.1-70B": {"fp8": ("llama-3.1-70b", 1)},
-    "nvidia/Llama-3.1-8B-Instruct-FP8": {"fp8": ("llama-3.1-8b", 1)},
-    "Qwen/Qwen3-32B": {"bf16": ("qwen3-32b", 2), "fp8": ("qwen3-32b", 1)},
+# model path -> precision -> (catalog name, spec fields the served checkpoint changes)
+MODELS: dict[str, dict[str, tuple[str, dict]]] = {
+    "meta-llama/Llama-3.1-70B": {
+        "fp8": ("llama-3.1-70b", {"dtype_bits": 8}),
+        # nvidia/Llama-3.1-70B-Instruct-FP4: ModelOpt NVFP4 on every linear layer
+        "fp4": ("llama-3.1-70b", {"dtype_bits": 4, "quantization": "modelopt_fp4"})},
+    "nvidia/Llama-3.1-8B-Instruct-FP8": {"fp8": ("llama-3.1-8b", {"dtype_bits": 8})},
+    "Qwen/Qwen3-32B": {"bf16": ("qwen3-32b", {}), "fp8": ("qwen3-32b", {"dtype_bits": 8})},
+    # Qwen/Qwen3-235B-A22B-FP8: fp8 with 128 x 128 block scales on every linear layer
+    "Qwen/Qwen3-235B-A22B-FP8": {"fp8": ("qwen3-235b-a22b", {
+        "dtype_bits": 8, "moe_dtype_bits": 8, "quantization": "fp8",
+        "weight_block_size": 128})},
+    # MiniMaxAI/MiniMax-M2.5 ships block-fp8 (the catalog's); nvidia/MiniMax-M2.5-NVFP4
+    "MiniMaxAI/MiniMax-M2.5": {
+        "fp8": ("minimax-m2.5", {}),
+        "fp4": ("minimax-m2.5", {"dtype_bits": 4, "moe_dtype_bits": 4,
+                                 "quantization": "modelopt_fp4", "weight_block_size": None})},
+    # openai/gpt-oss-120b: MXFP4 experts, bf16 attention (the CSV's "nvfp4" label aside)
+    "openai/gpt-oss-120b": {"fp4": ("gpt-oss-120b", {})},
+    # moonshotai/Kimi-K2.5: int4 weight-only experts (compressed-tensors), bf16 elsewhere;
+    # nvidia/Kimi-K2.5-NVFP4: NVFP4 experts
+    "moonshotai/Kimi-K2.5": {
+        "int4": ("kimi-k2.5", {}),
+        "fp4": ("kimi-k2.5", {"moe_dtype_bits": 4, "quantization": "modelopt_fp4"})},
 }
 
 INFERENCEMAX = (
@@ -134,6 +169,93 @@ GAP_ANALYSIS = (
     "from PR 27614, after 0.12.0)")
 
 
+INFERENCEX = (
+    "SemiAnalysis InferenceX single-node sweeps of 2026 (the rows' image=vllm/vllm-openai:"
+    "v0.15.1-v0.19.0 and db-dump workflow runs): client utils/bench_serving/"
+    "benchmark_serving.py --dataset-name random --random-range-ratio 0.8 --num-prompts "
+    "10*CONC --max-concurrency CONC --request-rate inf --ignore-eos --num-warmups 2*CONC "
+    "(benchmarks/benchmark_lib.sh run_benchmark_serving), lengths np.random.randint(int(L*0.8),"
+    " L+1); server: the model's benchmarks/single_node/<model>_<precision>_<gpu>.sh as read "
+    "(commit in SERVERS); async scheduling on (vLLM's default since PR 27614, before these "
+    "images)")
+
+# (model path, precision, GPU) -> server flags of the InferenceX script read (commit), or an
+# ASSUMPTION naming the script it borrows from. seqs/mnbt None: vLLM's default.
+SERVERS: dict[tuple[str, str, str], dict] = {
+    ("MiniMaxAI/MiniMax-M2.5", "fp8", "b200"): dict(
+        util=0.95, block=32, kv_fp8=False, prefix=True, seqs=None, mnbt=None,
+        src="minimaxm2.5_fp8_b200.sh @07e171a3"),
+    ("MiniMaxAI/MiniMax-M2.5", "fp8", "h200"): dict(
+        util=0.95, block=None, kv_fp8=True, prefix=False, seqs=512, mnbt="minimax_h200",
+        src="minimaxm2.5_fp8_h200.sh @0949de54"),
+    ("MiniMaxAI/MiniMax-M2.5", "fp4", "b200"): dict(
+        util=0.90, block=None, kv_fp8=False, prefix=True, seqs="conc", mnbt=None,
+        src="minimaxm2.5_fp4_b200.sh @56245be3"),
+    ("openai/gpt-oss-120b", "fp4", "b200"): dict(
+        util=0.90, block=None, kv_fp8=True, prefix=False, seqs=512, mnbt=8192,
+        src="gptoss_fp4_b200.sh @34bc7c40"),
+    ("openai/gpt-oss-120b", "fp4", "h200"): dict(
+        util=0.90, block=None, kv_fp8=False, prefix=False, seqs="conc", mnbt=8192,
+        src="gptoss_fp4_h200.sh @34bc7c40"),
+    ("openai/gpt-oss-120b", "fp4", "h100"): dict(
+        util=0.90, block=None, kv_fp8=False, prefix=False, seqs="conc", mnbt=8192,
+        src="gptoss_fp4_h100.sh @34bc7c40"),
+    ("moonshotai/Kimi-K2.5", "int4", "h200"): dict(
+        util=0.95, block=None, kv_fp8=False, prefix=True, seqs="conc", mnbt=None,
+        src="kimik2.5_int4_h200.sh @34bc7c40"),
+    ("moonshotai/Kimi-K2.5", "int4", "b200"): dict(
+        util=0.97, block=None, kv_fp8=False, prefix=True, seqs=None, mnbt=None,
+        src="kimik2.5_int4_b200.sh @2b7b6949"),
+    ("moonshotai/Kimi-K2.5", "fp4", "b200"): dict(
+        util=0.90, block=None, kv_fp8=False, prefix=True, seqs="conc", mnbt=None,
+        src="kimik2.5_fp4_b200.sh @04107b3d"),
+}
+_BORROW = {"h100": "h200", "b300": "b200", "h200": "b200"}  # ASSUMPTION: the sibling script
+
+
+def _server(row: Row) -> dict:
+    gpu = row.gpu.split("-")[0]
+    key = (row.model_path, row.precision, gpu)
+    if key in SERVERS:
+        return SERVERS[key]
+    alt = (row.model_path, row.precision, _BORROW.get(gpu, ""))
+    if alt in SERVERS:
+        return {**SERVERS[alt], "src": f"ASSUMPTION: as {SERVERS[alt]['src']} (no {gpu} "
+                f"script read)"}
+    return dict(util=0.90, block=None, kv_fp8=False, prefix=True, seqs=None, mnbt=None,
+                src="ASSUMPTION: vLLM's defaults at --gpu-memory-utilization 0.9")
+
+
+def _mnbt(rule, row: Row) -> int | None:
+    """--max-num-batched-tokens of the script: a number, vLLM's default, or the MiniMax H200
+    script's rule by concurrency (16384 up to 32 clients, 32768 for 64-256, 2 x ISL else)."""
+    if rule == "minimax_h200":
+        c = row.concurrency
+        return 16384 if c <= 32 else 32768 if c <= 256 else 2 * row.isl
+    return rule
+
+
+def _inferencex(row: Row) -> Protocol:
+    srv, c = _server(row), row.concurrency
+    dp = row.attn_dp
+    seqs = c if srv["seqs"] == "conc" else srv["seqs"]
+    if row.isl == 1024 and row.osl == 1024:  # the scripts' CALCULATED_MAX_MODEL_LEN
+        mml = row.isl + row.osl + 20
+    elif 8192 in (row.isl, row.osl):
+        mml = row.isl + row.osl + 200
+    else:
+        mml = 10240
+    block = 32 if srv["mnbt"] == "minimax_h200" and c in (128, 256) else srv["block"]
+    # one DP rank of the load-balanced endpoint: its share of the clients and prompts
+    return Protocol(
+        name="inferencex", num_prompts=10 * c // dp, concurrency=max(1, c // dp),
+        range_ratio=0.8, range_below=True, max_num_seqs=seqs,
+        max_num_batched_tokens=_mnbt(srv["mnbt"], row), max_model_len=mml,
+        kv_fp8=srv["kv_fp8"], gpu_memory_utilization=srv["util"], async_scheduling=True,
+        source=f"{INFERENCEX}; server {srv['src']}", block_size=block,
+        prefix_caching=srv["prefix"])
+
+
 def protocol(row: Row) -> Protocol:
     """How ROW was measured (see INFERENCEMAX / GAP_ANALYSIS for the sources)."""
     c = row.concurrency
@@ -143,6 +265,9 @@ def protocol(row: Row) -> Protocol:
             range_below=True, max_num_seqs=512 if row.gpu == "b200" else c,
             max_num_batched_tokens=8192, max_model_len=10240, kv_fp8=row.gpu != "h100-sxm",
             gpu_memory_utilization=0.9, async_scheduling=True, source=INFERENCEMAX)
+    if "image=vllm/vllm-openai" in row.data_source or "db-dump/" in row.data_source \
+            or "model=" in row.data_source:
+        return _inferencex(row)
     return Protocol(
         name="gap-analysis", num_prompts=10 * c, concurrency=c, range_ratio=0.0,
         range_below=False, max_num_seqs=None, max_num_batched_tokens=None, max_model_len=None,
