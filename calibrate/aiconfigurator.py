@@ -101,8 +101,12 @@ def _finish(df: pd.DataFrame, latency_ms, flops, nbytes, device: str, versions: 
 
 
 KV_DTYPES = {"bfloat16": 2, "fp8": 1}  # KV-cache dtypes imported, bytes per element
-GEMM_DTYPES = {"bfloat16": 2, "fp8": 1, "fp8_block": 1, "nvfp4": 0.5}  # weight dtypes imported,
-# bytes per element (where the system has them: nvfp4 on Blackwell only)
+GEMM_DTYPES = {"bfloat16": 2, "fp8": 1, "nvfp4": 0.5}  # weight dtypes imported, bytes per
+# element (where the system has them: nvfp4 on Blackwell only). Not fp8_block: its rows
+# (DeepGemm / FlashInfer block-scaled kernels) carry a floor of 57-60 us on H100/H200 and
+# 170-260 us on B200 at every m (n 2048, k 3072: the per-tensor fp8 kernel takes 8 us), a
+# per-call cost a CUDA-graphed decode step does not show, and the MiniMax-M2.5 H200 script
+# turns both kernels off; block-scaled fp8 is priced from gemm.fp8 (sim/cost/fitted.py).
 
 
 def _attention(path: Path) -> list[tuple[pd.DataFrame, str, str]]:

@@ -184,7 +184,11 @@ class FittedCost(ScalarPricing, CostModel):
 
     def _gemm_key(self, fmt: str) -> str:
         """The GEMM table of weight format ``fmt`` (sim/cost/layer_plan.py); InputError when
-        the profile has none (never a silent stand-in from another format)."""
+        the profile has none. One stated stand-in: block-scaled fp8 is priced from the
+        per-tensor fp8 table (same fp8 tensor-core math; aiconfigurator's block-scaled rows
+        are not imported: calibrate/aiconfigurator.py GEMM_DTYPES says why)."""
+        if fmt == "fp8_block" and "gemm.fp8_block" not in self.file.ops:
+            fmt = "fp8"
         if fmt == "bfloat16" or fmt == self.file.dtype.split(",")[0]:
             return "gemm"
         key = table_key("gemm", fmt)

@@ -56,8 +56,8 @@ def test_conversion_maps_the_table_semantics():
     assert dec["ctx_len"].min() == 1 and (dec["q_len"] == 1).all()  # KV length = isl + step
     pre = df[df["op"] == "prefill_attn"]
     assert (pre["ctx_len"] == 0).all() and pre["q_len"].max() == 16384
-    # Hopper: per-tensor and 128x128-block fp8 weights beside bf16 (no fp4 tensor cores)
-    assert set(df["dtype"]) == {"bfloat16", "fp8", "fp8_block"} and df["key"].is_unique
+    # Hopper: per-tensor fp8 beside bf16 (no fp4 tensor cores; block fp8: GEMM_DTYPES)
+    assert set(df["dtype"]) == {"bfloat16", "fp8"} and df["key"].is_unique
     assert set(df["kv_dtype"]) == {"bfloat16", "fp8"}  # fp8 KV attention rows beside bf16
     assert norm.fp8_peak_flops == 1978e12 and norm.fp4_peak_flops is None
     assert any("vllm_flash_attn_fa3" in n for n in notes)
