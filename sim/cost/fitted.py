@@ -298,6 +298,41 @@ class FittedCost(ScalarPricing, CostModel):
             key = alt
         return MoeCurve(self.file.moe, key, what)
 
+    # -- pieces --------------------------------------------------------------------------
+    def _roof(self, flops, nbytes, peak=None):
+        """Roofline time without the floor (seconds)."""
+        return np.maximum(flops / (peak or self.norm.peak_flops), nbytes / self.norm.mem_bandwidth)
+
+    def _gemm(self, name: str, rows: np.ndarray) -> np.ndarray:
+        n, k, xs, ys, _, bf16 = self.gemms[name]
+        if bf16:  # LM head, router: bf16 even for quantized models (vLLM quantizes the rest)
+            flops, nbytes = work.gemm_work(rows, n, k, self.base_e)
+            r = self._roof(flops, nbytes)
+        else:
+            flops, nbytes = work.gemm_work(rows, n, k, self.e, self.w_e)
+            r = self._roof(flops, nbytes, self.peak)
+        return (r + self.norm.floor_s) * np.exp2(np.interp(np.log2(rows), xs, ys))
+
+    def _elementwise(self, tokens: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(per-token-count, per-request-count) elementwise seconds; zeros if unpriced."""
+        if self.elem is None:
+            return np.zeros_like(tokens), np.zeros_like(rows)
+        ew, bw = self.file.elementwise, self.norm.mem_bandwidth
+        return (self.elem.token_seconds(self.layers, tokens, bw, ew.mem_efficiency,
+                                        ew.gather_efficiency, ew.kernel_floor_s),
+                self.elem.request_seconds(rows, bw, ew.mem_efficiency))
+
+    def _allreduce(self, tokens: np.ndarray) -> np.ndarray:
+        msg = tokens * float(self.model.hidden_size * self.model.act_bytes)
+        wire = work.allreduce_wire_bytes(msg, self.tp)
+        if self.ar is None:  # no measured table for this tp: the GPU's roofline figures
+            g = self.gpu
+            return wire / (g.interconnect_bandwidth * g.allreduce_efficiency) + \
+                g.allreduce_latency_s
+        xs, ys = self.ar
+        r = wire / self.norm.link_bandwidth + self.norm.floor_s
+        return r * np.exp2(np.interp(np.log2(msg), xs, ys))
+
     def _dp_exchange(self, tokens: np.ndarray) -> np.ndarray:
         """Per MoE layer with data parallelism: every rank's tokens gathered to the experts
         and their outputs scattered back (vLLM's all-gather / reduce-scatter all2all
