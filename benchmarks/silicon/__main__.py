@@ -38,8 +38,15 @@ def shipped_csv() -> Path:
 
 
 def _one(row: Row) -> dict:
+    """One replayed row, or ``{"id", "refused"}``: servesim refused the deployment (a
+    shape or split no shipped table prices, KV that does not fit) in one line."""
+    from traces.errors import InputError
+
     p = protocol(row)
-    sim = replay(row, p)
+    try:
+        sim = replay(row, p)
+    except (InputError, ValueError) as e:
+        return {"id": row.id, "refused": str(e).splitlines()[0]}
     return {**asdict(row), "family": row.family, "protocol": p.name,
             "num_prompts": p.num_prompts, "kv_fp8": p.kv_fp8,
             "sim_ttft_ms": sim["ttft_mean"], "sim_tpot_ms": sim["tpot_mean"],
@@ -47,13 +54,19 @@ def _one(row: Row) -> dict:
             "sim_preemptions": sim["preemptions"]}
 
 
-def run(rows: list[Row], jobs: int = 1) -> pd.DataFrame:
+def run(rows: list[Row], jobs: int = 1) -> tuple[pd.DataFrame, list[dict]]:
+    """(replayed rows with their errors, rows servesim refused with the reason)."""
     if jobs > 1:
         with ProcessPoolExecutor(jobs) as pool:
             done = list(pool.map(_one, rows, chunksize=4))
     else:
         done = [_one(r) for r in rows]
-    return report.errors(pd.DataFrame(done))
+    refused = [d for d in done if "refused" in d]
+    by_id = {r.id: r for r in rows}
+    skipped = [{"id": d["id"], "model_path": by_id[d["id"]].model_path,
+                "system": by_id[d["id"]].system, "precision": by_id[d["id"]].precision,
+                "reason": f"refused: {d['refused']}"} for d in refused]
+    return report.errors(pd.DataFrame([d for d in done if "refused" not in d])), skipped
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     todo = [r for r in rows if not unrepresentable(r)]
     writer = ResultWriter(args.out)
     try:
-        df = run(todo, args.jobs)
+        df, refused = run(todo, args.jobs)
+        skipped += refused
         t = report.table(df)
         df.to_csv(writer.path("rows.csv"), index=False)
         t.to_csv(writer.path("errors.csv"), index=False)
@@ -97,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error bands: {path}")
     print(report.format_table(t))
     reasons = pd.Series([s["reason"] for s in skipped]).value_counts()
-    print(f"\n{len(todo)} of {len(rows)} vLLM aggregated rows replayed; not represented:")
+    print(f"\n{len(df)} of {len(rows)} vLLM aggregated rows replayed; not represented:")
     for reason, n in reasons.items():
         print(f"  {n:>4}  {reason}")
     print(f"results: {out}")

@@ -138,7 +138,7 @@ MODELS: dict[str, dict[str, tuple[str, dict]]] = {
     "MiniMaxAI/MiniMax-M2.5": {
         "fp8": ("minimax-m2.5", {}),
         "fp4": ("minimax-m2.5", {"dtype_bits": 4, "moe_dtype_bits": 4,
-                                 "quantization": "modelopt_fp4", "weight_block_size": None})},
+                                 "quantization": "modelopt_fp4", "weight_block_size": 0})},
     # openai/gpt-oss-120b: MXFP4 experts, bf16 attention (the CSV's "nvfp4" label aside)
     "openai/gpt-oss-120b": {"fp4": ("gpt-oss-120b", {})},
     # moonshotai/Kimi-K2.5: int4 weight-only experts (compressed-tensors), bf16 elsewhere;
