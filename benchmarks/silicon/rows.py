@@ -78,6 +78,16 @@ def _int(value: str) -> int:
     return max(1, int(float(value))) if value not in ("", None) else 1
 
 
+def _attn_dp(rec: dict) -> int:
+    """Attention data-parallel ranks. A blank column (the gap-analysis rows) is implied by
+    aiconfigurator's rule tp x attention_dp = moe_tp x moe_ep (sdk/models/moe.py): Qwen3-235B
+    at tp 1, MoE TP 2 ran two DP ranks."""
+    if rec["attention_dp_size"] not in ("", None):
+        return _int(rec["attention_dp_size"])
+    tp = _int(rec["tp_size"])
+    return max(1, _int(rec["moe_tp_size"]) * _int(rec["moe_ep_size"]) // tp)
+
+
 def _concurrency(rec: dict) -> int:
     m = re.search(r"silicon_concurrency=(\d+)", rec["silicon_data_source"])
     if m:
@@ -101,7 +111,7 @@ def read_rows(path: Path) -> list[Row]:
             version=rec["backend_version"] or "", isl=int(rec["isl"]), osl=int(rec["osl"]),
             tp=int(float(rec["tp_size"])), concurrency=_concurrency(rec),
             moe_tp=_int(rec["moe_tp_size"]), moe_ep=_int(rec["moe_ep_size"]),
-            attn_dp=_int(rec["attention_dp_size"]),
+            attn_dp=_attn_dp(rec),
             ttft_ms=float(rec["silicon_ttft_ms"]), tpot_ms=float(rec["silicon_tpot_ms"]),
             data_source=rec["silicon_data_source"]))
     return rows
