@@ -37,6 +37,8 @@ from traces.spec import LENGTH_FIELDS
 MAX_SET_BYTES = 64 * 1024  # one --set value
 _KEY = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*|[0-9]+)$")
 _CATALOG = {"model": get_model, "gpu": get_gpu}
+#: model keys that spell the same value (ModelSpec: dtype_bytes is legacy for dtype_bits)
+_ALIASES = {"dtype_bytes": "dtype_bits", "dtype_bits": "dtype_bytes"}
 
 
 @dataclass(frozen=True)
@@ -124,6 +126,8 @@ def apply_override(data: dict, assignment: str) -> None:
         node = _child(node, part, parts[: i + 1], assignment)
     last = parts[-1]
     value = _parse_value(raw, assignment)
+    if isinstance(node, dict) and parts[0] == "model" and last in _ALIASES:
+        node.pop(_ALIASES[last], None)  # the legacy key and its successor: the --set wins
     if isinstance(node, list):
         if not last.isdigit() or int(last) >= len(node):
             raise _bad_set(assignment, f"{'.'.join(parts[:-1])}: a list of {len(node)} "

@@ -1,0 +1,346 @@
+"""ModelSpec: a decoder-only transformer as vLLM serves it, field names close to Hugging Face's.
+
+Every default describes a dense Llama block (GQA attention, gated MLP, 16-bit weights, full
+attention), so a spec that sets none of the newer fields is the model it always was. The
+newer fields (Hugging Face ``config.json`` key in brackets):
+
+    mixture of experts  num_experts [num_experts | num_local_experts | n_routed_experts],
+                        num_experts_per_tok, moe_intermediate_size, num_shared_experts
+                        [n_shared_experts], shared_expert_intermediate_size (Qwen2-MoE),
+                        first_dense_layers [first_k_dense_replace]
+    MLA                 kv_lora_rank, q_lora_rank, qk_rope_head_dim, qk_nope_head_dim,
+                        v_head_dim (DeepSeek-V2/V3, Kimi-K2)
+    sliding window      sliding_window, num_sliding_layers [count of layer_types ==
+                        "sliding_attention"] (gpt-oss alternates; Mistral-7B-v0.1: all)
+    weights             dtype_bits, moe_dtype_bits, quantization (vLLM's method name)
+
+KV cache: ``kv_bytes_per_token`` is what servesim's block manager accounts per token, the
+full-attention layers only (every layer when all of them slide). vLLM's hybrid KV cache
+manager keeps just the last ``sliding_window`` tokens of a sliding layer, a few blocks per
+request that the block accounting leaves out (capacity is overstated by those blocks);
+``kv_bytes_per_sequence`` gives the exact bytes of one sequence for memory reports.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+
+from sim.config import model_shapes as shapes
+from sim.config.limits import MAX_TOKENS, TOKENS_WHY, why
+
+_FROZEN = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+_SHAPE = why("larger than any transformer's")
+_BYTES = why("1 (fp8/int8), 2 (bf16/fp16) or 4 (fp32)", "bytes")
+_BITS = (4, 8, 16, 32)
+#: vLLM --quantization methods a spec may name (vllm/model_executor/layers/quantization)
+QUANTIZATIONS = ("fp8", "modelopt", "modelopt_fp4", "mxfp4", "compressed-tensors", "awq",
+                 "gptq", "bitsandbytes")
+
+
+def _count(desc: str, le: int = 1 << 22, default: int = 0):
+    return Field(default, ge=0, le=le, json_schema_extra=_SHAPE, description=desc)
+
+
+class ModelSpec(BaseModel):
+    """A decoder-only transformer: dense or mixture-of-experts, GQA or MLA attention."""
+
+    model_config = _FROZEN
+
+    name: str = Field(description="Display name, e.g. 'llama-3-8b'.")
+    num_layers: PositiveInt = Field(le=1024, json_schema_extra=_SHAPE,
+                                    description="Transformer blocks (count).")
+    hidden_size: PositiveInt = Field(le=1 << 20, json_schema_extra=_SHAPE,
+                                     description="Residual stream width (elements).")
+    num_attention_heads: PositiveInt = Field(le=1 << 14, json_schema_extra=_SHAPE,
+                                             description="Query heads per layer (count).")
+    num_kv_heads: PositiveInt = Field(le=1 << 14, json_schema_extra=_SHAPE,
+                                      description="Key/value heads per layer (count, GQA; "
+                                      "MLA: the query heads, as its config.json says).")
+    head_dim: PositiveInt = Field(le=4096, json_schema_extra=_SHAPE,
+                                  description="Elements per attention head (MLA: "
+                                  "qk_nope_head_dim + qk_rope_head_dim).")
+    intermediate_size: PositiveInt = Field(le=1 << 22, json_schema_extra=_SHAPE,
+                                           description="Gated-MLP inner width of a dense "
+                                           "layer (elements).")
+    vocab_size: PositiveInt = Field(le=1 << 24, json_schema_extra=_SHAPE,
+                                    description="Vocabulary size (tokens).")
+    max_position_embeddings: PositiveInt = Field(
+        le=MAX_TOKENS, json_schema_extra=why(TOKENS_WHY, "tokens"),
+        description="Longest context the model supports (tokens); max_model_len defaults to it."
+    )
+    dtype_bits: Literal[4, 8, 16, 32] = Field(
+        16, description="Bits per element of the blocks' dense linear weights (attention, "
+        "dense MLP, shared experts): 16 bf16/fp16, 8 fp8 (as vLLM's --quantization fp8), 4 "
+        "nvfp4/mxfp4/int4; activations, embeddings and the LM head stay 16-bit. The legacy "
+        "key dtype_bytes (1, 2 or 4) sets it to 8 x dtype_bytes.")
+    moe_dtype_bits: Literal[4, 8, 16, 32] | None = Field(
+        None, description="Bits per element of the routed experts' weights (None: "
+        "dtype_bits), e.g. 4 for gpt-oss's mxfp4 experts beside 16-bit attention.")
+    quantization: Literal[QUANTIZATIONS] | None = Field(  # type: ignore[valid-type]
+        None, description="vLLM's --quantization method of the checkpoint (fp8, modelopt "
+        "(fp8), modelopt_fp4 (nvfp4), mxfp4, compressed-tensors, awq, gptq, bitsandbytes); "
+        "None: unquantized, or fp8 when dtype_bits is 8.")
+    kv_dtype_bytes: PositiveInt | None = Field(
+        None, le=4, json_schema_extra=_BYTES,
+        description="Bytes per KV-cache element (default: the activation dtype, 2 for "
+        "fp8 or 16-bit weights, as vLLM's --kv-cache-dtype auto; 1 = fp8 KV)."
+    )
+    qkv_bias: bool = Field(False, description="Q/K/V projections carry a bias (Qwen2).")
+    qk_norm: bool = Field(False, description="Per-head RMSNorm on queries and keys before "
+                          "RoPE (Qwen3; Hugging Face's Qwen3Attention q_norm / k_norm): two "
+                          "more elementwise kernels per block.")
+    tie_word_embeddings: bool = Field(
+        False, description="The LM head shares the embedding matrix (no separate weights)."
+    )
+    num_experts: int = _count("Routed experts per MoE layer (count; 0 = dense model).", 1 << 16)
+    num_experts_per_tok: int = _count("Routed experts each token uses per MoE layer (count, "
+                                      "top-k).", 1 << 10)
+    moe_intermediate_size: int = _count("Gated-MLP inner width of one routed expert "
+                                        "(elements).")
+    num_shared_experts: int = _count("Shared experts every token uses, each of "
+                                     "moe_intermediate_size (count; DeepSeek's "
+                                     "n_shared_experts).", 64)
+    shared_expert_intermediate_size: int = _count(
+        "Total inner width of the shared expert(s) (elements; Qwen2-MoE's key); 0 = "
+        "num_shared_experts x moe_intermediate_size.")
+    first_dense_layers: int = _count("Leading layers with a dense MLP of intermediate_size "
+                                     "instead of experts (count; DeepSeek's "
+                                     "first_k_dense_replace).", 1024)
+    kv_lora_rank: int = _count("MLA latent width cached per token and layer (elements; 0 = "
+                               "not MLA).", 1 << 16)
+    q_lora_rank: int = _count("MLA query compression width (elements; 0 = one q_proj).",
+                              1 << 16)
+    qk_rope_head_dim: int = _count("MLA: rotary part of each query/key head, the decoupled "
+                                   "key cached beside the latent (elements).", 4096)
+    qk_nope_head_dim: int = _count("MLA: non-rotary part of each query/key head "
+                                   "(elements).", 4096)
+    v_head_dim: int = _count("MLA: elements per value head.", 4096)
+    sliding_window: int = _count("Tokens a sliding-window layer attends to (tokens; 0 = "
+                                 "full attention everywhere).", MAX_TOKENS)
+    num_sliding_layers: int = _count("How many of num_layers use the sliding window (count; "
+                                     "gpt-oss: half, Mistral-7B-v0.1: all).", 1024)
+    source: str = Field("", description="Where the figures come from (config.json URL).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_dtype_bytes(cls, data):
+        """``dtype_bytes: 1|2|4`` (the key before dtype_bits existed) -> dtype_bits."""
+        if not isinstance(data, dict) or "dtype_bytes" not in data:
+            return data
+        data = dict(data)
+        legacy = data.pop("dtype_bytes")
+        if legacy not in (1, 2, 4) or isinstance(legacy, bool):
+            raise ValueError(f"dtype_bytes must be 1 (fp8/int8), 2 (bf16/fp16) or 4 (fp32) "
+                             f"bytes, not {legacy!r}; 4-bit weights: dtype_bits 4")
+        bits = data.setdefault("dtype_bits", 8 * legacy)
+        if bits != 8 * legacy:
+            raise ValueError(f"dtype_bytes {legacy} and dtype_bits {bits} disagree; give one")
+        return data
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if self.kv_dtype_bytes not in (None, 1, 2, 4):
+            raise ValueError(f"kv_dtype_bytes must be 1 (fp8/int8), 2 (bf16/fp16) or 4 (fp32) "
+                             f"bytes, not {self.kv_dtype_bytes}")
+        # vLLM: vllm/model_executor/layers/attention/attention.py:329 asserts
+        # num_heads % num_kv_heads == 0 (each KV head serves a whole group of query heads)
+        if self.num_attention_heads % self.num_kv_heads:
+            raise ValueError(
+                f"num_kv_heads ({self.num_kv_heads}) must divide num_attention_heads "
+                f"({self.num_attention_heads}): each KV head serves a group of query heads, "
+                "as vLLM's attention layer requires")
+        for problem in (*self._moe_problems(), *self._mla_problems(), *self._window_problems()):
+            raise ValueError(problem)
+        return self
+
+    def _moe_problems(self):
+        if not self.num_experts:
+            given = [k for k in ("num_experts_per_tok", "moe_intermediate_size",
+                                 "num_shared_experts", "shared_expert_intermediate_size",
+                                 "first_dense_layers") if getattr(self, k)]
+            if given:
+                yield f"{given[0]} needs num_experts > 0 (a mixture-of-experts model)"
+            return
+        if not 1 <= self.num_experts_per_tok <= self.num_experts:
+            yield (f"num_experts_per_tok must be 1 .. num_experts ({self.num_experts}), not "
+                   f"{self.num_experts_per_tok}")
+        if not self.moe_intermediate_size:
+            yield "moe_intermediate_size must be > 0 elements in a mixture-of-experts model"
+        if self.first_dense_layers >= self.num_layers:
+            yield (f"first_dense_layers ({self.first_dense_layers}) must be below num_layers "
+                   f"({self.num_layers})")
+
+    def _mla_problems(self):
+        mla = ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
+        if self.kv_lora_rank:
+            missing = [k for k in mla if not getattr(self, k)]
+            if missing:
+                yield f"{missing[0]} must be > 0 elements in an MLA model (kv_lora_rank > 0)"
+        elif self.q_lora_rank or any(getattr(self, k) for k in mla):
+            yield "q_lora_rank, qk_rope_head_dim, qk_nope_head_dim and v_head_dim need " \
+                  "kv_lora_rank > 0 (MLA)"
+
+    def _window_problems(self):
+        if self.num_sliding_layers > self.num_layers:
+            yield (f"num_sliding_layers ({self.num_sliding_layers}) exceeds num_layers "
+                   f"({self.num_layers})")
+        if bool(self.sliding_window) != bool(self.num_sliding_layers):
+            yield ("sliding_window and num_sliding_layers go together: both > 0 (num_layers "
+                   "sliding layers if every layer slides) or both 0")
+
+    def model_copy(self, *, update=None, deep: bool = False):
+        """pydantic's copy; a legacy ``dtype_bytes`` in ``update`` sets ``dtype_bits``."""
+        if update and "dtype_bytes" in update:
+            update = {**update, "dtype_bits": 8 * update["dtype_bytes"]}
+            del update["dtype_bytes"]
+        return super().model_copy(update=update, deep=deep)
+
+    # -- precision ---------------------------------------------------------------------
+    @property
+    def moe_bits(self) -> int:
+        """Bits per element of routed-expert weights (``moe_dtype_bits`` or ``dtype_bits``)."""
+        return self.moe_dtype_bits or self.dtype_bits
+
+    @property
+    def dtype_bytes(self) -> int:
+        """Bytes per dense linear weight element, rounded up (4-bit: 1), as before dtype_bits."""
+        return -(-self.dtype_bits // 8)
+
+    @property
+    def weight_elem_bytes(self) -> float:
+        """Bytes per dense linear weight element (0.5 for 4-bit weights)."""
+        return self.dtype_bits / 8
+
+    @property
+    def moe_weight_elem_bytes(self) -> float:
+        """Bytes per routed-expert weight element (0.5 for 4-bit experts)."""
+        return self.moe_bits / 8
+
+    @property
+    def act_bytes(self) -> int:
+        """Bytes per activation element: quantized weights (fp8, fp4, int4) still compute with
+        16-bit activations (vLLM: the model's dtype stays bf16/fp16)."""
+        return max(self.dtype_bytes, 2)
+
+    @property
+    def kv_bytes(self) -> int:
+        """Bytes per KV-cache element: ``kv_dtype_bytes``, else the activation dtype (vLLM's
+        ``--kv-cache-dtype auto``: fp8 weights with bf16 KV read 2 bytes per element)."""
+        return self.kv_dtype_bytes or self.act_bytes
+
+    # -- structure ---------------------------------------------------------------------
+    @property
+    def is_moe(self) -> bool:
+        """Mixture of experts: ``num_experts`` > 0."""
+        return self.num_experts > 0
+
+    @property
+    def is_mla(self) -> bool:
+        """Multi-head latent attention: ``kv_lora_rank`` > 0."""
+        return self.kv_lora_rank > 0
+
+    @property
+    def num_moe_layers(self) -> int:
+        """Layers whose MLP is the experts (count): num_layers - first_dense_layers, or 0."""
+        return self.num_layers - self.first_dense_layers if self.is_moe else 0
+
+    @property
+    def num_dense_layers(self) -> int:
+        """Layers with a dense MLP of ``intermediate_size`` (count)."""
+        return self.num_layers - self.num_moe_layers
+
+    @property
+    def num_full_attention_layers(self) -> int:
+        """Layers attending over the whole context (count)."""
+        return self.num_layers - self.num_sliding_layers
+
+    @property
+    def shared_expert_size(self) -> int:
+        """Total inner width of a MoE layer's shared expert(s) (elements; 0 = none)."""
+        return self.shared_expert_intermediate_size or \
+            self.num_shared_experts * self.moe_intermediate_size
+
+    @property
+    def expert_shape(self) -> tuple[int, int, int, int]:
+        """(hidden_size, moe_intermediate_size, num_experts, num_experts_per_tok) of the
+        routed experts (elements, elements, count, count)."""
+        return (self.hidden_size, self.moe_intermediate_size, self.num_experts,
+                self.num_experts_per_tok)
+
+    @property
+    def q_size(self) -> int:
+        return self.num_attention_heads * self.head_dim
+
+    @property
+    def kv_size(self) -> int:
+        return self.num_kv_heads * self.head_dim
+
+    def attn_gemms(self, tp: int) -> list[tuple[str, int, int]]:
+        """(name, n, k) of one layer's attention GEMMs on one GPU: qkv, o (GQA); qkv_a or q +
+        kv_a, q_b, kv_b, o (MLA). n = output width, k = input width (elements)."""
+        return shapes.attn_gemms(self, tp)
+
+    def dense_mlp_gemms(self, tp: int) -> list[tuple[str, int, int]]:
+        """(name, n, k) of a dense layer's gate_up and down on one GPU ([] if none)."""
+        return shapes.dense_mlp_gemms(self, tp)
+
+    def shared_expert_gemms(self, tp: int) -> list[tuple[str, int, int]]:
+        """(name, n, k) of a MoE layer's shared_gate_up and shared_down on one GPU."""
+        return shapes.shared_expert_gemms(self, tp)
+
+    # -- parameters and weights ---------------------------------------------------------
+    @property
+    def layer_params(self) -> int:
+        """Parameters of one dense transformer block (elements): attention, norms and a
+        dense MLP of ``intermediate_size``."""
+        return shapes.attn_params(self) + 3 * self.hidden_size * self.intermediate_size \
+            + 2 * self.hidden_size
+
+    @property
+    def num_params(self) -> int:
+        """Total parameters (elements): blocks (every expert) + embeddings + LM head + norm."""
+        return shapes.num_params(self)
+
+    @property
+    def active_params(self) -> int:
+        """Parameters one token uses (elements): all but the routed experts, plus
+        ``num_experts_per_tok`` of them per MoE layer; ``num_params`` for a dense model."""
+        return shapes.num_params(self, active=True)
+
+    def weight_bytes_per_gpu(self, tp: int, ep: int = 1) -> int:
+        """Weight bytes one GPU holds under TP ``tp`` and EP ``ep`` (``model_shapes``)."""
+        return shapes.weight_bytes_per_gpu(self, tp, ep)
+
+    # -- KV cache ----------------------------------------------------------------------
+    def kv_heads_per_gpu(self, tp: int) -> int:
+        """KV heads per GPU: heads are split across ranks, replicated when tp > num_kv_heads."""
+        return max(1, self.num_kv_heads // tp)
+
+    def kv_bytes_per_token_layer(self, tp: int) -> int:
+        """KV-cache bytes of one token in one attention layer on one GPU: K and V of this
+        GPU's heads; MLA: the latent plus the rotary key, (kv_lora_rank + qk_rope_head_dim)
+        elements on every rank (vLLM's MLA caches the whole latent on each TP rank)."""
+        if self.is_mla:
+            return (self.kv_lora_rank + self.qk_rope_head_dim) * self.kv_bytes
+        return 2 * self.kv_heads_per_gpu(tp) * self.head_dim * self.kv_bytes
+
+    @property
+    def kv_accounted_layers(self) -> int:
+        """Layers the KV block manager accounts per token (count): the full-attention layers,
+        or every layer when all of them slide (then KV per sequence is overstated)."""
+        return self.num_full_attention_layers or self.num_layers
+
+    def kv_bytes_per_token(self, tp: int) -> int:
+        """KV-cache bytes one token occupies on one GPU in the accounted layers (bytes):
+        what one slot of a KV block costs."""
+        return self.kv_accounted_layers * self.kv_bytes_per_token_layer(tp)
+
+    def kv_bytes_per_sequence(self, num_tokens: int, tp: int) -> int:
+        """KV bytes one sequence of ``num_tokens`` tokens holds on one GPU (bytes): full layers
+        ``num_tokens`` tokens each, sliding layers min(num_tokens, sliding_window)."""
+        kept = min(num_tokens, self.sliding_window) if self.sliding_window else num_tokens
+        per = self.kv_bytes_per_token_layer(tp)
+        return per * (self.num_full_attention_layers * num_tokens
+                      + self.num_sliding_layers * kept)
