@@ -33,8 +33,8 @@ LAZY: dict[str, tuple[str, str, str]] = {
               "does it still hold, and how far did rate and lengths move?"),
     "plot": ("sim.cli.plot", "plot", "Draw rate curves, the throughput-latency frontier, the "
              "KV timeline and latency CDFs."),
-    "catalog": ("sim.cli.catalog", "catalog", "List catalog models and GPUs (memory, "
-                "bandwidth, shipped calibrations)."),
+    "catalog": ("sim.cli.catalog", "app", "List catalog models and GPUs (memory, "
+                "bandwidth, shipped calibrations); `catalog import` reads a config.json."),
     "compare": ("sim.cli.compare", "compare", "Per-request TTFT/TPOT/ITL/E2EL errors "
                 "(requests matched by id), summary metrics side by side with B's relative "
                 "error, step counts; and a PNG."),

@@ -8,7 +8,9 @@ alias-expansion limits).
 ``--set KEY=VALUE`` reaches every field: ``engine.max_num_seqs=64``, list items by index
 (``workload.mix.0.arrival.rate=4``), and the fields of a catalog model or GPU
 (``model.dtype_bytes=1`` turns ``model: llama-3-8b`` into that catalog spec, spelled out,
-with the field overridden).
+with the field overridden). ``model: {hf_config: PATH}`` reads a Hugging Face config.json
+(``sim.catalog.hf_config``; PATH relative to the scenario's folder, other keys of the mapping
+override what it gives); ``--set model.hf_config=PATH`` replaces the model with one.
 
 A result's config.json and capacity's chosen.yaml are scenarios too: the keys servesim
 writes beside the scenario (``sim.config.runnable.ANNOTATIONS``) are skipped.
@@ -121,6 +123,9 @@ def apply_override(data: dict, assignment: str) -> None:
     if not all(_KEY.match(p) for p in parts):
         raise _bad_set(assignment, f"{clip(key.strip())!r} is not a dotted key such as "
                        "engine.max_num_seqs")
+    if parts == ["model", "hf_config"]:  # a config.json replaces the whole model
+        data["model"] = {"hf_config": _parse_value(raw, assignment)}
+        return
     node: Any = data
     for i, part in enumerate(parts[:-1]):
         node = _child(node, part, parts[: i + 1], assignment)
@@ -214,6 +219,29 @@ def replay_workload(workload, trace: str) -> dict:
     return {**kept, "trace": trace}
 
 
+def expand_hf_config(data: dict, base_dir: Path, source: str) -> None:
+    """``model: {hf_config: PATH, ...}`` -> the ModelSpec fields of that config.json (PATH
+    relative to the scenario's folder), the mapping's other keys overriding them."""
+    model = data.get("model")
+    if not isinstance(model, dict) or "hf_config" not in model:
+        return
+    from sim.catalog.hf_config import import_hf_config
+
+    rest = {k: v for k, v in model.items() if k != "hf_config"}
+    ref = model["hf_config"]
+    if not isinstance(ref, str) or not ref.strip() or "\0" in ref:
+        raise InputError(f"{source}: model.hf_config: a path to a config.json (got "
+                         f"{clip_repr(ref)})")
+    try:
+        spec = import_hf_config(base_dir / ref, name=rest.get("name"))
+    except InputError as e:
+        raise InputError(f"{source}: model.hf_config: {e}") from None
+    fields = spec.model_dump(mode="json")
+    for key in set(rest) & set(_ALIASES):
+        fields.pop(_ALIASES[key], None)
+    data["model"] = {**fields, **rest}
+
+
 def load_scenario(path: str | Path | None = None, overrides: tuple[str, ...] = (),
                   trace: str | None = None) -> LoadedScenario:
     """Load, override and validate a scenario. ``trace`` replays that file instead."""
@@ -228,4 +256,5 @@ def load_scenario(path: str | Path | None = None, overrides: tuple[str, ...] = (
     for o in overrides:
         apply_override(data, o)
     drop_stale(data, overrides)
+    expand_hf_config(data, p.parent, p.name)
     return LoadedScenario(validate(data, p.name, overrides), p.name, p.parent, tuple(overrides))

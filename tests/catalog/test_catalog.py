@@ -45,8 +45,12 @@ def test_model_entry_validates(key):
     assert m.name == key == normalize_name(key)
     assert ModelSpec.model_validate(m.model_dump()) == m  # round-trips through validation
     assert m.num_attention_heads % m.num_kv_heads == 0  # GQA groups are whole
-    # only Qwen3's config sets head_dim (128, not hidden_size / heads = 80)
-    assert (m.head_dim * m.num_attention_heads == m.hidden_size) != key.startswith("qwen3")
+    # head_dim is hidden_size / heads unless the config sets it (Qwen3: 128, not 80;
+    # gpt-oss 64, MiniMax 128) or the model is MLA (qk_nope + qk_rope head dims)
+    if not (key.startswith(("qwen3", "gpt-oss", "minimax")) or m.is_mla):
+        assert m.head_dim * m.num_attention_heads == m.hidden_size
+    if key == "qwen3-32b":
+        assert m.head_dim * m.num_attention_heads != m.hidden_size
     assert m.source
     if key != "tiny-2l":
         assert m.source.startswith("https://huggingface.co/")
@@ -123,7 +127,8 @@ def test_qwen_bias_and_tying():
         assert MODELS[key].qkv_bias is True
         assert MODELS[key].tie_word_embeddings is False
     assert MODELS["qwen2.5-0.5b"].tie_word_embeddings is True
-    assert not any(MODELS[k].qkv_bias for k in MODELS if not k.startswith("qwen"))
+    # gpt-oss sets attention_bias (biased q/k/v and o projections)
+    assert not any(MODELS[k].qkv_bias for k in MODELS if not k.startswith(("qwen", "gpt-oss")))
 
 
 def test_mistral_notes_sliding_window():
