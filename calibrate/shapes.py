@@ -104,11 +104,12 @@ def log_grid(hi: int, per_octave: int) -> list[int]:
 
 
 def model_gemms(model: ModelSpec, tp: int) -> dict[str, tuple[int, int]]:
-    """(n, k) per GEMM of one layer on one GPU, plus the LM head."""
-    h, q, inter = model.hidden_size, model.q_size, model.intermediate_size
-    kv = model.kv_heads_per_gpu(tp) * model.head_dim
-    return {"qkv": (q // tp + 2 * kv, h), "o": (h, q // tp), "gate_up": (2 * inter // tp, h),
-            "down": (h, inter // tp), "lm_head": (model.vocab_size // tp, h)}
+    """(n, k) per GEMM of one layer on one GPU, plus the LM head: the spec's attention,
+    dense-MLP and shared-expert GEMMs (``ModelSpec.attn_gemms`` ...; routed experts are
+    not GEMMs of this list)."""
+    gemms = model.attn_gemms(tp) + model.dense_mlp_gemms(tp) + model.shared_expert_gemms(tp)
+    return {name: (n, k) for name, n, k in gemms} | {
+        "lm_head": (model.vocab_size // tp, model.hidden_size)}
 
 
 def derive_shapes(model: ModelSpec, tp: int = 1, *, max_num_batched_tokens: int = 8192,

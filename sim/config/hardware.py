@@ -1,6 +1,7 @@
 """Model and GPU descriptions: the physical facts a cost model and the KV sizing need.
 
-Both are frozen pydantic models (``ModelSpec`` lives in ``sim.config.model_spec``). Catalog entries (``sim/catalog``) are instances of these;
+Both are frozen pydantic models (``ModelSpec`` lives in ``sim.config.model_spec``). Catalog
+entries (``sim/catalog``) are instances of these;
 a scenario may name a catalog entry or spell a model/GPU out field by field.
 Units are in every field's description; derived quantities are properties.
 """

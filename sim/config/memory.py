@@ -7,8 +7,15 @@ vLLM measures the activation peak with a dummy forward pass of
 ``max_num_batched_tokens`` tokens plus a dummy sampler pass over ``max_num_seqs``
 requests; we estimate the same two terms from the model's shapes:
 
-* the forward pass: the widest intermediate (gate+up output, 2 * intermediate / TP)
-  plus four hidden-size buffers per token, in the activation dtype (16-bit for fp8 weights);
+* the forward pass: the widest intermediate (gate+up output, 2 * intermediate / TP; a MoE
+  layer: top-k x (2 * moe_intermediate / TP + hidden), fused_moe's per-expert caches) plus
+  four hidden-size buffers per token, in the activation dtype (16-bit for fp8 weights);
+
+Weights are this GPU's share under TP and, with ``--enable-expert-parallel``, EP = TP x DP
+(``ModelSpec.weight_bytes_per_gpu``). Under data parallelism every rank holds the full
+attention of its TP group and its own KV pool, so the plan is the same on every GPU. A
+sliding-window model's blocks are sized by its full-attention layers only
+(``ModelSpec.kv_bytes_per_token``): the window's few blocks per request are not reserved.
 * the sampler: fp32 logits and probabilities for max_num_seqs x vocab.
 
 ``NON_TORCH_BYTES`` stands for the CUDA context, NCCL and allocator slack that
@@ -45,16 +52,20 @@ class MemoryPlan:
 
 
 def activation_bytes(model: ModelSpec, tp: int, max_tokens: int, max_seqs: int) -> int:
-    per_token = (2 * model.intermediate_size // tp + 4 * model.hidden_size) * model.act_bytes
+    widest = 2 * model.intermediate_size // tp if model.num_dense_layers else 0
+    if model.is_moe:  # fused_moe's caches: gate+up and the output of every (token, expert)
+        k, inter = model.num_experts_per_tok, model.moe_intermediate_size
+        widest = max(widest, k * (2 * inter // tp + model.hidden_size))
+    per_token = (widest + 4 * model.hidden_size) * model.act_bytes
     sampler = 2 * 4 * max_seqs * model.vocab_size // tp
     return max_tokens * per_token + sampler
 
 
-def plan_memory(model: ModelSpec, gpu: GpuSpec, tp: int, *, block_size: int,
+def plan_memory(model: ModelSpec, gpu: GpuSpec, tp: int, *, ep: int = 1, block_size: int,
                 utilization: float, max_tokens: int, max_seqs: int,
                 blocks_override: int | None) -> MemoryPlan:
     usable = int(gpu.hbm_bytes * utilization)
-    weights = model.weight_bytes_per_gpu(tp)
+    weights = model.weight_bytes_per_gpu(tp, ep)
     act = activation_bytes(model, tp, max_tokens, max_seqs)
     kv = usable - weights - act - NON_TORCH_BYTES
     block = block_size * model.kv_bytes_per_token(tp)

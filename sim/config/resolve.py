@@ -30,6 +30,22 @@ class Resolved:
     memory: MemoryPlan
 
     @property
+    def dp(self) -> int:
+        """Data-parallel ranks of the server (count)."""
+        return self.scenario.data_parallel_size
+
+    @property
+    def ep(self) -> int:
+        """Expert-parallel ranks: tp x dp under --enable-expert-parallel on a MoE model, else 1."""
+        on = self.scenario.enable_expert_parallel and self.model.is_moe
+        return self.tp * self.dp if on else 1
+
+    @property
+    def gpus(self) -> int:
+        """GPUs of one server: tp x dp (count)."""
+        return self.tp * self.dp
+
+    @property
     def kv_capacity_tokens(self) -> int:
         return self.memory.usable_blocks * self.block_size
 
@@ -50,7 +66,28 @@ class Resolved:
             "usable_kv_blocks": m.usable_blocks,
             "kv_capacity_tokens": self.kv_capacity_tokens,
             "model_params_b": round(self.model.num_params / 1e9, 3),
+            **self.model_plan(),
         }
+
+    def model_plan(self) -> dict:
+        """The MoE / parallel layout behind the memory plan (empty for a dense model on one
+        rank): what `scenario show` prints for a MoE model, per GPU."""
+        m, out = self.model, {}
+        if m.is_moe or self.dp > 1:
+            out = {"model_active_params_b": round(m.active_params / 1e9, 3),
+                   "gpus_per_server": self.gpus, "data_parallel_size": self.dp,
+                   "expert_parallel_size": self.ep}
+        if m.is_moe:
+            local = -(-m.num_experts // self.ep) if self.ep > 1 else m.num_experts
+            out.update(experts_per_gpu=local, expert_shard=(
+                "whole experts" if self.ep > 1 else f"1/{self.tp} of each expert"),
+                moe_layers=m.num_moe_layers, dense_layers=m.num_dense_layers)
+        if m.sliding_window:
+            out.update(sliding_window_tokens=m.sliding_window,
+                       sliding_layers=m.num_sliding_layers,
+                       kv_bytes_per_max_len_seq_per_gpu=m.kv_bytes_per_sequence(
+                           self.limits.max_model_len, self.tp))
+        return out
 
 
 def _big_gpu(gpu: GpuSpec) -> bool:
@@ -149,7 +186,8 @@ def resolve(sc: Scenario) -> Resolved:
     _check_parallel(model, tp)
     limits = _limits(sc, model, gpu)
     sc, limits = sc.scheduler.cls.resolve_defaults(sc, limits)  # e.g. vLLM v0's for prefill-first
-    mem = plan_memory(model, gpu, tp, block_size=sc.engine.block_size,
+    ep = tp * sc.data_parallel_size if sc.enable_expert_parallel and model.is_moe else 1
+    mem = plan_memory(model, gpu, tp, ep=ep, block_size=sc.engine.block_size,
                       utilization=sc.engine.gpu_memory_utilization,
                       max_tokens=limits.max_num_batched_tokens, max_seqs=limits.max_num_seqs,
                       blocks_override=sc.engine.num_gpu_blocks_override)

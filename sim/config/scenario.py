@@ -3,7 +3,7 @@
     name, description, seed, horizon_s
     model        catalog name or explicit ModelSpec
     gpu          catalog name or explicit GpuSpec
-    tensor_parallel_size
+    tensor_parallel_size, data_parallel_size, enable_expert_parallel
     engine       vLLM's knobs, names and defaults
     scheduler    {name: vllm, ...params}
     kv           {name: paged, ...params}
@@ -225,6 +225,20 @@ class Scenario(BaseModel):
     tensor_parallel_size: PositiveInt = Field(
         1, le=MAX_GPUS, json_schema_extra=why("no replica shards over more GPUs", "GPUs"),
         description="GPUs per replica (count).")
+    data_parallel_size: PositiveInt = Field(
+        1, le=MAX_GPUS, json_schema_extra=why("no server runs more engine replicas", "ranks"),
+        description="vLLM's --data-parallel-size: engine ranks in one server, each with its "
+        "own scheduler and KV cache on tensor_parallel_size GPUs (count; vLLM allows it for "
+        "dense models too). The memory plan is per GPU; servesim steps one engine for the DP "
+        "group: the workload goes to one rank's scheduler and KV pool (give it one rank's "
+        "share, rate / data_parallel_size), the other ranks assumed to step in lockstep with "
+        "equal batches, as vLLM's MoE DP engines do.")
+    enable_expert_parallel: bool = Field(
+        False, description="vLLM's --enable-expert-parallel: a MoE layer's routed experts are "
+        "split whole across EP = tensor_parallel_size x data_parallel_size GPUs (ceil("
+        "num_experts / EP) per GPU) instead of TP-sharded; attention, dense layers and shared "
+        "experts stay TP-sharded within each DP rank (attention data parallelism). No effect "
+        "on a dense model.")
     engine: EngineConfig = Field(default_factory=EngineConfig,
                                  description="vLLM engine arguments (vLLM's names).")
     scheduler: SchedulerChoice = Field(default_factory=lambda: SchedulerChoice(name="vllm"),

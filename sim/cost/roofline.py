@@ -12,6 +12,15 @@ Per transformer layer and step, on one GPU of a tensor-parallel group:
 * two all-reduces of the step's activations when ``tp > 1`` (ring: 2(tp-1)/tp of
   the message crosses each link), plus a fixed latency;
 
+Mixture-of-experts layers (``sim/cost/moe_roofline.py``) replace the dense MLP by the router,
+the shared expert(s) and the routed experts: FLOPs of the top-k experts only, weight bytes of
+the experts the step touches (min(num_experts, tokens x top-k) per GPU, whole experts under
+expert parallelism), and under EP an all-to-all dispatch and combine. MLA attention
+(DeepSeek-V3, Kimi-K2) runs its projections as GEMMs (``ModelSpec.attn_gemms``), prefill
+as multi-head attention over qk_nope + qk_rope / v_head_dim, decode absorbed into the
+latent (kv_lora_rank + qk_rope per head for scores, kv_lora_rank for values), reading the
+latent cache. Sliding-window layers attend over at most ``sliding_window`` tokens.
+
 then the LM head (never quantized) for one row per scheduled request (vLLM computes
 logits for the last scheduled token of every request), the elementwise kernels' bytes
 (norms, RoPE, KV write, activation, embedding, sampler: sim/cost/elementwise.py) at the
@@ -26,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sim.cost.base import COST_MODELS, ShapeCost, decode_contexts
 from sim.cost.elementwise import ElementwiseWork
+from sim.cost.moe_roofline import MoeRoofline, attention_dims, window_pairs
 
 
 class RooflineParams(BaseModel):
@@ -58,22 +68,31 @@ class RooflineCost(ShapeCost):
         super().__init__(*args, **kw)
         g, p = self.gpu, self.params
         self.peak_gemm = g.bf16_flops * (p.gemm_efficiency or g.gemm_efficiency)
-        fp8 = self.model.dtype_bytes == 1 and g.fp8_flops  # else fp8 weights upcast to bf16
-        self.peak_layer_gemm = (g.fp8_flops / g.bf16_flops) * self.peak_gemm if fp8 \
-            else self.peak_gemm
+        self.peak_layer_gemm = self.peak_for(self.model.dtype_bits)
         self.peak_attn = g.bf16_flops * (p.attention_efficiency or g.attention_efficiency)
         self.bw = g.mem_bandwidth * (p.mem_efficiency or g.mem_efficiency)
         ms = p.step_overhead_ms
         self.overhead = g.step_overhead_s if ms is None else ms * 1e-3
         m, tp = self.model, self.tp
-        h, q, kv, inter = m.hidden_size, m.q_size, m.kv_size, m.intermediate_size
-        # (input width, output width) of each GEMM on one rank
-        self.gemms = [(h, (q + 2 * kv) // tp), (q // tp, h), (h, 2 * inter // tp),
-                      (inter // tp, h)]
+        # (input width, output width) of each GEMM on one rank: attention, then dense MLP
+        self.attn = [(k, n) for _, n, k in m.attn_gemms(tp)]
+        self.gemms = self.attn + [(k, n) for _, n, k in m.dense_mlp_gemms(tp)]
+        resolved = kw.get("resolved")
+        self.moe = MoeRoofline(self, resolved.ep if resolved is not None else 1) \
+            if m.is_moe else None
         self.heads = m.num_attention_heads // tp
-        self.kv_token_layer = m.kv_bytes_per_token(tp) // m.num_layers  # bytes/token/layer
+        self.kv_token_layer = m.kv_bytes_per_token_layer(tp)  # bytes/token/layer
+        self.prefill_dims, self.decode_dims = attention_dims(m)
         self.elem = ElementwiseWork.of(m, tp)
         self._memo: dict[tuple[int, int], float] = {}
+
+    def peak_for(self, bits: int) -> float:
+        """Achieved GEMM FLOP/s for weights of ``bits``: the fp8 peak for fp8 (and nvfp4,
+        whose fp4 rate no GpuSpec carries), else bf16 (w4a16 kernels upcast the weights)."""
+        g = self.gpu
+        fast = g.fp8_flops and (bits == 8 or (bits == 4 and self.model.quantization
+                                               == "modelopt_fp4"))
+        return (g.fp8_flops / g.bf16_flops) * self.peak_gemm if fast else self.peak_gemm
 
     def _per_token_count(self, tokens: int, rows: int) -> float:
         """Layer GEMMs + all-reduce for ``tokens`` and the LM head for ``rows`` (memoized:
@@ -81,32 +100,52 @@ class RooflineCost(ShapeCost):
         key = (tokens, rows)
         t = self._memo.get(key)
         if t is None:
-            layer = self._gemm_time(tokens) + self._allreduce(tokens)
-            elem = float(self.elem.bytes_per_step(self.model.num_layers, tokens, rows)) / self.bw
-            t = self._memo[key] = self.model.num_layers * layer + self._lm_head(rows) + elem
+            m = self.model
+            elem = float(self.elem.bytes_per_step(m.num_layers, tokens, rows)) / self.bw
+            if self.moe is None:
+                layers = m.num_layers * (self._gemm_time(tokens) + self._allreduce(tokens))
+            else:
+                layers = m.num_layers * (self._gemm_time(tokens, self.attn)
+                                         + self._allreduce(tokens)) \
+                    + m.num_dense_layers * self._gemm_time(tokens, self.gemms[len(self.attn):]) \
+                    + m.num_moe_layers * self.moe.layer_time(tokens)
+            t = self._memo[key] = layers + self._lm_head(rows) + elem
         return t
 
-    def _gemm_time(self, tokens: int) -> float:
-        w, a, t = self.model.dtype_bytes, self.model.act_bytes, 0.0
-        for k, n in self.gemms:
+    def _gemm_time(self, tokens: int, gemms=None, bits: int | None = None) -> float:
+        """GEMMs ``(k, n)`` (default: a dense layer's) on ``tokens`` rows, weights of
+        ``bits`` (default: dtype_bits) against the matching peak."""
+        m, t = self.model, 0.0
+        w, a = (bits or m.dtype_bits) / 8, m.act_bytes
+        peak = self.peak_layer_gemm if bits is None else self.peak_for(bits)
+        for k, n in self.gemms if gemms is None else gemms:
             flops = 2.0 * tokens * k * n
             nbytes = w * k * n + a * tokens * (k + n)
-            t += max(flops / self.peak_layer_gemm, nbytes / self.bw)
+            t += max(flops / peak, nbytes / self.bw)
         return t
 
-    def _prefill_attention(self, q: np.ndarray, p: np.ndarray) -> float:
+    def _prefill_attention(self, q: np.ndarray, p: np.ndarray, window: int = 0) -> float:
+        """One layer's prefill attention; ``window`` > 0: a sliding-window layer."""
         if not len(q):
             return 0.0
         qf, pf = q.astype(np.float64), p.astype(np.float64)
-        hd = self.model.head_dim
-        flops = 4.0 * self.heads * hd * float((qf * pf + qf * (qf + 1) / 2).sum())
-        nbytes = self.kv_token_layer * float((pf + qf).sum())
+        dqk, dv = self.prefill_dims
+        if window:
+            pairs, read = window_pairs(qf, pf, window), np.minimum(pf, window) + qf
+        else:
+            pairs, read = qf * pf + qf * (qf + 1) / 2, pf + qf
+        flops = 2.0 * self.heads * (dqk + dv) * float(pairs.sum())
+        nbytes = self.kv_token_layer * float(read.sum())
         return max(flops / self.peak_attn, nbytes / self.bw)
 
-    def _decode_attention(self, n: int, ctx: np.ndarray) -> np.ndarray:
-        # each decode request reads its context plus the token it just wrote
+    def _decode_attention(self, n: int, ctx: np.ndarray, window: int = 0) -> np.ndarray:
+        # each decode request reads its context plus the token it just wrote; ``ctx`` sums
+        # the requests' contexts, so a window caps the average request's tokens
         tokens = ctx.astype(np.float64) + n
-        flops = 4.0 * self.heads * self.model.head_dim * tokens
+        if window:
+            tokens = np.minimum(tokens, float(n * window))
+        dqk, dv = self.decode_dims
+        flops = 2.0 * self.heads * (dqk + dv) * tokens
         return _roof(flops, self.kv_token_layer * tokens, self.peak_attn, self.bw)
 
     def _allreduce(self, tokens: int) -> float:
@@ -127,13 +166,21 @@ class RooflineCost(ShapeCost):
 
     def shape_times(self, total, reqs, prefill_q, prefill_ctx, num_decode, decode_ctx0,
                     num_steps):
+        m = self.model
+        full, sliding, window = m.num_full_attention_layers, m.num_sliding_layers, \
+            m.sliding_window
         fixed = self._per_token_count(total, reqs) + self.overhead
         if len(prefill_q):
-            fixed += self.model.num_layers * self._prefill_attention(
-                np.asarray(prefill_q, dtype=np.int64), np.asarray(prefill_ctx, dtype=np.int64))
+            q = np.asarray(prefill_q, dtype=np.int64)
+            p = np.asarray(prefill_ctx, dtype=np.int64)
+            fixed += full * self._prefill_attention(q, p)
+            if sliding:
+                fixed += sliding * self._prefill_attention(q, p, window)
         if num_decode:
             ctx = decode_contexts(decode_ctx0, num_decode, num_steps)
-            out = self.model.num_layers * self._decode_attention(num_decode, ctx)
+            out = full * self._decode_attention(num_decode, ctx)
+            if sliding:
+                out = out + sliding * self._decode_attention(num_decode, ctx, window)
             out += fixed
         else:
             out = np.full(num_steps, fixed)

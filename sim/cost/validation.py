@@ -26,9 +26,13 @@ def _bands(path: Path = BANDS_FILE) -> dict:
 
 
 def model_class(model) -> str:
-    """The class a band covers: the architecture and the weight dtype."""
-    weights = {1: "fp8", 2: "bf16", 4: "fp32"}.get(model.dtype_bytes, f"{model.dtype_bytes}B")
-    return f"dense {weights}"
+    """The class a band covers: the architecture and the weight dtype ("dense bf16",
+    "moe mla fp8", "moe 16/4-bit" for gpt-oss's bf16 attention and mxfp4 experts...)."""
+    names = {4: "4-bit", 8: "fp8", 16: "bf16", 32: "fp32"}
+    weights = names[model.dtype_bits] if model.moe_bits == model.dtype_bits \
+        else f"{model.dtype_bits}/{model.moe_bits}-bit"
+    arch = ("moe" if model.is_moe else "dense") + (" mla" if model.is_mla else "")
+    return f"{arch} {weights}"
 
 
 def band(resolved) -> dict:

@@ -30,7 +30,7 @@ class PoolPlan:
 
     @property
     def gpus(self) -> int:
-        return self.replicas * self.resolved.tp
+        return self.replicas * self.resolved.gpus
 
 
 @dataclass(frozen=True)

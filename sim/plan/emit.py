@@ -32,9 +32,14 @@ def hf_model(r: Resolved) -> str:
 def _dtype_flags(m: ModelSpec) -> tuple[list[str], list[str]]:
     """Weights, activations and KV cache as vLLM's --dtype, --quantization, --kv-cache-dtype."""
     flags = ["--dtype float32" if m.act_bytes == 4 else "--dtype auto"]
-    if m.dtype_bytes == 1:  # fp8 linear weights, 16-bit activations (ModelSpec.dtype_bytes)
-        flags.append("--quantization fp8")
     notes = []
+    if m.quantization:  # the checkpoint's method (ModelSpec.quantization)
+        flags.append(f"--quantization {m.quantization}")
+    elif m.dtype_bits == 8:  # fp8 linear weights, 16-bit activations: online fp8
+        flags.append("--quantization fp8")
+    elif min(m.dtype_bits, m.moe_bits) == 4:
+        notes.append("4-bit weights need a quantized checkpoint: set model.quantization to "
+                     "its method (modelopt_fp4, mxfp4, compressed-tensors, awq, gptq)")
     if m.kv_bytes == 1:
         flags.append("--kv-cache-dtype fp8")
     elif m.kv_bytes == m.act_bytes:
@@ -48,7 +53,10 @@ def _dtype_flags(m: ModelSpec) -> tuple[list[str], list[str]]:
 def _engine_flags(r: Resolved) -> list[str]:
     e, lim = r.scenario.engine, r.limits
     on = lambda flag, v: f"--{flag}" if v else f"--no-{flag}"  # noqa: E731 (argparse's pairs)
-    flags = [f"--tensor-parallel-size {r.tp}", f"--max-model-len {lim.max_model_len}",
+    flags = [f"--tensor-parallel-size {r.tp}",
+             *([f"--data-parallel-size {r.dp}"] if r.dp > 1 else []),
+             *(["--enable-expert-parallel"] if r.scenario.enable_expert_parallel else []),
+             f"--max-model-len {lim.max_model_len}",
              f"--max-num-seqs {lim.max_num_seqs}",
              f"--max-num-batched-tokens {lim.max_num_batched_tokens}",
              f"--block-size {e.block_size}", f"--gpu-memory-utilization {e.gpu_memory_utilization}",
@@ -166,7 +174,7 @@ def chosen_doc(r: Resolved, specs: RequestSpecs, source: str, config: dict, slo:
     pools, fleet_notes = deployment(r)
     locked = {
         "config": config, "model": r.model.name, "hf_model": hf_model(r), "gpu": r.gpu.name,
-        "gpus": sum(p["gpus"] for p in pools) if pools else r.tp,
+        "gpus": sum(p["gpus"] for p in pools) if pools else r.gpus,
         "vllm_serve": vllm_serve(r), "vllm_flags": flags, "notes": notes + fleet_notes,
         **({"pools": pools} if pools else {}),
         "slo": slo, "capacity": capacity,
