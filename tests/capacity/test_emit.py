@@ -118,3 +118,16 @@ def test_a_fleet_gets_one_command_per_pool():
     assert "--max-num-seqs 1024" in pools[0]["vllm_serve"]
     assert "--max-num-seqs 64" in pools[1]["vllm_serve"]
     assert notes[1].startswith("pool 'batch': 3 replica(s) behind router 'least_outstanding'")
+
+
+def test_expert_and_data_parallel_and_quantization_methods_are_flagged():
+    f, notes = flags("model=deepseek-v3", "gpu=h200-sxm", "tensor_parallel_size=8",
+                     "data_parallel_size=2", "enable_expert_parallel=true",
+                     "engine.max_model_len=8192")
+    assert {"--data-parallel-size 2", "--enable-expert-parallel", "--quantization fp8",
+            "--tensor-parallel-size 8"} <= set(f) and notes == []
+    assert {flag.split()[0] for flag in f} <= vllm_names()
+    oss = flags("model=gpt-oss-120b", "gpu=h200-sxm", "engine.max_model_len=8192")[0]
+    assert "--quantization mxfp4" in oss and "--enable-expert-parallel" not in oss
+    dense = flags()[0]
+    assert not any(x.startswith(("--data-parallel", "--enable-expert")) for x in dense)
