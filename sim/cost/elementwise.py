@@ -17,6 +17,10 @@ bytes per element, ``d`` head_dim, ``hq``/``hkv`` heads on this GPU, ``I`` inter
       sampler, per request                  logits to fp32, temperature, softmax, exponential
                                             race, argmax over the vocabulary  ~42 V bytes
 
+A MoE model (every layer MoE) runs SiLU-and-mul over top-k x moe_intermediate per token; MLA
+ropes only the rotary parts (qk_rope_head_dim of each query head and the one shared key) and
+writes the latent + rotary key (kv_lora_rank + qk_rope_head_dim) to the cache.
+
 Kernels: 5 per block (7 with qk_norm), 1 embedding, 1 final norm and ``SAMPLER_KERNELS`` per
 step. The same list is aiconfigurator's (add_norm x2, act, RoPE, KV write, embedding), whose
 models price them the same way. Pure numpy; no torch.
@@ -51,8 +55,13 @@ class ElementwiseWork:
         a, kv, h, d = model.act_bytes, model.kv_bytes, model.hidden_size, model.head_dim
         hq, hkv = model.num_attention_heads // tp, model.kv_heads_per_gpu(tp)
         inter = model.intermediate_size // tp
-        layer = (4.0 * h * a, 4.0 * h * a, 2.0 * (hq + hkv) * d * a, 2.0 * hkv * d * (a + kv),
-                 3.0 * inter * a)
+        if model.is_moe and not model.num_dense_layers:  # SiLU over every (token, expert)
+            inter = model.num_experts_per_tok * model.moe_intermediate_size // tp
+        rope, write = 2.0 * (hq + hkv) * d * a, 2.0 * hkv * d * (a + kv)
+        if model.is_mla:  # RoPE on the rotary parts; the cache takes latent + rotary key
+            rope = 2.0 * (hq + 1) * model.qk_rope_head_dim * a
+            write = (model.kv_lora_rank + model.qk_rope_head_dim) * (a + kv)
+        layer = (4.0 * h * a, 4.0 * h * a, rope, write, 3.0 * inter * a)
         if model.qk_norm:  # vLLM's Qwen3Attention: q_norm, then k_norm, one kernel each
             layer += (2.0 * hq * d * a, 2.0 * hkv * d * a)
         return ElementwiseWork(layer, 4.0 * h * a, 2.0 * h * a,

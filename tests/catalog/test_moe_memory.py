@@ -111,3 +111,20 @@ def test_ep_splits_the_same_expert_bytes_as_tp(experts, k, inter, tp, dp, bits):
     assert abs(rest_ep - rest_tp) <= 1
     assert tp * m.weight_bytes_per_gpu(tp) >= m.weight_bytes_per_gpu(1)
     assert m.active_params <= m.num_params
+
+
+def test_scenario_show_prints_the_moe_memory_plan_per_gpu(capsys):
+    import yaml
+
+    from sim.config.memory import GIB
+    from tests.capacity.helpers import cli
+
+    sets = ("model=qwen3-30b-a3b", "tensor_parallel_size=2", "data_parallel_size=4",
+            "enable_expert_parallel=true")
+    assert cli("scenario", "show", *(x for s in sets for x in ("--set", s))) == 0
+    d = yaml.safe_load(capsys.readouterr().out)["derived"]
+    assert d["weights_gib_per_gpu"] == round(8_801_433_600 / GIB, 3)  # the EP8 hand figure
+    assert (d["expert_parallel_size"], d["experts_per_gpu"], d["gpus_per_server"]) == (8, 16, 8)
+    assert d["kv_bytes_per_token_per_gpu"] == 48 * 2 * 2 * 128 * 2  # 4 KV heads over TP 2
+    assert d["kv_block_bytes"] == 16 * d["kv_bytes_per_token_per_gpu"]
+    assert d["num_gpu_blocks"] > 0 and d["model_active_params_b"] == 3.353
