@@ -27,6 +27,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
+from sim.config import model_checks as checks
 from sim.config import model_shapes as shapes
 from sim.config.limits import MAX_TOKENS, TOKENS_WHY, why
 
@@ -127,68 +128,13 @@ class ModelSpec(BaseModel):
     @classmethod
     def _legacy_dtype_bytes(cls, data):
         """``dtype_bytes: 1|2|4`` (the key before dtype_bits existed) -> dtype_bits."""
-        if not isinstance(data, dict) or "dtype_bytes" not in data:
-            return data
-        data = dict(data)
-        legacy = data.pop("dtype_bytes")
-        if legacy not in (1, 2, 4) or isinstance(legacy, bool):
-            raise ValueError(f"dtype_bytes must be 1 (fp8/int8), 2 (bf16/fp16) or 4 (fp32) "
-                             f"bytes, not {legacy!r}; 4-bit weights: dtype_bits 4")
-        bits = data.setdefault("dtype_bits", 8 * legacy)
-        if bits != 8 * legacy:
-            raise ValueError(f"dtype_bytes {legacy} and dtype_bits {bits} disagree; give one")
-        return data
+        return checks.legacy_dtype_bytes(data)
 
     @model_validator(mode="after")
     def _consistent(self):
-        if self.kv_dtype_bytes not in (None, 1, 2, 4):
-            raise ValueError(f"kv_dtype_bytes must be 1 (fp8/int8), 2 (bf16/fp16) or 4 (fp32) "
-                             f"bytes, not {self.kv_dtype_bytes}")
-        # vLLM: vllm/model_executor/layers/attention/attention.py:329 asserts
-        # num_heads % num_kv_heads == 0 (each KV head serves a whole group of query heads)
-        if self.num_attention_heads % self.num_kv_heads:
-            raise ValueError(
-                f"num_kv_heads ({self.num_kv_heads}) must divide num_attention_heads "
-                f"({self.num_attention_heads}): each KV head serves a group of query heads, "
-                "as vLLM's attention layer requires")
-        for problem in (*self._moe_problems(), *self._mla_problems(), *self._window_problems()):
+        for problem in checks.problems(self):
             raise ValueError(problem)
         return self
-
-    def _moe_problems(self):
-        if not self.num_experts:
-            given = [k for k in ("num_experts_per_tok", "moe_intermediate_size",
-                                 "num_shared_experts", "shared_expert_intermediate_size",
-                                 "first_dense_layers") if getattr(self, k)]
-            if given:
-                yield f"{given[0]} needs num_experts > 0 (a mixture-of-experts model)"
-            return
-        if not 1 <= self.num_experts_per_tok <= self.num_experts:
-            yield (f"num_experts_per_tok must be 1 .. num_experts ({self.num_experts}), not "
-                   f"{self.num_experts_per_tok}")
-        if not self.moe_intermediate_size:
-            yield "moe_intermediate_size must be > 0 elements in a mixture-of-experts model"
-        if self.first_dense_layers >= self.num_layers:
-            yield (f"first_dense_layers ({self.first_dense_layers}) must be below num_layers "
-                   f"({self.num_layers})")
-
-    def _mla_problems(self):
-        mla = ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
-        if self.kv_lora_rank:
-            missing = [k for k in mla if not getattr(self, k)]
-            if missing:
-                yield f"{missing[0]} must be > 0 elements in an MLA model (kv_lora_rank > 0)"
-        elif self.q_lora_rank or any(getattr(self, k) for k in mla):
-            yield "q_lora_rank, qk_rope_head_dim, qk_nope_head_dim and v_head_dim need " \
-                  "kv_lora_rank > 0 (MLA)"
-
-    def _window_problems(self):
-        if self.num_sliding_layers > self.num_layers:
-            yield (f"num_sliding_layers ({self.num_sliding_layers}) exceeds num_layers "
-                   f"({self.num_layers})")
-        if bool(self.sliding_window) != bool(self.num_sliding_layers):
-            yield ("sliding_window and num_sliding_layers go together: both > 0 (num_layers "
-                   "sliding layers if every layer slides) or both 0")
 
     def model_copy(self, *, update=None, deep: bool = False):
         """pydantic's copy; a legacy ``dtype_bytes`` in ``update`` sets ``dtype_bits``."""

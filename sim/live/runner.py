@@ -38,6 +38,9 @@ def memory_plan(r, params, num_blocks: int | None = None) -> tuple[CacheShape, i
     m, device = r.model, params.device
     if device == "cuda" and not torch.cuda.is_available():
         raise InputError("cost live: device cuda, but no CUDA device is visible")
+    if m.is_moe or m.is_mla or m.sliding_window:
+        raise InputError(f"cost live: the random-weight model is a dense GQA Llama; "
+                         f"{m.name} is mixture-of-experts, MLA or sliding-window")
     if m.kv_bytes != m.dtype_bytes:
         raise InputError(f"cost live: the kernels keep KV in the model dtype; "
                          f"model.kv_dtype_bytes {m.kv_bytes} is not supported")

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
+import yaml
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from sim.catalog import MODELS
+from sim.config.memory import GIB
 from sim.config.model_spec import ModelSpec
+from tests.capacity.helpers import cli
 
 Q3 = MODELS["qwen3-30b-a3b"]  # 48 layers, h 2048, 32/4 heads of 128, 128 experts of 768
 
@@ -114,11 +118,6 @@ def test_ep_splits_the_same_expert_bytes_as_tp(experts, k, inter, tp, dp, bits):
 
 
 def test_scenario_show_prints_the_moe_memory_plan_per_gpu(capsys):
-    import yaml
-
-    from sim.config.memory import GIB
-    from tests.capacity.helpers import cli
-
     sets = ("model=qwen3-30b-a3b", "tensor_parallel_size=2", "data_parallel_size=4",
             "enable_expert_parallel=true")
     assert cli("scenario", "show", *(x for s in sets for x in ("--set", s))) == 0
@@ -128,3 +127,29 @@ def test_scenario_show_prints_the_moe_memory_plan_per_gpu(capsys):
     assert d["kv_bytes_per_token_per_gpu"] == 48 * 2 * 2 * 128 * 2  # 4 KV heads over TP 2
     assert d["kv_block_bytes"] == 16 * d["kv_bytes_per_token_per_gpu"]
     assert d["num_gpu_blocks"] > 0 and d["model_active_params_b"] == 3.353
+
+
+def _spec(**kw):
+    base = dict(name="x", num_layers=4, hidden_size=64, num_attention_heads=4, num_kv_heads=2,
+                head_dim=16, intermediate_size=128, vocab_size=100, max_position_embeddings=64)
+    return ModelSpec(**{**base, **kw})
+
+
+@pytest.mark.parametrize("kw, why", [
+    (dict(num_experts_per_tok=2), "num_experts_per_tok needs num_experts > 0"),
+    (dict(num_experts=8, num_experts_per_tok=9, moe_intermediate_size=32), "1 .. num_experts"),
+    (dict(num_experts=8, num_experts_per_tok=2), "moe_intermediate_size must be > 0"),
+    (dict(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=8,
+          first_dense_layers=4), "first_dense_layers"),
+    (dict(kv_lora_rank=32, qk_rope_head_dim=8), "qk_nope_head_dim must be > 0"),
+    (dict(v_head_dim=8), "need kv_lora_rank > 0"),
+    (dict(sliding_window=16), "go together"),
+    (dict(sliding_window=16, num_sliding_layers=5), "exceeds num_layers"),
+    (dict(dtype_bytes=3), "dtype_bytes must be 1"),
+    (dict(dtype_bytes=1, dtype_bits=16), "disagree"),
+    (dict(dtype_bits=6), "dtype_bits"),
+    (dict(quantization="int3"), "quantization"),
+])
+def test_contradictory_fields_are_refused(kw, why):
+    with pytest.raises(ValueError, match=why):
+        _spec(**kw)
