@@ -14,6 +14,7 @@ the 2026 models in:
     modelopt FP8        nvidia/*-FP8                   8*     8        modelopt
     awq, gptq           int4 checkpoints               4      4        awq, gptq
 
+fp8's ``weight_block_size`` (128 x 128 block scales) becomes ``weight_block_size``.
 (*) the dense weights keep the checkpoint's dtype when the ignore / exclude list names the
 attention (``self_attn``). NVIDIA's modelopt checkpoints keep the settings in a sibling
 ``hf_quant_config.json`` (its ``quantization`` section), which ``hf_config`` passes here.
@@ -62,7 +63,8 @@ def precision(cfg: dict, where: str, hf_quant: dict | None = None) -> dict:
     if q is None and hf_quant is not None:
         q = {"quant_method": "modelopt", **hf_quant}
     if q is None:
-        return {"dtype_bits": base, "moe_dtype_bits": None, "quantization": None}
+        return {"dtype_bits": base, "moe_dtype_bits": None, "quantization": None,
+                "weight_block_size": 0}
     if not isinstance(q, dict):
         raise InputError(f"{where}: quantization_config must be a mapping")
     method = str(q.get("quant_method", "")).lower()
@@ -83,5 +85,6 @@ def precision(cfg: dict, where: str, hf_quant: dict | None = None) -> dict:
         raise InputError(f"{where}: quantization_config.quant_method: {method or 'missing'!r} "
                          "is not one servesim reads (fp8, mxfp4, compressed-tensors, modelopt, "
                          "awq, gptq)")
+    block = q.get("weight_block_size") if name == "fp8" else None
     return {"dtype_bits": dense, "moe_dtype_bits": None if moe == dense else moe,
-            "quantization": name}
+            "quantization": name, "weight_block_size": int(block[0]) if block else 0}

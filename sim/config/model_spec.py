@@ -83,6 +83,10 @@ class ModelSpec(BaseModel):
         None, description="vLLM's --quantization method of the checkpoint (fp8, modelopt "
         "(fp8), modelopt_fp4 (nvfp4), mxfp4, compressed-tensors, awq, gptq, bitsandbytes); "
         "None: unquantized, or fp8 when dtype_bits is 8.")
+    weight_block_size: int = Field(
+        0, ge=0, le=4096, json_schema_extra=_SHAPE, description="Side of the checkpoint's "
+        "block scales of fp8 weights (elements; 128 for DeepSeek-V3, Kimi-K2, Qwen3-FP8, "
+        "MiniMax-M2: config.json's weight_block_size); 0 = per-tensor scales.")
     kv_dtype_bytes: PositiveInt | None = Field(
         None, le=4, json_schema_extra=_BYTES,
         description="Bytes per KV-cache element (default: the activation dtype, 2 for "

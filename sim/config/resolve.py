@@ -194,31 +194,15 @@ def resolve(sc: Scenario) -> Resolved:
     _check_memory(sc, model, gpu, tp, mem, limits)
     if sc.cost is None:  # the per-GPU default step-time model
         sc = sc.model_copy(update={"cost": default_cost(gpu, model)})
-    _check_cost(sc, model)
     return Resolved(sc, model, gpu, tp, limits, sc.engine.block_size, mem)
 
 
-def _unfitted(model: ModelSpec) -> str | None:
-    """What the shipped fitted profiles have no tables for (MoE, MLA), or None."""
-    kinds = [k for k, on in (("mixture-of-experts", model.is_moe), ("MLA", model.is_mla)) if on]
-    return " and ".join(kinds) or None
-
-
-def _check_cost(sc: Scenario, model: ModelSpec) -> None:
-    """Refuse ``cost: fitted`` for a model its profiles have no tables for (until the
-    aiconfigurator MoE/MLA tables are read: issue 20, cost side)."""
-    missing = _unfitted(model)
-    if sc.cost.name.lower() == "fitted" and missing:
-        raise ConfigError(f"cost fitted has no {missing} tables for {model.name} yet; use "
-                          "cost: {name: roofline}")
-
-
 def default_cost(gpu: GpuSpec, model: ModelSpec | None = None) -> CostChoice:
-    """``fitted`` with the shipped ``<gpu>/vllm`` profile when one exists and prices the
-    model (not MoE or MLA yet), else ``roofline``."""
+    """``fitted`` with the shipped ``<gpu>/vllm`` profile when one exists and can price the
+    model (not MLA attention yet: ``fitted`` refuses it), else ``roofline``."""
     from sim.cost.fitted import default_profile
 
-    if model is not None and _unfitted(model):
+    if model is not None and model.is_mla:
         return CostChoice(name="roofline")
     profile = default_profile(gpu.name)
     return CostChoice(name="fitted", profile=profile) if profile else CostChoice(name="roofline")

@@ -251,7 +251,7 @@ class Scenario(BaseModel):
     cost: CostChoice | None = Field(
         None, description="Step-time model and its parameters. Unset: `fitted` with the "
         "shipped `<gpu>/vllm` profile when one exists for the GPU, else `roofline` (also for "
-        "MoE and MLA models, which the shipped profiles have no tables for yet).")
+        "MLA models, which the shipped profiles do not price yet).")
     workload: WorkloadSpec = Field(description="Where requests come from.")
     slo: SloConfig = Field(default_factory=SloConfig,
                            description="Latency budgets for goodput and the SLO verdict.")

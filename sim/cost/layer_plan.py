@@ -37,7 +37,10 @@ def _bits(model: ModelSpec, name: str, default: int) -> int:
 
 
 def _quant(model: ModelSpec) -> str:
-    return str(getattr(model, "quantization", None) or "").lower()
+    q = str(getattr(model, "quantization", None) or "").lower()
+    # block-scaled fp8 (DeepSeek, Kimi-K2, MiniMax-M2: weight_block_size 128) is vLLM's
+    # --quantization fp8 with the checkpoint's block size (ModelSpec.weight_block_size)
+    return q + "_block" if q == "fp8" and getattr(model, "weight_block_size", 0) else q
 
 
 def dense_format(model: ModelSpec) -> str:

@@ -156,3 +156,17 @@ def test_scenario_model_hf_config(tmp_path):
     sc.write_text(sc.read_text().replace("cfg/config.json", "missing.json"))
     with pytest.raises(InputError, match=r"^s.yaml: model.hf_config: .*missing.json"):
         load_scenario(sc)
+
+
+@pytest.mark.parametrize("key, dense, experts", [
+    ("deepseek-v3", "fp8_block", "fp8_block"), ("minimax-m2.5", "fp8_block", "fp8_block"),
+    ("gpt-oss-120b", "bfloat16", "w4a16_mxfp4"), ("kimi-k2.5", "bfloat16", "int4_wo"),
+    ("qwen3-235b-a22b-nvfp4", "nvfp4", "nvfp4"), ("qwen3-30b-a3b", "bfloat16", "bfloat16"),
+])
+def test_weight_formats_the_fitted_tables_are_looked_up_by(key, dense, experts):
+    """The seam to the cost side: sim/cost/layer_plan.py names the profile's tables from the
+    spec's bits, quantization and fp8 block size."""
+    from sim.cost.layer_plan import dense_format, expert_format
+
+    m = MODELS[key]
+    assert (dense_format(m), expert_format(m)) == (dense, experts)
