@@ -193,16 +193,13 @@ def resolve(sc: Scenario) -> Resolved:
                       blocks_override=sc.engine.num_gpu_blocks_override)
     _check_memory(sc, model, gpu, tp, mem, limits)
     if sc.cost is None:  # the per-GPU default step-time model
-        sc = sc.model_copy(update={"cost": default_cost(gpu, model)})
+        sc = sc.model_copy(update={"cost": default_cost(gpu)})
     return Resolved(sc, model, gpu, tp, limits, sc.engine.block_size, mem)
 
 
-def default_cost(gpu: GpuSpec, model: ModelSpec | None = None) -> CostChoice:
-    """``fitted`` with the shipped ``<gpu>/vllm`` profile when one exists and can price the
-    model (not MLA attention yet: ``fitted`` refuses it), else ``roofline``."""
+def default_cost(gpu: GpuSpec) -> CostChoice:
+    """``fitted`` with the shipped ``<gpu>/vllm`` profile when one exists, else ``roofline``."""
     from sim.cost.fitted import default_profile
 
-    if model is not None and model.is_mla:
-        return CostChoice(name="roofline")
     profile = default_profile(gpu.name)
     return CostChoice(name="fitted", profile=profile) if profile else CostChoice(name="roofline")

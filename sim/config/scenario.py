@@ -250,8 +250,7 @@ class Scenario(BaseModel):
         description="Admission rule for waiting requests and its parameters.")
     cost: CostChoice | None = Field(
         None, description="Step-time model and its parameters. Unset: `fitted` with the "
-        "shipped `<gpu>/vllm` profile when one exists for the GPU, else `roofline` (also for "
-        "MLA models, which the shipped profiles do not price yet).")
+        "shipped `<gpu>/vllm` profile when one exists for the GPU, else `roofline`.")
     workload: WorkloadSpec = Field(description="Where requests come from.")
     slo: SloConfig = Field(default_factory=SloConfig,
                            description="Latency budgets for goodput and the SLO verdict.")
