@@ -64,7 +64,7 @@ def test_gpu_entry_validates(key):
     assert g.name == key == normalize_name(key)
     assert GpuSpec.model_validate(g.model_dump()) == g
     assert g.source
-    assert 40 * GiB < g.hbm_bytes < 200 * GiB
+    assert 40 * GiB < g.hbm_bytes < 300 * GiB  # B300: 275040 MiB
     assert 0.5e12 < g.mem_bandwidth < 10e12
     assert 100e12 < g.bf16_flops < 5e15
     if g.fp8_flops is not None:
