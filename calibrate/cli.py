@@ -157,7 +157,7 @@ def fit(
     framework: Annotated[str, typer.Option(help="Framework recorded in the file.")] = "",
 ) -> None:
     """Fit one table per operation, holding out a seeded fraction of rows; write OUT."""
-    from calibrate.fit import fit_profile
+    from calibrate.fit import fit_profile, this_machine
     from calibrate.model_file import save_model_file
     from calibrate.profile import read_profile
 
@@ -165,7 +165,7 @@ def fit(
     _check_gpu(gpu)
     df = read_profile(profile_path)
     mf = fit_profile(df, profile=str(profile_path), seed=seed, heldout=heldout, gpu=gpu,
-                     framework=framework)
+                     framework=framework, hardware=this_machine(df))
     save_model_file(mf, out)
     _print_errors(mf, df, str(out))
     typer.echo(f"model: {out}")
@@ -271,6 +271,9 @@ def fit_steps_cmd(
     gpu: Annotated[str, typer.Option(help="GPU the log comes from.")] = "",
     model: Annotated[str, typer.Option(help="Model served.")] = "",
     tp: Annotated[int, typer.Option(min=1, help="Tensor-parallel size served.")] = 1,
+    dtype: Annotated[str | None, typer.Option(
+        help="Dtype the logs were timed in (default: the recorded runs' own, else "
+        "bfloat16).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the held-out split.")] = 0,
 ) -> None:
     """Fit what the engine spends per step (execution + host, knee, context, prefill pairs)
@@ -280,7 +283,8 @@ def fit_steps_cmd(
 
     out = _out_file(out)
     _check_gpu(gpu)
-    rep = fit_logs(logs, scenario=scenario, seed=seed, gpu=gpu, model=model, tp=tp)
+    rep = fit_logs(logs, scenario=scenario, seed=seed, gpu=gpu, model=model, tp=tp,
+                   dtype=dtype)
     save_model_file(rep.model, out)
     for line in describe(rep):
         typer.echo(line)

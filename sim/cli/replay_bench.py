@@ -16,8 +16,9 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from calibrate import hardware_check
 from sim import pipeline
-from sim.cli.run import SetOpt
+from sim.cli.run import SetOpt, say_hardware
 from sim.config.load import load_scenario
 from sim.cost import validation
 from sim.report.bench import comparison, comparison_table, measured_summary
@@ -52,6 +53,7 @@ def replay_bench(
     overrides = ("workload.format=vllm-result", f"workload.arrival={json.dumps(arrival)}",
                  *(set_ or ()))
     loaded = load_scenario(scenario, overrides, str(result))
+    say_hardware(hardware_check.scenario_notes(loaded))
     res = pipeline.run(loaded, out, plots=False)
     rows = comparison(measured_summary(measured_run), res.summary)
     if as_json:

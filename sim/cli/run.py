@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from calibrate import hardware_check
 from sim import pipeline
 from sim.cli import live as live_cli
 from sim.config.load import load_scenario
@@ -72,6 +73,7 @@ def run(
                               str(trace) if trace else None)
         check_out(out)  # a bad --out fails before any trace is read
         prepared = pipeline.prepare(loaded)  # fail fast, before the progress bar
+    say_hardware(hardware_check.scenario_notes(loaded))
     console = Console(stderr=True)
     if live_cli.is_live(loaded):
         with live_cli.live_bar(console, quiet) as bar:
@@ -89,6 +91,12 @@ def run(
                            progress=_SimProgress(progress, horizon), prepared=prepared,
                            timer=timer)
     _report(res, quiet, verbose)
+
+
+def say_hardware(lines: list[str]) -> None:
+    """The fit-vs-hardware lines (calibrate/hardware_check.py), on stderr; never fatal."""
+    for line in lines:
+        typer.echo(line, err=True)
 
 
 def _report(res, quiet: bool, verbose: bool) -> None:
