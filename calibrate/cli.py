@@ -297,8 +297,16 @@ def validate_steps_cmd(
                                                "(at least two).")],
     seed: Annotated[int, typer.Option(help="Seed of the fits' held-out split.")] = 0,
 ) -> None:
-    """Leave one run out: fit on the others, replay it, print the client-side errors (%)."""
-    from calibrate.validate_steps import leave_one_out, render
+    """Leave one run out: fit on the others, replay it, print the client-side errors (%).
+    Repeats of a case (the same requests, record.py --repeats) are held out together, and
+    each error is printed beside the repeats' own spread and judged against it."""
+    from calibrate.validate_steps import (
+        cases,
+        leave_one_case_out,
+        leave_one_out,
+        render,
+        render_cases,
+    )
     from sim.report.recorded import is_recorded_run
     from traces.errors import clip_path
 
@@ -310,7 +318,16 @@ def validate_steps_cmd(
                              "run.json, as benchmarks/engine writes)")
     if len({r.resolve() for r in runs}) < len(runs):
         raise InputError("validate-steps: a run is given twice; give distinct runs")
-    _out.print(render(leave_one_out(runs, seed=seed)))
+    groups = cases(runs)
+    if len(groups) < 2:
+        raise InputError("validate-steps: every run is a repeat of one case; give runs of at "
+                         "least two cases (the fit is of the other cases)")
+    if all(len(g) == 1 for g in groups):
+        _out.print(render(leave_one_out(runs, seed=seed)))
+        typer.echo("no repeats: the engine's own spread is not known (record each case "
+                   "several times: benchmarks/engine/record.py --repeats 3)")
+        return
+    _out.print(render_cases(leave_one_case_out(runs, seed=seed)))
 
 
 @app.command("fit-overhead")
