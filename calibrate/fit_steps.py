@@ -91,14 +91,16 @@ def fit_logs(paths: list[Path], *, scenario: Path | None = None, seed: int = 0,
 
 
 def run_dtype(run) -> str | None:
-    return (run.meta.get("engine") or {}).get("dtype") or (run.meta.get("hardware") or {}).get(
-        "dtype")
+    """The dtype a recorded run was timed in (its engine knobs, else its fingerprint)."""
+    hw = run.meta.get("hardware") or {}
+    return (run.meta.get("engine") or {}).get("dtype") or hw.get("dtype")
 
 
 def fitted_hardware(runs: list, dtype: str | None) -> tuple[Hardware | None, str]:
-    """(hardware, dtype) a fit of recorded ``runs`` (and of plain step logs) was fitted on: the runs' own fingerprint (run.json ``hardware``); plain logs alone record
-    none, so this machine's (they are fitted where they were logged, as make fit-bench
-    does). Runs of different hardware or dtypes make a model of neither: refused."""
+    """(hardware, dtype) a fit of recorded ``runs`` (and of plain step logs) was fitted on:
+    the runs' own fingerprint (run.json ``hardware``); plain logs alone record none, so
+    this machine's (they are fitted where they were logged, as make fit-bench does). Runs
+    of different hardware or dtypes make a model of neither: refused."""
     dtypes = sorted({d for d in map(run_dtype, runs) if d})
     if len(dtypes) > 1:
         raise StepsError(f"fit-steps: the runs were recorded in different dtypes "

@@ -184,7 +184,7 @@ def parser() -> argparse.ArgumentParser:
                     "their spread is the engine's noise floor (servesim compare, "
                     "calibrate validate-steps).")
     ap.add_argument("--force", action="store_true", help="Record even when the machine is "
-                    f"busy ({quiet.RULE}); run.json says it was forced.")
+                    f"busy ({quiet.RULE.replace('%', '%%')}); run.json says it was forced.")
     ap.add_argument("--wait-s", type=float, default=0.0, help="Wait up to this long for a "
                     "busy machine to go quiet before refusing (s).")
     ap.add_argument("--retries", type=int, default=2, help="Record again (up to this many "

@@ -32,11 +32,11 @@ def compare(
     """Per-request TTFT/TPOT/ITL/E2EL errors (requests matched by id), summary metrics side
     by side with B's relative error, step counts; and a PNG. Given repeats of a recorded
     case, also their spread per metric (the engine's noise floor)."""
+    from calibrate import hardware_check
+    from sim.cli.run import say_hardware
     from sim.report.compare import compare as compare_runs
     from sim.report.compare import render
     from sim.report.outfile import check_file, free_default, write_text
-    from calibrate import hardware_check
-    from sim.cli.run import say_hardware
     from sim.report.result_view import load_result
     from sim.report.spread import render as render_spread
     from sim.report.spread import views_table
