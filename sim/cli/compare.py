@@ -50,7 +50,7 @@ def compare(
     folders = [a, b, *(more or [])]
     views = [load_result(p) for p in folders]
     repeats, candidate = _split(views)
-    say_hardware(hardware_check.compare_notes(folders))
+    notes = hardware_check.compare_notes(folders)  # said once the tables are out
     c = compare_runs(views[0], candidate if candidate is not None else views[1])
     console = Console()
     for table in render(c):
@@ -72,6 +72,7 @@ def compare(
         from sim.report.compare_plot import plot_comparison
 
         typer.echo(f"plot: {plot_comparison(c, plot)}")
+    say_hardware(notes)
 
 
 def _split(views: list) -> tuple[list, object | None]:

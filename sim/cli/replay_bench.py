@@ -53,8 +53,9 @@ def replay_bench(
     overrides = ("workload.format=vllm-result", f"workload.arrival={json.dumps(arrival)}",
                  *(set_ or ()))
     loaded = load_scenario(scenario, overrides, str(result))
-    say_hardware(hardware_check.scenario_notes(loaded))
+    notes = hardware_check.scenario_notes(loaded)  # said after the run: a failure is one line
     res = pipeline.run(loaded, out, plots=False)
+    say_hardware(notes)
     rows = comparison(measured_summary(measured_run), res.summary)
     if as_json:
         typer.echo(json.dumps({"arrival": arrival, "rows": rows,
