@@ -17,12 +17,24 @@ file and process, never an error.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from calibrate import fingerprint as fp
 
 _said: set[str] = set()
 _AUTO = "auto"
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a check: what it is (in words), its fingerprint (None: not recorded),
+    and its dtype, known even without a fingerprint (run.json engine knobs, a file's dtype)."""
+
+    what: str
+    hw: dict | None
+    dtype: str | None = None
+    cpu_fit: bool = False  # a CPU or live fit (compared with this machine)
 
 
 def once(lines: list[str | None]) -> list[str]:
@@ -32,35 +44,37 @@ def once(lines: list[str | None]) -> list[str]:
     return new
 
 
-def recording_hardware(folder: Path) -> tuple[bool, dict | None]:
-    """(is a recorded engine run, its run.json ``hardware`` or None)."""
+def recording(folder: Path) -> Side | None:
+    """A recorded engine run's side (its run.json), or None when ``folder`` is not one."""
     from sim.report.recorded import is_recorded_run
 
     if not is_recorded_run(folder):
-        return False, None
+        return None
     try:
-        hw = json.loads((Path(folder) / "run.json").read_text()).get("hardware")
+        meta = json.loads((Path(folder) / "run.json").read_text())
     except (OSError, ValueError):
-        return True, None
-    return True, hw if isinstance(hw, dict) else None
+        return Side(f"recording {folder}", None)
+    hw = meta.get("hardware") if isinstance(meta.get("hardware"), dict) else None
+    dtype = (meta.get("engine") or {}).get("dtype") or (hw or {}).get("dtype")
+    return Side(f"recording {folder}", hw, dtype)
 
 
-def profile_hardware(spec: str | None) -> tuple[Path | None, dict | None, bool]:
-    """(profile path, its hardware or None, looks like a CPU fit) of a ``cost.profile``;
-    (None, None, False) when it names no readable file (the cost model reports that)."""
+def profile(spec: str | None, what: str = "profile {path}") -> Side | None:
+    """A ``cost.profile``'s side; None when it names no readable file (the cost model
+    reports that) or is the automatic GPU choice."""
     from calibrate.model_file import ModelFileError, load_model_file, resolve_profile
 
     if not spec or spec == _AUTO:
-        return None, None, False
+        return None
     try:
         path = resolve_profile(spec)
         mf = load_model_file(path)
     except (ValueError, ModelFileError):
-        return None, None, False
+        return None
     hw = mf.hardware.model_dump() if mf.hardware is not None else None
     cpu = hw["gpu"] is None and "aiconfigurator" not in hw["source"] if hw else \
         mf.gpu in ("cpu", "unknown") or "cpu" in mf.provenance.device
-    return path, hw, cpu
+    return Side(what.format(path=path), hw, mf.dtype, cpu)
 
 
 def _cost_profile(cost) -> str | None:
@@ -73,70 +87,68 @@ def _cost_profile(cost) -> str | None:
 def scenario_notes(loaded) -> list[str]:
     """The hardware lines for a loaded scenario (sim.config.load.LoadedScenario)."""
     spec = _cost_profile(loaded.scenario.cost)
-    is_rec, rec = recording_hardware(loaded.base_dir)
-    if not is_rec:
+    rec = recording(loaded.base_dir)
+    if rec is None:
         return machine_notes(spec)
-    path, prof, _ = profile_hardware(spec)
-    if path is None:
-        return []
-    return once([pair_line(f"profile {path}", prof, f"recording {loaded.base_dir}", rec)])
+    prof = profile(spec)
+    return once([pair_line(prof, rec)]) if prof is not None else []
 
 
 def machine_notes(spec: str | None) -> list[str]:
     """A CPU or live fit (``cost.profile`` spec) against this machine."""
-    path, prof, cpu = profile_hardware(spec)
-    if path is None or not cpu:
+    prof = profile(spec, "CPU fit {path}")
+    if prof is None or not prof.cpu_fit:
         return []
-    if prof is None:
-        return once([f"note: profile {path}: {fp.NOT_RECORDED}; cannot check that it was "
+    if prof.hw is None:
+        return once([f"note: {prof.what}: {fp.NOT_RECORDED}; cannot check that it was "
                      "fitted on this machine"])
-    here = fp.capture(prof.get("dtype") or "")
-    return once([fp.mismatch(f"CPU fit {path}", prof, "this machine", here)])
+    here = fp.capture(prof.hw.get("dtype") or "")
+    return once([fp.mismatch(prof.what, prof.hw, "this machine", here)])
 
 
-def pair_line(what_a: str, a: dict | None, what_b: str, b: dict | None) -> str | None:
-    """A warning when ``a`` and ``b`` are different hardware; a note when either is not
-    recorded; None when they match."""
-    if a is None and b is None:
-        return (f"note: {fp.NOT_RECORDED} in {what_a} nor {what_b}: cannot check that they "
-                "are the same hardware")
-    if a is None or b is None:
-        (w_none, _), (w_hw, hw) = sorted(((what_a, a), (what_b, b)), key=lambda x: x[1] is not None)
-        return (f"note: {fp.NOT_RECORDED} in {w_none}: cannot check that it matches {w_hw} "
-                f"({fp.describe(hw)})")
-    both_runs = what_a.startswith("recording") and what_b.startswith("recording")
-    return fp.mismatch(what_a, a, what_b, b, "" if both_runs else fp.FIX)
+def pair_line(a: Side, b: Side) -> str | None:
+    """A warning when ``a`` and ``b`` are different hardware (or, unrecorded, different
+    dtypes); a note when either is not recorded; None when they match."""
+    fix = "" if a.what.startswith("recording") and b.what.startswith("recording") else fp.FIX
+    if a.hw is not None and b.hw is not None:
+        return fp.mismatch(a.what, a.hw, b.what, b.hw, fix)
+    missing = " nor ".join(s.what for s in (a, b) if s.hw is None)
+    if a.dtype and b.dtype and a.dtype != b.dtype:
+        return (f"warning: {a.what} is from another dtype than {b.what} (dtype {a.dtype} vs "
+                f"{b.dtype}; {fp.NOT_RECORDED} in {missing}): step times do not carry over"
+                + (f"; {fix}" if fix else ""))
+    if a.hw is None and b.hw is None:
+        return (f"note: {fp.NOT_RECORDED} in {missing}: cannot check that they are the same "
+                "hardware")
+    known = a if a.hw is not None else b
+    return (f"note: {fp.NOT_RECORDED} in {missing}: cannot check that it matches "
+            f"{known.what} ({fp.describe(known.hw)})")
 
 
-def result_hardware(folder: Path) -> tuple[str, dict | None] | None:
-    """(what, hardware) of a result folder: a recording's own, a simulated result's fit's;
-    None when neither applies (a live run, a fit that is not a file here)."""
-    is_rec, rec = recording_hardware(folder)
-    if is_rec:
-        return f"recording {folder}", rec
+def result_side(folder: Path) -> Side | None:
+    """A result folder's side: a recording's own, a simulated result's fit's; None when
+    neither applies (a live run, a fit that is not a file here)."""
+    rec = recording(folder)
+    if rec is not None:
+        return rec
     try:
         cost = json.loads((Path(folder) / "config.json").read_text()).get("cost") or {}
     except (OSError, ValueError, AttributeError):
         return None
-    if cost.get("name") != "fitted":
+    if not isinstance(cost, dict) or cost.get("name") != "fitted":
         return None
-    path, prof, _ = profile_hardware(cost.get("profile"))
-    return (f"profile {path} (priced {folder})", prof) if path is not None else None
+    return profile(cost.get("profile"), f"profile {{path}} (priced {folder})")
 
 
 def compare_notes(folders: list[Path]) -> list[str]:
     """The hardware lines for `compare`, at most two: one note naming every folder whose
-    hardware is not recorded, one warning for the first that differs from the first known."""
-    sides = [h for h in map(result_hardware, folders) if h is not None]
-    missing = [w for w, hw in sides if hw is None]
-    known = [(w, hw) for w, hw in sides if hw is not None]
-    lines = []
-    if missing and len(sides) > 1:
-        lines.append(f"note: {fp.NOT_RECORDED} in {', '.join(missing)}: cannot check that "
-                     "the folders compared are from the same hardware")
-    for w, hw in known[1:]:
-        line = pair_line(known[0][0], known[0][1], w, hw)
-        if line:
-            lines.append(line)
-            break
-    return once(lines)
+    hardware is not recorded (when their dtypes agree), one warning for the first folder
+    that differs from the first."""
+    sides = [s for s in map(result_side, folders) if s is not None]
+    lines = [pair_line(sides[0], s) for s in sides[1:]]
+    warning = next((x for x in lines if x and x.startswith("warning")), None)
+    missing = [s.what for s in sides if s.hw is None]
+    note = (f"note: {fp.NOT_RECORDED} in {', '.join(missing)}: cannot check that the "
+            "folders compared are from the same hardware") if missing and len(sides) > 1 \
+        else None
+    return once([note, warning])

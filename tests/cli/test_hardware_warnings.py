@@ -110,3 +110,16 @@ def test_compare_of_unfingerprinted_folders_notes_it_once(tmp_path, capsys):
     assert main(["compare", str(RUN), str(tmp_path / "sim"), "--no-plot"]) == 0
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith(f"note: {fp.NOT_RECORDED} in recording")
+
+
+def test_the_issues_replay_warns_a_bf16_recording_priced_by_the_shipped_fp32_fit(tmp_path):
+    # issue 22: a bf16 recording on an AMX CPU replayed with the shipped fit (no
+    # fingerprint, fitted in float32 on an AVX2 CPU) was 5-7x off with no warning
+    run = recording(tmp_path, fingerprint(AMX, "bfloat16"), FIT)
+    meta = json.loads((run / "run.json").read_text())
+    meta["engine"]["dtype"] = "bfloat16"
+    (run / "run.json").write_text(json.dumps(meta))
+    lines = hardware_check.scenario_notes(load_scenario(run / "scenario.yaml"))
+    assert len(lines) == 1 and lines[0].startswith(f"warning: profile {FIT} is from another "
+                                                   f"dtype than recording {run}")
+    assert "dtype float32 vs bfloat16" in lines[0] and fp.NOT_RECORDED in lines[0]
