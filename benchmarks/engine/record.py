@@ -185,6 +185,8 @@ def parser() -> argparse.ArgumentParser:
                     "calibrate validate-steps).")
     ap.add_argument("--force", action="store_true", help="Record even when the machine is "
                     f"busy ({quiet.RULE.replace('%', '%%')}); run.json says it was forced.")
+    ap.add_argument("--no-pin", action="store_true", help="Leave threads where the OS puts "
+                    "them (to measure what pinning does to the repeat spread).")
     ap.add_argument("--wait-s", type=float, default=0.0, help="Wait up to this long for a "
                     "busy machine to go quiet before refusing (s).")
     ap.add_argument("--retries", type=int, default=2, help="Record again (up to this many "
@@ -222,8 +224,7 @@ def record_case(a: argparse.Namespace, case: dict, trace: list[dict], knobs: dic
         os.environ[engine_hooks.ENV] = str(base)
         engine_hooks.install_if_asked()  # before the engine core is forked
         priority = raise_priority(a.nice)
-        pins = quiet.apply_pins(quiet.pin_plan(os.sched_getaffinity(0)
-                                               if hasattr(os, "sched_getaffinity") else set()))
+        pins = quiet.apply_pins(pin_plan(a.no_pin))
         hw = fingerprint.capture(knobs["dtype"], thread_info=thread_words(pins))
         fit = own_fit(hw)
         for i, dest in enumerate(repeat_dirs(out, a.repeats), 1):
@@ -238,6 +239,14 @@ def record_case(a: argparse.Namespace, case: dict, trace: list[dict], knobs: dic
             print(f"recorded {len(trace)} requests -> {dest} (stability {steady})")
     if fit["profile"] is None:
         print(f"record: {fit['note']}")
+
+
+def pin_plan(no_pin: bool) -> dict:
+    """The pinning to apply (quiet.pin_plan over this process's CPUs), or none by choice."""
+    if no_pin:
+        return {"pinned": False, "why": "--no-pin"}
+    return quiet.pin_plan(os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity")
+                          else set())
 
 
 def repeat_dirs(out: Path, repeats: int) -> list[Path]:

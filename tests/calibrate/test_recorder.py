@@ -79,6 +79,12 @@ def test_pinning_puts_compute_on_one_core_and_the_client_on_the_others():
     assert not one["pinned"] and "one CPU" in one["why"] and env == {"OMP_NUM_THREADS": "1"}
 
 
+def test_no_pin_leaves_the_threads_alone():
+    env = {}
+    plan = quiet.apply_pins(record.pin_plan(True), env, lambda *a: pytest.fail("pinned"))
+    assert plan == {"pinned": False, "why": "--no-pin", "env": {"OMP_NUM_THREADS": "1"}}
+
+
 def test_the_cpu_ticks_of_proc_stat():
     assert quiet.cpu_ticks("cpu  10 1 5 80 4 0 0 0 0 0\ncpu0 ...") == (16, 100)
 
