@@ -185,7 +185,7 @@ def this_machine(df: pd.DataFrame, source: str = "this machine (the fit's; the p
     from calibrate.model_file import hardware_of
 
     hw = hardware_of(capture(profile_dtype(df)), source)
-    on_cpu = set(df["device"].astype(str).str.lower()) <= {"cpu"}
+    on_cpu = df["device"].astype(str).str.lower().str.startswith("cpu").all()
     return hw.model_copy(update={"gpu": None}) if on_cpu else hw
 
 
