@@ -35,7 +35,7 @@ import pandas as pd
 import yaml
 
 from calibrate import work
-from calibrate.model_file import BAR, Elementwise, HostOverhead, ModelFile, Norm
+from calibrate.model_file import BAR, Elementwise, Hardware, HostOverhead, ModelFile, Norm
 from calibrate.profile import COLUMNS, SHAPE_COLUMNS
 from traces.errors import InputError
 
@@ -307,6 +307,8 @@ def import_and_fit(system: str, framework: str = "vllm", seed: int = 0,
                                        "(calibrate/aiconfigurator_curves.py)")
     mf.elementwise = elementwise_of(system)
     mf.host_overhead = shipped_host_overhead(gpu)
+    mf.hardware = Hardware(source=f"aiconfigurator tables ({system}; not this machine)",
+                           gpu=gpu, dtype=mf.dtype)
     mark_variants_over_bar(mf)
     return mf, df
 

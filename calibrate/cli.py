@@ -157,7 +157,7 @@ def fit(
     framework: Annotated[str, typer.Option(help="Framework recorded in the file.")] = "",
 ) -> None:
     """Fit one table per operation, holding out a seeded fraction of rows; write OUT."""
-    from calibrate.fit import fit_profile
+    from calibrate.fit import fit_profile, this_machine
     from calibrate.model_file import save_model_file
     from calibrate.profile import read_profile
 
@@ -165,7 +165,7 @@ def fit(
     _check_gpu(gpu)
     df = read_profile(profile_path)
     mf = fit_profile(df, profile=str(profile_path), seed=seed, heldout=heldout, gpu=gpu,
-                     framework=framework)
+                     framework=framework, hardware=this_machine(df))
     save_model_file(mf, out)
     _print_errors(mf, df, str(out))
     typer.echo(f"model: {out}")
@@ -271,6 +271,9 @@ def fit_steps_cmd(
     gpu: Annotated[str, typer.Option(help="GPU the log comes from.")] = "",
     model: Annotated[str, typer.Option(help="Model served.")] = "",
     tp: Annotated[int, typer.Option(min=1, help="Tensor-parallel size served.")] = 1,
+    dtype: Annotated[str | None, typer.Option(
+        help="Dtype the logs were timed in (default: the recorded runs' own, else "
+        "bfloat16).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the held-out split.")] = 0,
 ) -> None:
     """Fit what the engine spends per step (execution + host, knee, context, prefill pairs)
@@ -280,7 +283,8 @@ def fit_steps_cmd(
 
     out = _out_file(out)
     _check_gpu(gpu)
-    rep = fit_logs(logs, scenario=scenario, seed=seed, gpu=gpu, model=model, tp=tp)
+    rep = fit_logs(logs, scenario=scenario, seed=seed, gpu=gpu, model=model, tp=tp,
+                   dtype=dtype)
     save_model_file(rep.model, out)
     for line in describe(rep):
         typer.echo(line)
@@ -293,8 +297,16 @@ def validate_steps_cmd(
                                                "(at least two).")],
     seed: Annotated[int, typer.Option(help="Seed of the fits' held-out split.")] = 0,
 ) -> None:
-    """Leave one run out: fit on the others, replay it, print the client-side errors (%)."""
-    from calibrate.validate_steps import leave_one_out, render
+    """Leave one run out: fit on the others, replay it, print the client-side errors (%).
+    Repeats of a case (the same requests, record.py --repeats) are held out together, and
+    each error is printed beside the repeats' own spread and judged against it."""
+    from calibrate.validate_steps import (
+        cases,
+        leave_one_case_out,
+        leave_one_out,
+        render,
+        render_cases,
+    )
     from sim.report.recorded import is_recorded_run
     from traces.errors import clip_path
 
@@ -306,7 +318,16 @@ def validate_steps_cmd(
                              "run.json, as benchmarks/engine writes)")
     if len({r.resolve() for r in runs}) < len(runs):
         raise InputError("validate-steps: a run is given twice; give distinct runs")
-    _out.print(render(leave_one_out(runs, seed=seed)))
+    groups = cases(runs)
+    if len(groups) < 2:
+        raise InputError("validate-steps: every run is a repeat of one case; give runs of at "
+                         "least two cases (the fit is of the other cases)")
+    if all(len(g) == 1 for g in groups):
+        _out.print(render(leave_one_out(runs, seed=seed)))
+        typer.echo("no repeats: the engine's own spread is not known (record each case "
+                   "several times: benchmarks/engine/record.py --repeats 3)")
+        return
+    _out.print(render_cases(leave_one_case_out(runs, seed=seed)))
 
 
 @app.command("fit-overhead")

@@ -25,6 +25,7 @@ from calibrate import grid, work
 from calibrate.model_file import (
     QUANT_GEMMS,
     Errors,
+    Hardware,
     ModelFile,
     Norm,
     OpTable,
@@ -172,11 +173,27 @@ def _versions(df: pd.DataFrame) -> dict[str, str]:
         return {}
 
 
+def profile_dtype(df: pd.DataFrame) -> str:
+    """The profile's dtypes as the model file names them ('bfloat16,fp8', 'float32')."""
+    return ",".join(sorted(set(df["dtype"].astype(str)), key=lambda d: (d in QUANT_GEMMS, d)))
+
+
+def this_machine(df: pd.DataFrame, source: str = "this machine (the fit's; the profile is "
+                 "taken as measured here)") -> Hardware:
+    """The fingerprint of the machine fitting ``df`` (profile then fit, as fidelity does)."""
+    from calibrate.fingerprint import capture
+    from calibrate.model_file import hardware_of
+
+    hw = hardware_of(capture(profile_dtype(df)), source)
+    on_cpu = df["device"].astype(str).str.lower().str.startswith("cpu").all()
+    return hw.model_copy(update={"gpu": None}) if on_cpu else hw
+
+
 def fit_profile(df: pd.DataFrame, *, profile: str = "", seed: int = 0, heldout: float = 0.2,
                 norm: Norm | None = None, gpu: str = "", framework: str = "",
                 source: str | None = None, notes: list[str] | None = None,
                 step_overhead_ms: float | None = None, step_overhead_source: str = "",
-                model: str = "") -> ModelFile:
+                model: str = "", hardware: Hardware | None = None) -> ModelFile:
     """Fit every operation present in the profile ``df`` and return the model file."""
     held = heldout_mask(df["key"], seed, heldout)
     train, test = df[~held], df[held]
@@ -196,8 +213,7 @@ def fit_profile(df: pd.DataFrame, *, profile: str = "", seed: int = 0, heldout: 
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         tool=TOOL, profile=profile, profile_sha256=profile_hash(df), rows=len(df),
         versions=_versions(df), seed=seed, heldout_fraction=heldout, notes=notes or [])
-    dtypes = sorted(set(df["dtype"].astype(str)), key=lambda d: (d in QUANT_GEMMS, d))
-    return ModelFile(gpu=gpu or devices[0], framework=framework, dtype=",".join(dtypes),
-                     model=model, provenance=prov, norm=norm, ops=ops,
+    return ModelFile(gpu=gpu or devices[0], framework=framework, dtype=profile_dtype(df),
+                     model=model, provenance=prov, hardware=hardware, norm=norm, ops=ops,
                      step_overhead_ms=round(step_overhead_ms, 6),
                      step_overhead_source=step_overhead_source)

@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from calibrate import steps
+from calibrate import fingerprint, steps
 from calibrate.engine_delays import fit_delays
-from calibrate.model_file import ModelFile
+from calibrate.model_file import Hardware, ModelFile, hardware_of
 from calibrate.steplog import StepsError, read_log
 from sim.report.recorded import is_recorded_run, read_run
 from traces.errors import InputError
@@ -64,7 +64,8 @@ def load_logs(paths: list[Path], scenario: Path | None = None):
 
 
 def fit_logs(paths: list[Path], *, scenario: Path | None = None, seed: int = 0,
-             heldout: float = 0.2, gpu: str = "", model: str = "", tp: int = 1) -> FitReport:
+             heldout: float = 0.2, gpu: str = "", model: str = "", tp: int = 1,
+             dtype: str | None = None) -> FitReport:
     if not paths:
         raise StepsError("fit-steps: give at least one step log or recorded run")
     df, runs, report = load_logs(paths, scenario)
@@ -80,9 +81,45 @@ def fit_logs(paths: list[Path], *, scenario: Path | None = None, seed: int = 0,
     if bad:
         raise StepsError(f"fit-steps: cannot fit the steps ({bad} came out NaN or infinite); "
                          "the logs need steps of varied batch and prefill sizes")
+    hw, dtype = fitted_hardware(runs, dtype)
+    if hw is None and runs:
+        notes.append(f"{fingerprint.NOT_RECORDED}: the runs' run.json have no fingerprint "
+                     "(recorded before issue 22)")
     report.model = steps.model_file(fit, notes, rows=len(df), seed=seed, heldout=heldout,
-                                    gpu=gpu, model=model, tp=tp)
+                                    gpu=gpu, model=model, tp=tp, dtype=dtype, hardware=hw)
     return report
+
+
+def run_dtype(run) -> str | None:
+    """The dtype a recorded run was timed in (its engine knobs, else its fingerprint)."""
+    hw = run.meta.get("hardware") or {}
+    return (run.meta.get("engine") or {}).get("dtype") or hw.get("dtype")
+
+
+def fitted_hardware(runs: list, dtype: str | None) -> tuple[Hardware | None, str]:
+    """(hardware, dtype) a fit of recorded ``runs`` (and of plain step logs) was fitted on:
+    the runs' own fingerprint (run.json ``hardware``); plain logs alone record none, so
+    this machine's (they are fitted where they were logged, as make fit-bench does). Runs
+    of different hardware or dtypes make a model of neither: refused."""
+    dtypes = sorted({d for d in map(run_dtype, runs) if d})
+    if len(dtypes) > 1:
+        raise StepsError(f"fit-steps: the runs were recorded in different dtypes "
+                         f"({', '.join(dtypes)}); fit each dtype's runs on their own")
+    dtype = dtype or (dtypes[0] if dtypes else "bfloat16")
+    prints = [(r.path, r.meta["hardware"]) for r in runs if isinstance(
+        r.meta.get("hardware"), dict)]
+    for path, hw in prints[1:]:
+        diff = fingerprint.differences(prints[0][1], hw)
+        if diff:
+            raise StepsError(f"fit-steps: {prints[0][0]} and {path} were recorded on different "
+                             f"hardware ({'; '.join(diff)}); fit each machine's runs on their "
+                             "own")
+    if prints:
+        return hardware_of(prints[0][1], "recorded runs (run.json)"), dtype
+    if runs:
+        return None, dtype
+    return hardware_of(fingerprint.capture(dtype), "this machine (the step logs record "
+                       "none)"), dtype
 
 
 def _check_varied(df: pd.DataFrame) -> None:

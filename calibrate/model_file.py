@@ -6,6 +6,9 @@ Pure pydantic + numpy + yaml (no torch): the simulator's ``fitted`` cost model i
     kind: ops | steps          ops: per-operation tables; steps: a fit of whole engine steps
     gpu, framework, dtype      what the timings describe (e.g. h200-sxm, vllm, bfloat16)
     provenance                 source, device, versions, date, profile hash, seed, notes
+    hardware                   (optional) the fingerprint of what was timed: CPU, speed flags,
+                               cores, GPU, dtype, threads, load (calibrate/fingerprint.py);
+                               files from before it have none ("hardware not recorded")
     norm                       the roofline each table is relative to (peak FLOP/s, B/s, floor)
     ops: {gemm, prefill_attn, decode_attn, allreduce}: each a table of
          log2(measured / roofline) on log2 axes (calibrate/work.py), with its held-out error;
@@ -216,6 +219,41 @@ class Provenance(BaseModel):
     notes: list[str] = Field(default_factory=list, description="Caveats, in words.")
 
 
+class Hardware(BaseModel):
+    """What the timings were measured on (calibrate/fingerprint.py capture)."""
+
+    model_config = _STRICT
+    source: str = Field(description="Where the fingerprint was taken: this machine, recorded "
+                        "runs (their run.json), aiconfigurator tables.")
+    cpu: str = Field("", description="CPU model name ('' for imported GPU tables).")
+    cpu_flags: list[str] = Field(default_factory=list, description="Speed-relevant CPU "
+                                 "flags present (avx2, avx512f, avx512_bf16, amx_bf16, ...).")
+    cores: int = Field(0, ge=0, description="Logical CPUs online (count; 0: not recorded).")
+    gpu: str | None = Field(None, description="GPU name; None: timed on the CPU.")
+    dtype: str = Field(description="Model / activation dtype timed.")
+    threads: dict[str, str] = Field(default_factory=dict, description="Thread binding and "
+                                    "counts, in words (affinity, OMP and vLLM settings).")
+    loadavg: list[float] = Field(default_factory=list, description="1, 5, 15-minute load "
+                                 "average when measured (a condition, not identity).")
+    captured: str = Field("", description="When the fingerprint was taken (ISO 8601, UTC).")
+
+
+def hardware_of(fp: dict, source: str | None = None) -> Hardware:
+    """A fingerprint dict (calibrate/fingerprint.py, run.json) as the schema's Hardware;
+    keys it does not know are dropped, thread values made strings."""
+    doc = {k: v for k, v in fp.items() if k in Hardware.model_fields}
+    doc["threads"] = {str(k): str(v) for k, v in (doc.get("threads") or {}).items()}
+    doc["loadavg"] = [float(x) for x in doc.get("loadavg") or []]
+    if source is not None:
+        doc["source"] = source
+    try:
+        return Hardware.model_validate(doc)
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise ModelFileError(f"hardware fingerprint: {'.'.join(map(str, err['loc']))}: "
+                             f"{err['msg']}") from None
+
+
 class StepTerms(BaseModel):
     """A linear step-time model (ms): ``base + request * R + prefill_token * P
     + prefill_pair * A + decode_seq * max(0, D - decode_knee) + context_token * C`` with R
@@ -380,6 +418,8 @@ class ModelFile(BaseModel):
     model: str = Field("", description="Model profiled (informational; tables generalise).")
     tensor_parallel_size: int = Field(1, ge=1, description="TP of the profile (kind steps).")
     provenance: Provenance
+    hardware: Hardware | None = Field(None, description="What was timed (None: not "
+                                      "recorded, files from before fingerprints).")
     norm: Norm | None = None
     ops: dict[str, OpTable] = Field(default_factory=dict)
     step_overhead_ms: float = Field(0.0, ge=0, description="Fixed cost per engine step (ms).")

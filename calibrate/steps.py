@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from calibrate.model_file import (
+    Hardware,
     HostTerms,
     ModelFile,
     Provenance,
@@ -161,13 +162,15 @@ def predict_ms(f: StepsFit, df: pd.DataFrame) -> np.ndarray:
 
 
 def model_file(f: StepsFit, notes: list[str], *, rows: int, seed: int, heldout: float,
-               gpu: str = "", model: str = "", tp: int = 1) -> ModelFile:
+               gpu: str = "", model: str = "", tp: int = 1, dtype: str = "bfloat16",
+               hardware: Hardware | None = None) -> ModelFile:
     prov = Provenance(source="engine step logs", device=gpu or "unknown",
                       created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                       tool="servesim calibrate fit-steps", profile=", ".join(f.logs),
                       rows=rows, seed=seed, heldout_fraction=heldout, notes=notes)
     host = f.host.base_ms if f.host else 0.0
     return ModelFile(kind="steps", gpu=gpu or "unknown", framework="vllm", model=model,
-                     tensor_parallel_size=tp, provenance=prov, steps=f,
+                     dtype=dtype, tensor_parallel_size=tp, provenance=prov, hardware=hardware,
+                     steps=f,
                      step_overhead_ms=round(f.execution.base_ms + host, 6),
                      step_overhead_source="fitted intercepts (execution + host) of step logs")

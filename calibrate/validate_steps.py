@@ -6,6 +6,11 @@ as the cost model, the fit's ingress/egress) and compare the client-side metrics
 engine's: TTFT mean and p90, E2EL mean, ITL p50 and p90 (`vllm bench serve` definitions).
 Beside them, the share of steps the scheduler reproduces exactly when given the engine's
 own arrival times and step durations (what is left is step-time error, not scheduling).
+
+Runs that are repeats of one case (record.py --repeats: the same requests) are held out
+together (a fit on one repeat would have seen the held-out trace): the fit of the other
+cases replays each repeat, and the error of the replays' mean to the repeats' mean sits
+beside the repeats' own spread, judged against it (sim/report/spread.py).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from calibrate.fit_steps import fit_logs
@@ -23,6 +29,7 @@ from sim.config.load import load_scenario
 from sim.pipeline import run as run_scenario
 from sim.report.compare import rel_err_pct
 from sim.report.result_view import ResultView, load_result, metrics
+from sim.report.spread import case_key, spread_table
 from sim.report.tables import requests_table, steps_table
 
 CHECKS = ("TTFT mean ms", "TTFT p90 ms", "E2EL mean ms", "ITL median ms", "ITL p90 ms")
@@ -62,6 +69,50 @@ def rotation(run_dirs: list[Path], held: Path, *, seed: int = 0) -> dict:
 
 def leave_one_out(run_dirs: list[Path], *, seed: int = 0) -> pd.DataFrame:
     return pd.DataFrame([rotation(run_dirs, held, seed=seed) for held in run_dirs])
+
+
+def cases(run_dirs: list[Path]) -> list[list[Path]]:
+    """The runs grouped by case (the same requests), in first-seen order."""
+    groups: dict[frozenset, list[Path]] = {}
+    for p in run_dirs:
+        groups.setdefault(case_key(load_result(p)), []).append(Path(p))
+    return list(groups.values())
+
+
+def case_rotation(run_dirs: list[Path], held: list[Path], *, seed: int = 0) -> pd.DataFrame:
+    """Fit on every run outside the case ``held`` (its repeats), replay each repeat: per
+    metric the replays' mean error to the repeats' mean, the repeats' spread, judgement."""
+    out = {Path(p).resolve() for p in held}
+    rep = fit_logs([p for p in run_dirs if Path(p).resolve() not in out], seed=seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = save_model_file(rep.model, Path(tmp) / "fit.yaml")
+        sims = [metrics(replay(Path(p), path)) for p in held]
+    engines = [metrics(load_result(p)) for p in held]
+    keys = (*CHECKS, "steps")
+    table = spread_table(engines, {k: float(np.mean([m[k] for m in sims])) for k in keys}, keys)
+    return table.assign(case=Path(held[0]).name, repeats=len(held))
+
+
+def leave_one_case_out(run_dirs: list[Path], *, seed: int = 0) -> pd.DataFrame:
+    """``case_rotation`` of every case: one row per case and metric."""
+    return pd.concat([case_rotation(run_dirs, g, seed=seed) for g in cases(run_dirs)],
+                     ignore_index=True)
+
+
+def render_cases(df: pd.DataFrame):
+    """The leave-one-case-out table (rich): error beside the engine's own spread."""
+    from rich.table import Table
+
+    t = Table(title="held-out case (all its repeats) replayed with a fit of the other cases: "
+              "error of the replays' mean vs the repeats' mean, beside the repeats' spread")
+    for c in ("case", "repeats", "metric", "error %", "engine spread %", "judgement"):
+        t.add_column(c, justify="right" if c in ("repeats", "error %", "engine spread %")
+                     else "left")
+    for r in df.itertuples():
+        spread = f"{r.spread_pct:.2f}" if np.isfinite(r.spread_pct) else "-"
+        t.add_row(r.case, str(r.repeats), r.metric.replace(" ms", ""), f"{r.error_pct:+.2f}",
+                  spread, r.judgement)
+    return t
 
 
 def render(df: pd.DataFrame):

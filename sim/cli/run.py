@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from calibrate import hardware_check
 from sim import pipeline
 from sim.cli import live as live_cli
 from sim.config.load import load_scenario
@@ -72,12 +73,13 @@ def run(
                               str(trace) if trace else None)
         check_out(out)  # a bad --out fails before any trace is read
         prepared = pipeline.prepare(loaded)  # fail fast, before the progress bar
+    notes = hardware_check.scenario_notes(loaded)  # said after the run: a failure is one line
     console = Console(stderr=True)
     if live_cli.is_live(loaded):
         with live_cli.live_bar(console, quiet) as bar:
             res = pipeline.run(loaded, out, step_log=step_log, plots=plots, prepared=prepared,
                                executor=live_cli.live_executor(prepared[0], bar), timer=timer)
-        _report(res, quiet, verbose)
+        _report(res, quiet, verbose, notes)
         return
     specs = prepared[1]
     horizon = float(specs.arrival_s[-1]) if len(specs) else 0.0
@@ -88,10 +90,17 @@ def run(
         res = pipeline.run(loaded, out, step_log=step_log, plots=plots,
                            progress=_SimProgress(progress, horizon), prepared=prepared,
                            timer=timer)
-    _report(res, quiet, verbose)
+    _report(res, quiet, verbose, notes)
 
 
-def _report(res, quiet: bool, verbose: bool) -> None:
+def say_hardware(lines: list[str]) -> None:
+    """The fit-vs-hardware lines (calibrate/hardware_check.py), on stderr; never fatal."""
+    for line in lines:
+        typer.echo(line, err=True)
+
+
+def _report(res, quiet: bool, verbose: bool, notes: list[str]) -> None:
+    say_hardware(notes)
     if not quiet:
         print_summary(res.summary, res.config["derived"])
     if verbose:

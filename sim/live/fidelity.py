@@ -89,7 +89,7 @@ def fitted_model(r, device: str, out: Path, profile: Path | None,
     (a model YAML, used as it is), or a fit of ``profile`` (a profile parquet) or of a new
     profile of the scenario's shapes on ``device``, whose overhead is then measured on the
     live executor (sim/live/overhead.py)."""
-    from calibrate.fit import fit_profile
+    from calibrate.fit import fit_profile, this_machine
     from calibrate.model_file import OverheadByRequests, load_model_file, save_model_file
     from calibrate.profile import read_profile
     from calibrate.shapes import derive_shapes
@@ -108,7 +108,7 @@ def fitted_model(r, device: str, out: Path, profile: Path | None,
         profile_in_passes(shapes, profile, device, progress)
     df = read_profile(profile)
     mf = fit_profile(df, profile=str(profile), gpu=device, framework="servesim-live",
-                     model=r.model.name)
+                     model=r.model.name, hardware=this_machine(df))
     path = save_model_file(mf, out / "model.yaml")
     over = measure_overhead(r, r.scenario.cost.params, path)
     by_req = OverheadByRequests(**over["by_requests"])

@@ -37,6 +37,9 @@ def test_import_meets_the_bar(system, tmp_path, capsys):
     for op in OPS:
         held = mf.ops[op].heldout
         assert held.median_ape <= BAR["median_ape"] and held.p90_ape <= BAR["p90_ape"], (op, held)
+    # the hardware is the tables' GPU, not this machine
+    assert mf.hardware.gpu == "h100-sxm" and "aiconfigurator" in mf.hardware.source
+    assert mf.hardware.cpu == "" and mf.hardware.dtype == mf.dtype
     # the converted profile validates to the same numbers
     capsys.readouterr()
     assert main(["calibrate", "validate", str(out), str(out.with_suffix(".parquet"))]) == 0

@@ -61,6 +61,15 @@ def test_heldout_error_is_reported_and_below_25_percent(fitted):
     assert mf.step_overhead_ms > 0
 
 
+def test_the_fit_records_the_cpu_it_was_fitted_on(fitted):
+    from calibrate.fingerprint import parse_cpuinfo, read_cpuinfo
+
+    hw = load_model_file(fitted[1]).hardware
+    cpu, flags = parse_cpuinfo(read_cpuinfo())
+    assert (hw.cpu, hw.cpu_flags, hw.gpu, hw.dtype) == (cpu, flags, None, "float32")
+    assert hw.source.startswith("this machine") and len(hw.loadavg) == 3
+
+
 def test_validate_prints_errors_per_op_and_region(fitted, capsys):
     capsys.readouterr()
     assert main(["calibrate", "validate", str(fitted[1]), str(fitted[0]), "--all-rows"]) == 0

@@ -83,8 +83,9 @@ def test_the_scheduler_makes_the_engines_steps(run):
 
 
 def test_the_shipped_fit_is_the_fit_of_the_committed_runs():
-    shipped = load_model_file(ROOT / "cpu-tiny-llama.yaml").steps
-    fresh = fit_logs(RUNS).model.steps
+    shipped_file, fresh_file = load_model_file(ROOT / "cpu-tiny-llama.yaml"), fit_logs(RUNS).model
+    assert shipped_file.dtype == fresh_file.dtype == "float32"  # the runs' dtype (run.json)
+    shipped, fresh = shipped_file.steps, fresh_file.steps
     assert fresh.execution.model_dump() == pytest.approx(shipped.execution.model_dump(),
                                                          rel=1e-6)
     assert fresh.host.model_dump() == pytest.approx(shipped.host.model_dump(), rel=1e-6)

@@ -81,6 +81,9 @@ def test_recovers_execution_knee_pairs_context_and_host(tmp_path, capsys):
     assert f.host.request_ms == pytest.approx(HOST["request_ms"], rel=1e-3)
     assert f.heldout.median_ape < 0.1 and abs(f.train.time_bias_pct) < 0.01
     assert f.ranges.requests <= 33 and f.ranges.context_tokens <= 3000
+    # a plain step log records no hardware: the fitting machine's, said so
+    hw = load_model_file(out).hardware
+    assert "step logs record none" in hw.source and hw.dtype == "bfloat16" and hw.cores >= 1
 
 
 def test_time_weighting_keeps_the_total(tmp_path):
