@@ -38,6 +38,19 @@ def table(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(parts)
 
 
+def _model_class(model_path: str, precision: str) -> str:
+    """sim/cost/validation.py's class of the row's served model ("moe fp8", "dense 4-bit")."""
+    from benchmarks.silicon.rows import MODELS
+    from sim.catalog import get_model
+    from sim.config.hardware import ModelSpec
+    from sim.cost.validation import model_class
+
+    entry, fields = MODELS[model_path][precision]
+    spec = ModelSpec.model_validate({**get_model(entry).model_dump(exclude={"dtype_bytes"}),
+                                     **fields})
+    return model_class(spec)
+
+
 def record_bands(df: pd.DataFrame, csv: Path) -> Path:
     """Write the error band of each GPU and model class (sim/cost/validation.py reads it)."""
     import datetime
@@ -48,7 +61,8 @@ def record_bands(df: pd.DataFrame, csv: Path) -> Path:
     from sim.cost.validation import BANDS_FILE
 
     bands: dict = {}
-    cls = "dense " + df["precision"]
+    cls = pd.Series([_model_class(m, p) for m, p in zip(df["model_path"], df["precision"])],
+                    index=df.index)
     for (system, c), g in sorted(df.groupby([df["system"], cls]), key=lambda kv: kv[0]):
         st = _stats(g)
         bands.setdefault(SYSTEMS[system], {})[c] = {
