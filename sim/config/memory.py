@@ -12,10 +12,12 @@ requests; we estimate the same two terms from the model's shapes:
   four hidden-size buffers per token, in the activation dtype (16-bit for fp8 weights);
 
 Weights are this GPU's share under TP and, with ``--enable-expert-parallel``, EP = TP x DP
-(``ModelSpec.weight_bytes_per_gpu``). Under data parallelism every rank holds the full
-attention of its TP group and its own KV pool, so the plan is the same on every GPU. A
-sliding-window model's blocks are sized by its full-attention layers only
-(``ModelSpec.kv_bytes_per_token``): the window's few blocks per request are not reserved.
+(``ModelSpec.weight_bytes_per_gpu``); data parallelism without EP shards the routed experts
+over TP x DP (vLLM's MoE layers form one TP group across the DP ranks). Under data
+parallelism every rank holds the full attention of its TP group and its own KV pool, so the
+plan is the same on every GPU. A sliding-window model's blocks are sized by its
+full-attention layers only (``ModelSpec.kv_bytes_per_token``): the window's few blocks per
+request are not reserved.
 * the sampler: fp32 logits and probabilities for max_num_seqs x vocab.
 
 ``NON_TORCH_BYTES`` stands for the CUDA context, NCCL and allocator slack that
@@ -63,9 +65,9 @@ def activation_bytes(model: ModelSpec, tp: int, max_tokens: int, max_seqs: int) 
 
 def plan_memory(model: ModelSpec, gpu: GpuSpec, tp: int, *, ep: int = 1, block_size: int,
                 utilization: float, max_tokens: int, max_seqs: int,
-                blocks_override: int | None) -> MemoryPlan:
+                blocks_override: int | None, moe_tp: int | None = None) -> MemoryPlan:
     usable = int(gpu.hbm_bytes * utilization)
-    weights = model.weight_bytes_per_gpu(tp, ep)
+    weights = model.weight_bytes_per_gpu(tp, ep, moe_tp)
     act = activation_bytes(model, tp, max_tokens, max_seqs)
     kv = usable - weights - act - NON_TORCH_BYTES
     block = block_size * model.kv_bytes_per_token(tp)

@@ -120,10 +120,12 @@ def num_params(m: ModelSpec, active: bool = False) -> int:
     return m.num_layers * per_layer + dense + moe + _outer(m)
 
 
-def weight_bytes_per_gpu(m: ModelSpec, tp: int, ep: int = 1) -> int:
+def weight_bytes_per_gpu(m: ModelSpec, tp: int, ep: int = 1, moe_tp: int | None = None) -> int:
     """Weight bytes one GPU holds under tensor parallelism ``tp`` and, when ``ep > 1``,
     expert parallelism over ``ep`` ranks (vLLM's --enable-expert-parallel: EP = TP x DP,
-    each rank holding ``ceil(num_experts / ep)`` whole experts per MoE layer).
+    each rank holding ``ceil(num_experts / ep)`` whole experts per MoE layer); without EP
+    the routed experts are TP-sharded over ``moe_tp`` ranks (default ``tp``; vLLM's data
+    parallelism without EP shards them over TP x DP: the MoE layers form one TP group).
 
     Linear weights of attention, dense MLPs and shared experts at ``dtype_bits``; routed
     experts at ``moe_dtype_bits``; router, norms, bias, embedding and LM head at the
@@ -140,5 +142,5 @@ def weight_bytes_per_gpu(m: ModelSpec, tp: int, ep: int = 1) -> int:
     if ep > 1:
         bits += -(-m.num_experts // ep) * expert
     else:
-        bits += -(-m.num_experts * expert // tp)
+        bits += -(-m.num_experts * expert // (moe_tp or tp))
     return -(-bits // 8)

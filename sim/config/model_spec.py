@@ -259,9 +259,10 @@ class ModelSpec(BaseModel):
         ``num_experts_per_tok`` of them per MoE layer; ``num_params`` for a dense model."""
         return shapes.num_params(self, active=True)
 
-    def weight_bytes_per_gpu(self, tp: int, ep: int = 1) -> int:
-        """Weight bytes one GPU holds under TP ``tp`` and EP ``ep`` (``model_shapes``)."""
-        return shapes.weight_bytes_per_gpu(self, tp, ep)
+    def weight_bytes_per_gpu(self, tp: int, ep: int = 1, moe_tp: int | None = None) -> int:
+        """Weight bytes one GPU holds under TP ``tp``, EP ``ep`` and the experts' TP
+        ``moe_tp`` (default ``tp``; ``model_shapes``)."""
+        return shapes.weight_bytes_per_gpu(self, tp, ep, moe_tp)
 
     # -- KV cache ----------------------------------------------------------------------
     def kv_heads_per_gpu(self, tp: int) -> int:

@@ -80,7 +80,7 @@ class Resolved:
         if m.is_moe:
             local = -(-m.num_experts // self.ep) if self.ep > 1 else m.num_experts
             out.update(experts_per_gpu=local, expert_shard=(
-                "whole experts" if self.ep > 1 else f"1/{self.tp} of each expert"),
+                "whole experts" if self.ep > 1 else f"1/{self.gpus} of each expert"),
                 moe_layers=m.num_moe_layers, dense_layers=m.num_dense_layers)
         if m.sliding_window:
             out.update(sliding_window_tokens=m.sliding_window,
@@ -187,7 +187,8 @@ def resolve(sc: Scenario) -> Resolved:
     limits = _limits(sc, model, gpu)
     sc, limits = sc.scheduler.cls.resolve_defaults(sc, limits)  # e.g. vLLM v0's for prefill-first
     ep = tp * sc.data_parallel_size if sc.enable_expert_parallel and model.is_moe else 1
-    mem = plan_memory(model, gpu, tp, ep=ep, block_size=sc.engine.block_size,
+    moe_tp = tp * sc.data_parallel_size if ep == 1 else None  # experts over the DP group
+    mem = plan_memory(model, gpu, tp, ep=ep, moe_tp=moe_tp, block_size=sc.engine.block_size,
                       utilization=sc.engine.gpu_memory_utilization,
                       max_tokens=limits.max_num_batched_tokens, max_seqs=limits.max_num_seqs,
                       blocks_override=sc.engine.num_gpu_blocks_override)

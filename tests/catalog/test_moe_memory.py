@@ -41,6 +41,29 @@ def test_qwen3_30b_weights_per_gpu_ep8_by_hand():
     assert Q3.weight_bytes_per_gpu(2, ep=8) == want
 
 
+def test_qwen3_30b_dp_without_ep_shards_experts_over_the_dp_group():
+    """tp 2 x dp 4 without --enable-expert-parallel: attention halves, the experts are
+    sharded eight ways (vLLM's MoE layers form one TP group of TP x DP ranks)."""
+    layers, attn, small, experts, router = _qwen3_30b_parts()
+    want = (layers * attn + small) * 2 // 2 + layers * router * 2 + layers * experts * 2 // 8
+    assert Q3.weight_bytes_per_gpu(2, moe_tp=8) == want == Q3.weight_bytes_per_gpu(2, ep=8)
+
+
+def test_qwen3_235b_two_dp_ranks_fit_an_h200_where_one_gpu_does_not():
+    """The gap-analysis rows run Qwen3-235B-A22B-FP8 at tp 1 with MoE TP 2 (two DP ranks)."""
+    from sim.config.load import _read_yaml, default_scenario_path, validate
+    from sim.config.resolve import ConfigError, resolve
+
+    spec = {**MODELS["qwen3-235b-a22b"].model_dump(exclude={"dtype_bytes"}),
+            "dtype_bits": 8, "quantization": "fp8", "weight_block_size": 128}
+    base = {**_read_yaml(default_scenario_path()), "model": spec, "gpu": "h200-sxm",
+            "tensor_parallel_size": 1}
+    with pytest.raises(ConfigError, match="does not fit"):
+        resolve(validate(base, "t.yaml"))
+    r = resolve(validate({**base, "data_parallel_size": 2}, "t.yaml"))
+    assert 100 * GIB < r.memory.weight_bytes < 120 * GIB and r.memory.num_gpu_blocks > 0
+
+
 def test_mixtral_tp4_and_ep8_by_hand():
     m = MODELS["mixtral-8x7b"]  # 32 layers, 8 experts of 14336, no shared, h 4096
     h, layers = 4096, 32
