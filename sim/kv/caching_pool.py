@@ -31,6 +31,9 @@ import numpy as np
 
 from sim.kv.block_pool import NULL_BLOCK
 
+#: the table of blocks taken for requests named later (``CachingBlockPool.move``)
+PENDING = -1
+
 
 def _each(fn, items) -> None:
     """Call ``fn`` on every item, at C speed."""
@@ -68,6 +71,18 @@ class CachingBlockPool:
         self.ref[idx] = 1
         self.tables.setdefault(req, []).extend(popped)
         self.refs_total += n
+        self.version += 1
+
+    def move(self, src: int, dst: int, n: int) -> None:
+        """Move the last ``n`` blocks of table ``src`` to the end of table ``dst`` (their
+        references move with them)."""
+        t = self.tables[src]
+        cut = len(t) - n
+        assert cut >= 0, "moving more blocks than the table holds"
+        self.tables.setdefault(dst, []).extend(t[cut:])
+        del t[cut:]
+        if not t:
+            del self.tables[src]
         self.version += 1
 
     def _evict(self, blocks: np.ndarray, keys: list[int]) -> None:

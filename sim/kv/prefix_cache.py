@@ -30,7 +30,7 @@ import numpy as np
 
 from sim.kv.base import KVUsage
 from sim.kv.block_keys import BlockKeys
-from sim.kv.caching_pool import CachingBlockPool
+from sim.kv.caching_pool import PENDING, CachingBlockPool
 from sim.kv.paged import PagedKV
 
 
@@ -127,7 +127,34 @@ class PrefixCachingKV(PagedKV):
         self.stats[pre + "hits"] += num_hit_blocks * self.block_size
         self.looked_up[req] = True
 
+    # ---- decode growth whose owners are named later (the fast core) -----------------
+    def take_pending(self, n: int) -> None:
+        """Take ``n`` blocks from the free queue's head (evicting, as a take does) for decode
+        steps whose requests are named later (:meth:`settle`). A block just taken is like
+        any other just taken (reference count 1, no key, out of the queue), so which request
+        gets which one changes only block ids: hits, evictions, the queue order of keys and
+        every count equal those of per-request takes made at the same moment."""
+        if n > 0:
+            self.pool.take(PENDING, n)
+
+    def settle(self, req: int, n: int) -> None:
+        """Append ``n`` pending blocks to ``req``'s table (its decode steps took them)."""
+        if n > 0:
+            self.pool.move(PENDING, req, n)
+            self.held[req] += n
+
+    @property
+    def num_pending(self) -> int:
+        return len(self.pool.tables.get(PENDING, ()))
+
     # ---- publishing computed blocks ------------------------------------------------
+    def note_one(self, req: int, upto: int) -> None:
+        """``note_computed`` for one request, in Python ints."""
+        if upto > self.upto[req]:
+            self.upto[req] = upto
+        if min(upto // self.block_size, int(self.keys.n_shared[req])) > self.published[req]:
+            self._publish(req, upto)
+
     def note_computed(self, req_ids, upto):
         self.upto[req_ids] = np.maximum(self.upto[req_ids], upto)
         full = np.minimum(np.asarray(upto) // self.block_size, self.keys.n_shared[req_ids])
