@@ -16,16 +16,16 @@
   dropped (eviction). A cache hit on a free block pulls it out of the queue.
   The free count therefore includes evictable cached blocks.
 
-Block 0 is the null block and never handed out. ``version`` changes on every
-mutation, so a cache lookup can tell whether it is still current. Bulk operations
-run at C speed (numpy on the per-block arrays, ``map`` over the dict methods):
-a Mooncake replay moves millions of blocks through the queue.
+Block 0 is the null block and never handed out; it doubles as the free queue's
+sentinel. The free queue is vLLM's ``FreeKVCacheBlockQueue``
+(``vllm/v1/core/kv_cache_utils.py``): a doubly linked list over block ids (``nxt`` and
+``prv``, Python lists: O(1) removal of a hit block from the middle, O(1) per block
+popped or freed, no dict operation per block). ``ref`` and ``key`` are Python lists too:
+a step moves tens of blocks, where a numpy call costs more than the loop. ``version``
+changes on every mutation, so a cache lookup can tell whether it is still current.
 """
 
 from __future__ import annotations
-
-from collections import OrderedDict, deque
-from itertools import islice
 
 import numpy as np
 
@@ -35,18 +35,16 @@ from sim.kv.block_pool import NULL_BLOCK
 PENDING = -1
 
 
-def _each(fn, items) -> None:
-    """Call ``fn`` on every item, at C speed."""
-    deque(map(fn, items), maxlen=0)
-
-
 class CachingBlockPool:
     def __init__(self, num_usable_blocks: int):
-        self.num_usable = num_usable_blocks
-        self.free_q: OrderedDict[int, None] = OrderedDict.fromkeys(
-            range(1, num_usable_blocks + 1))
-        self.ref = np.zeros(num_usable_blocks + 1, dtype=np.int64)
-        self.key = np.zeros(num_usable_blocks + 1, dtype=np.uint64)  # 0 = no key
+        n = num_usable_blocks
+        self.num_usable = n
+        # free queue 1, 2, ..., n: nxt[0] is its head, prv[0] its tail (0: the sentinel)
+        self.nxt = list(range(1, n + 1)) + [0]
+        self.prv = [n] + list(range(n))
+        self.num_free = n
+        self.ref = [0] * (n + 1)  # tables holding each block
+        self.key = [0] * (n + 1)  # each block's hash key, 0 = none
         self.cached: dict[int, int] = {}
         self.dups: dict[int, list[int]] = {}
         self.tables: dict[int, list[int]] = {}
@@ -54,21 +52,57 @@ class CachingBlockPool:
         self.evictions = 0  # cached blocks whose key was dropped to reuse the block
         self.version = 0
 
-    @property
-    def num_free(self) -> int:
-        return len(self.free_q)
+    # ---- the free queue ------------------------------------------------------------------
+    def _pop(self, n: int) -> list[int]:
+        """Unlink the first ``n`` blocks of the free queue (caller checked n <= num_free)."""
+        nxt, ref, b, out = self.nxt, self.ref, 0, []
+        for _ in range(n):
+            b = nxt[b]
+            ref[b] = 1
+            out.append(b)
+        head = nxt[b]
+        nxt[0], self.prv[head] = head, 0
+        self.num_free -= n
+        return out
 
+    def _append(self, blocks: list[int]) -> None:
+        """Link ``blocks`` at the tail, in order (the last is evicted last)."""
+        nxt, prv = self.nxt, self.prv
+        last = prv[0]
+        for b in blocks:
+            nxt[last] = b
+            prv[b] = last
+            last = b
+        nxt[last], prv[0] = 0, last
+        self.num_free += len(blocks)
+
+    def _prepend(self, blocks: list[int]) -> None:
+        """Link ``blocks`` at the head, in order (the first is taken first)."""
+        nxt, prv = self.nxt, self.prv
+        first, last = nxt[0], 0
+        for b in blocks:
+            nxt[last] = b
+            prv[b] = last
+            last = b
+        nxt[last], prv[first] = first, last
+        self.num_free += len(blocks)
+
+    def _unlink(self, b: int) -> None:
+        p, q = self.prv[b], self.nxt[b]
+        self.nxt[p], self.prv[q] = q, p
+        self.num_free -= 1
+
+    def free_order(self) -> list[int]:
+        """The free queue, head (taken next) first."""
+        return self.peek(self.num_free)
+
+    # ---- tables ---------------------------------------------------------------------------
     def take(self, req: int, n: int) -> None:
         """Append ``n`` blocks from the free queue's head to ``req``'s table, evicting."""
-        q = self.free_q
-        popped = list(islice(q, n))
-        _each(q.__delitem__, popped)
-        idx = np.array(popped, dtype=np.int64)
-        keys = self.key[idx]
-        keyed = keys != 0
-        if keyed.any():
-            self._evict(idx[keyed], keys[keyed].tolist())
-        self.ref[idx] = 1
+        popped = self._pop(n)
+        key = self.key
+        if any(map(key.__getitem__, popped)):
+            self._evict([b for b in popped if key[b]])
         self.tables.setdefault(req, []).extend(popped)
         self.refs_total += n
         self.version += 1
@@ -85,21 +119,18 @@ class CachingBlockPool:
             del self.tables[src]
         self.version += 1
 
-    def _evict(self, blocks: np.ndarray, keys: list[int]) -> None:
-        self.evictions += len(keys)
-        if self.dups and not self.dups.keys().isdisjoint(keys):
-            for b in blocks.tolist():
-                self.drop(b)
-            return
-        self.key[blocks] = 0
-        _each(self.cached.__delitem__, keys)
+    def _evict(self, blocks: list[int]) -> None:
+        self.evictions += len(blocks)
+        for b in blocks:
+            self.drop(b)
 
     def touch(self, req: int, blocks: list[int]) -> None:
         """Append cache-hit ``blocks`` to ``req``'s table (out of the free queue if there)."""
-        idx = np.array(blocks, dtype=np.int64)
-        idle = idx[self.ref[idx] == 0]
-        _each(self.free_q.__delitem__, idle.tolist())
-        self.ref[idx] += 1
+        ref = self.ref
+        for b in blocks:
+            if not ref[b]:
+                self._unlink(b)
+            ref[b] += 1
         self.tables.setdefault(req, []).extend(blocks)
         self.refs_total += len(blocks)
         self.version += 1
@@ -111,15 +142,16 @@ class CachingBlockPool:
         table = self.tables.pop(req, None)
         if not table:
             return
-        idx = np.array(table[::-1], dtype=np.int64)  # a table holds a block at most once
-        self.ref[idx] -= 1
-        idle = self.ref[idx] == 0
-        reusable = (np.arange(len(table))[::-1] < hashed) | (self.key[idx] != 0)
-        self.free_q.update(dict.fromkeys(idx[idle & reusable].tolist()))
-        q = self.free_q
-        for b in reversed(idx[idle & ~reusable].tolist()):  # the tail block ends up first
-            q[b] = None
-            q.move_to_end(b, last=False)
+        ref, key, last, first = self.ref, self.key, [], []
+        for i in range(len(table) - 1, -1, -1):  # a table holds a block at most once
+            b = table[i]
+            ref[b] -= 1
+            if not ref[b]:
+                (last if i < hashed or key[b] else first).append(b)
+        if last:
+            self._append(last)
+        if first:
+            self._prepend(first)
         self.refs_total -= len(table)
         self.version += 1
 
@@ -127,7 +159,9 @@ class CachingBlockPool:
         """Publish each block's content under its key (the blocks hold computed KV)."""
         if not blocks:
             return
-        self.key[np.array(blocks, dtype=np.int64)] = np.array(keys, dtype=np.uint64)
+        key = self.key
+        for b, k in zip(blocks, keys):
+            key[b] = k
         cached = self.cached
         if cached.keys().isdisjoint(keys) and len(set(keys)) == len(keys):
             cached.update(zip(keys, blocks))
@@ -141,7 +175,7 @@ class CachingBlockPool:
 
     def drop(self, block: int) -> None:
         """Forget ``block``'s key (eviction, or its content was never computed)."""
-        k = int(self.key[block])
+        k = self.key[block]
         self.key[block] = 0
         rest = self.dups.get(k)
         if self.cached[k] == block:
@@ -160,25 +194,33 @@ class CachingBlockPool:
 
     def peek(self, n: int) -> list[int]:
         """The blocks the next ``n`` takes would pop (evicting their keys), head first."""
-        return list(islice(self.free_q, n))
+        nxt, b, out = self.nxt, 0, []
+        for _ in range(min(n, self.num_free)):
+            b = nxt[b]
+            out.append(b)
+        return out
 
     def num_cached_free(self) -> int:
-        free = np.fromiter(self.free_q, dtype=np.int64, count=len(self.free_q))
-        return int((self.key[free] != 0).sum())
+        key = self.key
+        return sum(1 for b in self.free_order() if key[b])
 
     def check(self, held_total: int) -> None:
-        """Conservation, reference counts, queue membership and the key map."""
+        """Conservation, reference counts, queue links and membership, and the key map."""
         counts = np.zeros(self.num_usable + 1, dtype=np.int64)
         for t in self.tables.values():
             np.add.at(counts, np.array(t, dtype=np.int64), 1)
         assert counts.sum() == held_total == self.refs_total, "table entries != accounting"
-        assert (counts == self.ref).all(), "a reference count differs from the tables"
-        assert counts[NULL_BLOCK] == 0 and NULL_BLOCK not in self.free_q, "null block used"
-        assert int((counts > 0).sum()) + len(self.free_q) == self.num_usable, "free+used!=total"
-        free = np.fromiter(self.free_q, dtype=np.int64, count=len(self.free_q))
+        assert (counts == np.array(self.ref)).all(), "a reference count differs from the tables"
+        free = np.array(self.free_order(), dtype=np.int64)
+        assert self.prv[0] == (free[-1] if len(free) else 0), "free queue tail link"
+        assert all(self.prv[self.nxt[b]] == b for b in [0, *free.tolist()]), "queue links"
+        assert counts[NULL_BLOCK] == 0 and NULL_BLOCK not in free, "null block used"
+        assert len(set(free.tolist())) == len(free), "a block twice in the free queue"
+        assert int((counts > 0).sum()) + len(free) == self.num_usable, "free+used!=total"
         assert not counts[free].any(), "a held block is in the free queue"
-        keyed = np.flatnonzero(self.key).tolist()
+        key = self.key
+        keyed = [b for b in range(self.num_usable + 1) if key[b]]
         listed = list(self.cached.values()) + [b for v in self.dups.values() for b in v]
         assert sorted(keyed) == sorted(listed), "key map and block keys disagree"
-        assert all(int(self.key[b]) == k for k, b in self.cached.items()), "cached key mismatch"
-        assert all(int(self.key[b]) == k for k, v in self.dups.items() for b in v), "dups"
+        assert all(key[b] == k for k, b in self.cached.items()), "cached key mismatch"
+        assert all(key[b] == k for k, v in self.dups.items() for b in v), "dups"

@@ -70,7 +70,9 @@ class PrefixCachingKV(PagedKV):
         return len(hits) * self.block_size
 
     def block_refs(self, blocks):
-        return self.pool.ref[np.asarray(blocks, dtype=np.int64)]
+        ref = self.pool.ref
+        return np.array([ref[b] for b in np.asarray(blocks, dtype=np.int64).tolist()],
+                        dtype=np.int64)
 
     def pending_hits(self, req):
         stash = self._stash
@@ -91,7 +93,8 @@ class PrefixCachingKV(PagedKV):
         sit in the free queue, ``single_type_kv_cache_manager.py:175``)."""
         need = -(-int(total_tokens) // self.block_size)
         new = max(need - int(self.held[req]) - len(hits), 0)
-        evictable = int((self.pool.ref[hits] == 0).sum()) if hits else 0
+        ref = self.pool.ref
+        evictable = sum(1 for b in hits if not ref[b])
         reserve = self.admission_reserve if admitting else 0
         return new + evictable + reserve > self.pool.num_free
 
