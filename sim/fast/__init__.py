@@ -85,9 +85,9 @@ class FastRun:
     drain_budget: int
 
 
-def run(specs, sched: VllmScheduler, kv: PagedKV | PrefixCachingKV, cost: CostModel, source: OpenLoop, *,
-        stop_s: float, egress_s: float, drain: tuple[int, int], progress=None,
-        on_plan=None) -> FastRun:
+def run(specs, sched: VllmScheduler, kv: PagedKV | PrefixCachingKV, cost: CostModel,
+        source: OpenLoop, *, stop_s: float, egress_s: float, drain: tuple[int, int],
+        progress=None, on_plan=None) -> FastRun:
     """Simulate ``specs`` (as the engine sees them) with the general components' settings."""
     persists = {r: sched.blocked_persists(r) for r in (EMPTY, SEQS, BUDGET, MEMORY)}
     args = (specs.prompt_tokens, specs.output_tokens, sched.limits, kv.block_size,
