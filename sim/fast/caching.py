@@ -45,11 +45,19 @@ class CachingScheduler(FastScheduler):
     # ---- the running pass ----------------------------------------------------------------
     def _grow_running(self, blocks, dec_blocks, entries):
         kv = self.kv
-        if self.first_due:
-            self._publish_due()
         kv.take_pending(dec_blocks)
-        for r, t, c in entries:
-            kv.allocate(r, c + t)
+        if self.first_due:  # publish in running order: it decides which of two equal
+            seq = self.seq  # blocks the cache keeps (the other waits in dups)
+            grown = [(seq[r], r, c + t, False) for r, t, c in entries]
+            due = [(seq[r], r, self.ctx(r) + 1, True) for r in self.first_due]
+            for _, r, upto, decoding in sorted(grown + due):
+                if decoding:
+                    kv.note_one(r, upto)
+                else:
+                    kv.allocate(r, upto)
+        else:
+            for r, t, c in entries:  # ``pre`` is in running order
+                kv.allocate(r, c + t)
         self._sync()
 
     def _grow_one(self, r, nb, upto):
@@ -61,11 +69,6 @@ class CachingScheduler(FastScheduler):
         else:
             kv.allocate(r, upto)
         self._sync()
-
-    def _publish_due(self) -> None:
-        """Decoding requests computing their last prompt token publish the blocks it fills."""
-        for r in self.first_due:
-            self.kv.note_one(r, self.ctx(r) + 1)
 
     def grow_run(self, n):
         self.kv.take_pending(n)

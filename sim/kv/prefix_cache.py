@@ -70,8 +70,7 @@ class PrefixCachingKV(PagedKV):
         return len(hits) * self.block_size
 
     def block_refs(self, blocks):
-        ref = self.pool.ref
-        return np.array([ref[b] for b in np.asarray(blocks, dtype=np.int64).tolist()],
+        return np.array(self.pool.refs(np.asarray(blocks, dtype=np.int64).tolist()),
                         dtype=np.int64)
 
     def pending_hits(self, req):

@@ -71,6 +71,23 @@ def test_prompts_ending_on_a_block_boundary(block):
     assert a.counters["prefix_hits"] == (n - 1) * 3 * block  # a hit stops a token short
 
 
+def test_equal_blocks_published_in_one_step():
+    # request 1 shares request 0's first 64 tokens and computes its own copy of tokens
+    # 64..95, whose last token it computes (a decode-shaped step) in the step where request
+    # 0 computes its copy: the copy published first (running order: request 0's) stays in
+    # the cache, the other waits in dups; request 2, after request 1 finished, hits request
+    # 0's held copy, not request 1's freed one (found by the property below)
+    specs = RequestSpecs.from_arrays(
+        [0.0, 0.0, 0.05], [128, 96, 145], [150, 1, 20],
+        prefix_hashes=[np.array([2, 0, 0, 0]), np.array([2, 0, 0]), np.array([2, 0, 0, 0])],
+        hash_block_size=32)
+    r, _ = prepared(None, ON, "engine.max_num_batched_tokens=95",
+                    "engine.long_prefill_token_threshold=64", "engine.max_model_len=256",
+                    "engine.num_gpu_blocks_override=30")
+    a, _ = same_runs(r, specs)
+    assert a.cached_tokens.tolist() == [0, 64, 128]
+
+
 @pytest.mark.skipif(not MOONCAKE.exists(), reason="needs ../shared Mooncake trace")
 def test_mooncake_replay():
     data = {"name": "mooncake", "model": "llama-3.1-8b", "gpu": "h100-sxm",
