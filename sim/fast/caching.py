@@ -9,9 +9,10 @@ does:
   admission, as vLLM 0.32 records them, ``vllm/v1/core/sched/scheduler.py:1315-1318``);
 * the running pass: a prefilling request's chunk is an ``allocate`` (new blocks, then
   ``cache_blocks`` of the blocks it fills: ``vllm/v1/core/kv_cache_manager.py:607-616``);
-  decoding requests' new blocks are taken from the free queue's head in one take per step
-  (or per decode run, at its commit) and handed to their requests when a request's table
-  is next read (``settle``: at its finish or preemption; see ``take_pending``);
+  decoding requests' new blocks are counted (``owed``) and taken from the free queue's
+  head in one take before the next pool operation that could tell the difference, then
+  handed to their requests when a request's table is next read (``settle``: at its finish
+  or preemption; see ``take_pending``);
 * frees in batch order (vLLM frees a step's finished requests in that order, and the free
   queue's order decides evictions, ``vllm/v1/core/block_pool.py:774-803``).
 
@@ -38,14 +39,23 @@ class CachingScheduler(FastScheduler):
         self.kv = kv
         self.seq = array("q", bytes(8 * len(self.prompt)))  # admission order (batch order)
         self._admitted = 0
+        # decode blocks due but not taken yet (blocks): taken at the next pool operation that
+        # could tell (a lookup, an admission, a free); a take by another request before them
+        # only changes which block ids each gets
+        self.owed = 0
 
     def _sync(self) -> None:
-        self.used = self.num_blocks - self.kv.num_free
+        self.used = self.num_blocks - self.kv.num_free + self.owed
+
+    def _flush(self) -> None:
+        if self.owed:
+            self.kv.take_pending(self.owed)
+            self.owed = 0
 
     # ---- the running pass ----------------------------------------------------------------
     def _grow_running(self, blocks, dec_blocks, entries):
         kv = self.kv
-        kv.take_pending(dec_blocks)
+        self.owed += dec_blocks
         if self.first_due:  # publish in running order: it decides which of two equal
             seq = self.seq  # blocks the cache keeps (the other waits in dups)
             grown = [(seq[r], r, c + t, False) for r, t, c in entries]
@@ -63,7 +73,7 @@ class CachingScheduler(FastScheduler):
     def _grow_one(self, r, nb, upto):
         kv = self.kv
         if self.dec[r]:
-            kv.take_pending(nb)
+            self.owed += nb
             if r in self.first_due:
                 kv.note_one(r, upto)
         else:
@@ -71,8 +81,8 @@ class CachingScheduler(FastScheduler):
         self._sync()
 
     def grow_run(self, n):
-        self.kv.take_pending(n)
-        self._sync()
+        self.owed += n
+        self.used += n
 
     # ---- frees -----------------------------------------------------------------------
     def _settle(self, r: int, computed: int) -> None:
@@ -80,6 +90,7 @@ class CachingScheduler(FastScheduler):
         kv.settle(r, cdiv(computed, self.bs) - int(kv.held[r]))
 
     def _release(self, r, computed, preempted=False):
+        self._flush()
         self._settle(r, computed)
         if preempted:
             self.kv.preempt(r, computed)
@@ -90,6 +101,7 @@ class CachingScheduler(FastScheduler):
     def release_finished(self, reqs):
         if len(reqs) > 1:
             reqs = sorted(reqs, key=self.seq.__getitem__)
+        self._flush()
         comp, kv = self.comp, self.kv
         for r in reqs:
             self._settle(r, comp[r])
@@ -98,11 +110,15 @@ class CachingScheduler(FastScheduler):
 
     # ---- admission -------------------------------------------------------------------
     def _hit(self, r, known):
+        self._flush()  # the pending takes may evict what the lookup would find
         return self.kv.lookup_prefix(r, known)
 
     def _admit_blocks(self, r, upto, whole):
         kv = self.kv
-        if self.lim.scheduler_reserve_full_isl and not kv.fits(r, whole, admitting=True):
+        self._flush()
+        # the gate of scheduler_reserve_full_isl; allocate's own check when the chunk is all
+        if whole > upto and self.lim.scheduler_reserve_full_isl and not kv.fits(
+                r, whole, admitting=True):
             return False
         if not kv.allocate(r, upto, admitting=True):
             return False
@@ -117,6 +133,7 @@ class CachingScheduler(FastScheduler):
 
     def check(self):
         """Every running request's table holds its blocks; the pool's own checks."""
+        self._flush()
         for r in self.running:
             self._settle(r, self.ctx(r))
         assert not self.kv.num_pending, "fast core: decode blocks nobody holds"

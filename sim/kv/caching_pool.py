@@ -88,7 +88,7 @@ class CachingBlockPool:
         q, key = self.q, self.key
         start = self.base + len(q)
         q.extend(blocks)
-        if any(map(key.__getitem__, blocks)):
+        if self.cached and any(map(key.__getitem__, blocks)):
             qpos = self.qpos
             for i, b in enumerate(blocks):
                 if key[b]:
@@ -122,7 +122,7 @@ class CachingBlockPool:
         """Append ``n`` blocks from the free queue's head to ``req``'s table, evicting."""
         popped = self._pop(n)
         key = self.key
-        if any(map(key.__getitem__, popped)):
+        if self.cached and any(map(key.__getitem__, popped)):  # no key anywhere: none here
             self._evict([b for b in popped if key[b]])
         self.tables.setdefault(req, []).extend(popped)
         self.refs_total += n
@@ -165,7 +165,7 @@ class CachingBlockPool:
         if not table:
             return
         key = self.key
-        if not any(map(key.__getitem__, table)):  # no key, so none shared: all go free
+        if not self.cached or not any(map(key.__getitem__, table)):  # none shared: all free
             last = table[hashed - 1::-1] if hashed > 0 else []  # reversed table[:hashed]
             first = table[:hashed - 1:-1] if hashed > 0 else table[::-1]  # the rest, reversed
         else:

@@ -44,9 +44,12 @@ class PrefixCachingKV(PagedKV):
         self.keys = BlockKeys(self.specs, self.block_size, self.prompt_tokens)
         n = len(self.held)
         self.published = np.zeros(n, dtype=np.int64)  # leading shareable blocks published
-        self.looked_up = np.zeros(n, dtype=bool)  # admitted before (a later lookup = preempted)
+        self.looked_up = bytearray(n)  # 1: admitted before (a later lookup = preempted)
         self.upto = np.zeros(n, dtype=np.int64)  # tokens [0, upto) scheduled so far (tokens)
         self._stash = None  # (req, pool version, hit blocks, num_tokens) of the last lookup
+        # full blocks of a finished request (its last token has no KV)
+        self._filled = ((self.prompt_tokens + self.output_tokens - 1) // self.block_size).tolist()
+        self._n_shared = self.keys.n_shared.tolist()  # for one request at a time
         self.stats = dict.fromkeys(("queries", "hits", "preempted_queries", "preempted_hits"), 0)
 
     # ---- lookup and allocation ---------------------------------------------------
@@ -113,21 +116,25 @@ class PrefixCachingKV(PagedKV):
             self._count_lookup(req, looked[1], len(hits))
         if hits:
             self.pool.touch(req, hits)
-            self.published[req] = min(len(hits), int(self.keys.n_shared[req]))
-        need = -(-int(total_tokens) // self.block_size)
-        new = need - int(self.held[req]) - len(hits)
+            self.published[req] = min(len(hits), self._n_shared[req])
+        total = int(total_tokens)
+        need, held = -(-total // self.block_size), int(self.held[req])
+        new = need - held - len(hits)
         if new > 0:
             self.pool.take(req, new)
-        self.held[req] = max(need, int(self.held[req]))
-        self.upto[req] = max(int(self.upto[req]), int(total_tokens))
-        self._publish(req, int(total_tokens))
+        if need > held:
+            self.held[req] = need
+        if total > self.upto[req]:
+            self.upto[req] = total
+        if self._n_shared[req]:
+            self._publish(req, total)
         return True
 
     def _count_lookup(self, req: int, num_tokens: int, num_hit_blocks: int) -> None:
         pre = "preempted_" if self.looked_up[req] else ""
         self.stats[pre + "queries"] += num_tokens
         self.stats[pre + "hits"] += num_hit_blocks * self.block_size
-        self.looked_up[req] = True
+        self.looked_up[req] = 1
 
     # ---- decode growth whose owners are named later (the fast core) -----------------
     def take_pending(self, n: int) -> None:
@@ -154,7 +161,7 @@ class PrefixCachingKV(PagedKV):
         """``note_computed`` for one request, in Python ints."""
         if upto > self.upto[req]:
             self.upto[req] = upto
-        if min(upto // self.block_size, int(self.keys.n_shared[req])) > self.published[req]:
+        if min(upto // self.block_size, self._n_shared[req]) > self.published[req]:
             self._publish(req, upto)
 
     def note_computed(self, req_ids, upto):
@@ -166,7 +173,7 @@ class PrefixCachingKV(PagedKV):
     def _publish(self, req: int, upto: int) -> None:
         """Publish ``req``'s shareable blocks that tokens ``[0, upto)`` fill."""
         start = int(self.published[req])
-        stop = min(upto // self.block_size, int(self.keys.n_shared[req]))
+        stop = min(upto // self.block_size, self._n_shared[req])
         if stop <= start:
             return
         self.pool.register(self.pool.tables[req][start:stop], self.keys.shared(req)[start:stop])
@@ -182,7 +189,7 @@ class PrefixCachingKV(PagedKV):
         upto = max(int(computed_tokens), int(self.upto[req]))
         self._publish(req, upto)
         done = upto // self.block_size
-        start = int(self.keys.n_shared[req])
+        start = self._n_shared[req]
         own = [(b, key) for b, key in zip(table[start:done], self.keys.private(req, start, done))
                if not self.pool.key[b]]  # blocks it hit at an earlier admission keep their key
         self.pool.register([b for b, _ in own], [key for _, key in own])
@@ -191,8 +198,7 @@ class PrefixCachingKV(PagedKV):
     def free(self, req):
         # a finished request's full blocks hold reusable content (vLLM hashed them), though
         # only the request itself could match its private ones, so they stay unregistered
-        filled = int(self.prompt_tokens[req] + self.output_tokens[req] - 1) // self.block_size
-        self._release(req, filled)
+        self._release(req, self._filled[req])
         self.keys.forget(req)
 
     def _release(self, req: int, hashed: int) -> None:
