@@ -91,7 +91,7 @@ def _chains(specs: RequestSpecs) -> list | None:
 
 def vllm_input(case: Case) -> dict:
     """The case as ``record.py`` reads it (JSON-ready)."""
-    r, specs, e = case.resolved, case.specs, case.resolved.scenario.engine
+    r, specs = case.resolved, case.specs
     lim = r.limits
     return {
         "name": case.name,
