@@ -68,7 +68,7 @@ class CachingScheduler(FastScheduler):
         else:
             for r, t, c in entries:  # ``pre`` is in running order
                 kv.allocate(r, c + t)
-        self._sync()
+        self.used += blocks  # each allocate took exactly its request's share
 
     def _grow_one(self, r, nb, upto):
         kv = self.kv
@@ -78,7 +78,7 @@ class CachingScheduler(FastScheduler):
                 kv.note_one(r, upto)
         else:
             kv.allocate(r, upto)
-        self._sync()
+        self.used += nb
 
     def grow_run(self, n):
         self.owed += n

@@ -55,6 +55,9 @@ class PrefixCachingKV(PagedKV):
     # ---- lookup and allocation ---------------------------------------------------
     def lookup_prefix(self, req, num_tokens=None):
         n = int(self.prompt_tokens[req] if num_tokens is None else num_tokens)
+        if not self._n_shared[req] and not self.looked_up[req]:  # nothing it could find
+            self._stash = (req, self.pool.version, [], n)
+            return 0
         limit = (n - 1) // self.block_size  # whole blocks, at least one token left to compute
         get, hits = self.pool.cached.get, []
         shared = self.keys.shared(req)
