@@ -1,7 +1,9 @@
 """vLLM v1's schedule() on the fast core's state (sim/fast/state.py), step for step.
 
 The same rules as sim/sched/vllm.py (``VllmScheduler`` with FCFS, optimistic admission,
-paged KV without prefix caching, recompute preemption), in two paths:
+paged KV, recompute preemption), in two paths (blocks are counted here; with prefix
+caching sim/fast/caching.py overrides the ``KV blocks`` methods at the end to drive the
+general engine's cache):
 
 * fast: when every running request's demand fits the token budget and every new block
   fits the pool, order does not matter and the running pass is O(prefilling requests):

@@ -20,8 +20,13 @@ pool is :class:`~sim.kv.caching_pool.CachingBlockPool` and block keys come from
 
 Hit accounting follows vLLM's ``PrefixCacheStats``, in tokens: ``queries`` (the
 known tokens of each request at its lookup) and ``hits``; lookups of preempted
-requests are counted apart. Unlike vLLM, a lookup is counted once per
-admission, not once per step the request spends blocked at the queue head.
+requests are counted apart (``vllm/v1/core/kv_cache_manager.py:253-262``: num_tokens,
+the hit, ``num_preemptions > 0``). As vLLM 0.32, a lookup is counted once per
+admission, when the allocation succeeds, not in the steps the request spends blocked at
+the queue head ("Record at admission so unscheduled lookups are not counted",
+``vllm/v1/core/sched/scheduler.py:1314-1318``). An eviction is a popped block that
+still had a key (``_maybe_evict_cached_block`` returning True, ``block_pool.py:686-689,
+729-750``).
 """
 
 from __future__ import annotations
