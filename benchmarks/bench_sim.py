@@ -17,6 +17,7 @@ invocations) and peak RSS.
     python benchmarks/bench_sim.py [--cases azure1x poisson100k] [--rate 15]
                                    [--profile DIR]   # cProfile of each simulation
                                    [--core general]  # the general engine (sim/fast)
+                                   [--set engine.enable_prefix_caching=false ...]
 
 The trace lives outside the repository (../shared/traces); without it the trace cases
 say so and are skipped.
@@ -38,15 +39,17 @@ CASES = {"azure1x": ("trace", 1.0), "azure8x": ("trace", 8.0),
          "poisson100k": ("poisson", 100_000), "poisson1m": ("poisson", 1_000_000)}
 
 
-def _overrides(case: str, rate: float, core: str) -> tuple[tuple[str, ...], str | None]:
+def _overrides(case: str, rate: float, core: str,
+               sets: tuple[str, ...] = ()) -> tuple[tuple[str, ...], str | None]:
     kind, x = CASES[case]
-    core_set = (f"core={core}",) if core != "auto" else ()
+    core_set = ((f"core={core}",) if core != "auto" else ()) + tuple(sets)
     if kind == "trace":
         return ((f"workload.rate_scale={x}",) if x != 1 else ()) + core_set, "trace"
     return (f"workload.num_requests={int(x)}", f"workload.arrival.rate={rate}", *core_set), None
 
 
-def one(case: str, trace: Path, rate: float, profile: Path | None, core: str = "auto") -> dict:
+def one(case: str, trace: Path, rate: float, profile: Path | None, core: str = "auto",
+        sets: tuple[str, ...] = ()) -> dict:
     """Run one case in this process; returns its figures."""
     t0, c0 = time.perf_counter(), time.process_time()
     from sim.config.load import load_scenario
@@ -54,7 +57,7 @@ def one(case: str, trace: Path, rate: float, profile: Path | None, core: str = "
     from sim.pipeline import prepare
     from sim.runner import simulate
 
-    overrides, tr = _overrides(case, rate, core)
+    overrides, tr = _overrides(case, rate, core, sets)
     r, specs, _ = prepare(load_scenario(None, overrides, str(trace) if tr else None))
     t1, c1 = time.perf_counter(), time.process_time()
     prof = None
@@ -88,15 +91,18 @@ def main() -> None:
     ap.add_argument("--profile", type=Path, default=None, help="write <case>.prof here")
     ap.add_argument("--core", choices=("auto", "general", "fast"), default="auto",
                     help="simulation core (sim/fast); auto: the fast one where it runs")
+    ap.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                    help="scenario override for every case (repeatable)")
     ap.add_argument("--one", help=argparse.SUPPRESS)  # run one case here, print JSON
     args = ap.parse_args()
     if args.one:
-        print(json.dumps(one(args.one, args.trace, args.rate, args.profile, args.core)))
+        print(json.dumps(one(args.one, args.trace, args.rate, args.profile, args.core,
+                             tuple(args.sets))))
         return
     if args.profile is not None:
         args.profile.mkdir(parents=True, exist_ok=True)
     print(f"default scenario (Llama-3-8B, H100-SXM, vllm scheduler); Poisson at {args.rate:g} "
-          f"req/s; trace: {args.trace.name}")
+          f"req/s; trace: {args.trace.name}" + "".join(f"; --set {s}" for s in args.sets))
     print(f"{'case':<12} {'requests':>9} {'steps':>10} {'plans':>9} {'sim wall s':>10} "
           f"{'total wall s':>12} {'sim CPU s':>9} {'total CPU s':>11} {'req/s':>9} "
           f"{'steps/s':>9} {'peak RSS MiB':>12}  verdict  core")
@@ -106,6 +112,7 @@ def main() -> None:
             continue
         cmd = [sys.executable, __file__, "--one", case, "--trace", str(args.trace),
                "--rate", str(args.rate), "--core", args.core]
+        cmd += [f"--set={s}" for s in args.sets]
         if args.profile is not None:
             cmd += ["--profile", str(args.profile)]
         b = json.loads(subprocess.run(cmd, check=True, capture_output=True,

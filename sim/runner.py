@@ -65,7 +65,7 @@ def build_kv(r: Resolved, specs: RequestSpecs) -> KVManager:
     ``engine.preemption_mode: swap`` attaches ``swap_space`` GiB of host blocks."""
     engine = r.scenario.engine
     cls = KV_POLICIES.get(r.scenario.kv.name)
-    if engine.enable_prefix_caching:  # the scenario allows it with paged only
+    if r.scenario.prefix_caching:  # the scenario allows it with paged only
         cls = PrefixCachingKV
     kv = cls(num_blocks=r.memory.usable_blocks, block_size=r.block_size,
              num_requests=len(specs), max_model_len=r.limits.max_model_len,

@@ -91,7 +91,7 @@ def _chains(specs: RequestSpecs) -> list | None:
 
 def vllm_input(case: Case) -> dict:
     """The case as ``record.py`` reads it (JSON-ready)."""
-    r, specs, e = case.resolved, case.specs, case.resolved.scenario.engine
+    r, specs = case.resolved, case.specs
     lim = r.limits
     return {
         "name": case.name,
@@ -104,7 +104,7 @@ def vllm_input(case: Case) -> dict:
             "long_prefill_token_threshold": lim.long_prefill_token_threshold,
             "long_prefill_token_threshold_adaptive": lim.long_prefill_token_threshold_adaptive,
             "scheduler_reserve_full_isl": lim.scheduler_reserve_full_isl,
-            "enable_prefix_caching": e.enable_prefix_caching,
+            "enable_prefix_caching": r.scenario.prefix_caching,
             "policy": POLICY[r.scenario.scheduler.name],
         },
         "step_time_ns": step_time_ns(case),

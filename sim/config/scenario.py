@@ -115,11 +115,13 @@ class EngineConfig(BaseModel):
         description="Use this many KV blocks instead of deriving them from memory "
         "(blocks; one is vLLM's null block, so N - 1 are usable).",
     )
-    enable_prefix_caching: bool = Field(
-        False, description="Reuse KV blocks of identical prompt prefixes (needs prefix hashes "
-        "in the trace or a shared_prefix workload; kv policy paged only). vLLM v1 turns it on "
-        "by default; servesim leaves it off unless asked, since most length traces carry no "
-        "prefix hashes (it then only changes what a recompute-preempted request finds).",
+    enable_prefix_caching: bool | None = Field(
+        None, description="Reuse KV blocks of identical prompt prefixes (vLLM's automatic "
+        "prefix caching; hits need prefix hashes in the trace or a shared_prefix workload, "
+        "otherwise it only changes what a recompute-preempted request finds again). Unset: "
+        "vLLM's default, on for paged KV with the vLLM v1 schedulers and recompute "
+        "preemption (vLLM v1 turns it on, vllm/config/cache.py CacheConfig), off otherwise "
+        "(other KV policies; the v0-era schedulers and swap preemption, as vLLM v0 had it).",
     )
     preemption_mode: Literal["recompute", "swap"] = Field(
         "recompute", description="What preemption does with the victim's KV: recompute (vLLM "
@@ -260,7 +262,8 @@ class Scenario(BaseModel):
         "prompt + output tokens and per thousand requests with it.")
     core: Literal["auto", "general", "fast"] = Field(
         "auto", description="Simulation core. auto: the fast core (sim/fast) when it runs "
-        "the scenario (vllm scheduler, paged KV without prefix caching or swap, open-loop "
+        "the scenario (vllm scheduler, paged KV with or without prefix caching, no swap, "
+        "open-loop "
         "arrivals, a cost model priced from step shapes: fitted, roofline, linear), else the "
         "general engine; general: always the general engine; fast: the fast core, or an "
         "error naming what it does not run. Both give the same results.")
@@ -291,7 +294,7 @@ class Scenario(BaseModel):
     @model_validator(mode="after")
     def _memory_policies_agree(self):
         kv = self.kv.name.lower()
-        if self.engine.enable_prefix_caching and kv != "paged":
+        if self.engine.enable_prefix_caching is True and kv != "paged":
             raise ValueError(f"engine.enable_prefix_caching needs kv policy paged, not {kv!r} "
                              "(a reservation is not made of shareable blocks)")
         wanted = getattr(self.scheduler.cls, "kv_policies", None)
@@ -299,6 +302,19 @@ class Scenario(BaseModel):
             raise ValueError(f"scheduler {self.scheduler.name} needs kv policy "
                              f"{' or '.join(wanted)}, not {kv!r}")
         return self
+
+    @property
+    def prefix_caching(self) -> bool:
+        """Whether the run has vLLM's prefix cache: ``engine.enable_prefix_caching``, or
+        where unset vLLM's default (v1: on, ``vllm/config/cache.py:141``; the server's
+        ``--enable-prefix-caching`` unset means the model's default,
+        ``vllm/engine/arg_utils.py:3021-3022``, on for generative models) for paged KV with
+        a scheduler that defaults it on and recompute preemption."""
+        e = self.engine
+        if e.enable_prefix_caching is not None:
+            return e.enable_prefix_caching
+        return (self.kv.name.lower() == "paged" and e.preemption_mode == "recompute"
+                and getattr(self.scheduler.cls, "prefix_caching_by_default", False))
 
     @property
     def model_spec(self) -> ModelSpec:

@@ -7,7 +7,8 @@ the work per step.
     sim/fast/record.py   recording, turned into the general Recorder at the end
 
 It runs a scenario when the general engine would run it with the ``vllm`` scheduler (FCFS,
-optimistic admission), paged KV without prefix caching or swap, open-loop arrivals, a
+optimistic admission), paged KV with or without prefix caching (sim/fast/caching.py), no
+swap, open-loop arrivals, a
 cost model that prices step shapes (``fitted`` ops profiles, ``roofline``) and no
 executor hooks (live mode). A caller's per-plan hook (the step log, the conformance
 comparer) gets the general engine's StepPlan and StepOutcome (sim/fast/hooks.py).
@@ -28,10 +29,12 @@ from sim.cost.base import CostModel
 from sim.engine.arrivals import OpenLoop
 from sim.engine.clock import MAX_NS, ns
 from sim.engine.engine import RunStatus, admissible
+from sim.fast.caching import CachingScheduler
 from sim.fast.engine import FastEngine
 from sim.fast.record import FastRecord
 from sim.fast.sched import FastScheduler
 from sim.kv.paged import PagedKV
+from sim.kv.prefix_cache import PrefixCachingKV
 from sim.metrics.recorder import Recorder
 from sim.sched.admission import Optimistic
 from sim.sched.queues import FCFSQueue
@@ -49,9 +52,8 @@ def unsupported(sc, sched, kv, cost, source) -> str:
         return f"admission rule {sc.admission.name} (the fast core runs optimistic)"
     if sc.engine.async_scheduling:
         return "async scheduling (engine.async_scheduling)"
-    if type(kv) is not PagedKV:
-        what = "prefix caching" if sc.engine.enable_prefix_caching else f"KV policy {sc.kv.name}"
-        return f"{what} (the fast core runs paged KV without prefix caching)"
+    if type(kv) not in (PagedKV, PrefixCachingKV):
+        return f"KV policy {sc.kv.name} (the fast core runs paged KV)"
     if kv.host is not None:
         return "swap preemption (engine.preemption_mode: swap)"
     if not isinstance(cost, CostModel) or not cost.prices_shapes:
@@ -83,13 +85,14 @@ class FastRun:
     drain_budget: int
 
 
-def run(specs, sched: VllmScheduler, kv: PagedKV, cost: CostModel, source: OpenLoop, *,
-        stop_s: float, egress_s: float, drain: tuple[int, int], progress=None,
-        on_plan=None) -> FastRun:
+def run(specs, sched: VllmScheduler, kv: PagedKV | PrefixCachingKV, cost: CostModel,
+        source: OpenLoop, *, stop_s: float, egress_s: float, drain: tuple[int, int],
+        progress=None, on_plan=None) -> FastRun:
     """Simulate ``specs`` (as the engine sees them) with the general components' settings."""
     persists = {r: sched.blocked_persists(r) for r in (EMPTY, SEQS, BUDGET, MEMORY)}
-    fs = FastScheduler(specs.prompt_tokens, specs.output_tokens, sched.limits, kv.block_size,
-                       kv.num_blocks, kv.admission_reserve, persists)
+    args = (specs.prompt_tokens, specs.output_tokens, sched.limits, kv.block_size,
+            kv.num_blocks, kv.admission_reserve, persists)
+    fs = CachingScheduler(*args, kv=kv) if type(kv) is PrefixCachingKV else FastScheduler(*args)
     rec = FastRecord(len(specs), egress_s)
     engine = FastEngine(fs, cost, source, admissible(specs, sched), rec,
                         stop_ns=min(ns(stop_s), MAX_NS), drain=drain, progress=progress,

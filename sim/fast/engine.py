@@ -24,7 +24,6 @@ from sim.engine.engine import RunStatus
 from sim.fast import hooks
 from sim.fast.record import FastRecord
 from sim.fast.sched import FastScheduler, Planned
-from sim.fast.state import cdiv
 from sim.sched.vllm import MAX_RUN_STEPS
 
 _MAX_S = MAX_NS / NS_PER_S
@@ -123,7 +122,8 @@ class FastEngine:
                 n1 += 1
                 c1 += c
         comp = s.comp
-        stored = s.sum_base + s.n_dec * s.g + sum([comp[r] for r in s.pre]) + total
+        stored = (s.sum_base + s.n_dec * s.g + sum([comp[r] for r in s.pre]) + total
+                  - s.shared_slots())
         used, running, waiting = s.used, len(s.running), len(s.waiting)
         self._drain()
         dur = self.cost.shape_time1(total, p.num_reqs, pq, pc, p.n_dec + n1, p.dec_ctx + c1)
@@ -211,15 +211,15 @@ class FastEngine:
         for r in ending:
             s.close_run(r, g)
             s.drop_dec(r)
-            s.used -= cdiv(s.comp[r], s.bs)
-            s.running.remove(r)
-            s.status[r] = 3  # FINISHED
         for r in done:
             s.close_run(r, g)
-            s.used -= cdiv(s.comp[r], s.bs)
-            s.running.remove(r)
-            s.status[r] = 3
-        return done + ending if ending else done
+        out = done + ending if ending else done
+        s.release_finished(out)
+        running, status = s.running, s.status
+        for r in out:
+            running.remove(r)
+            status[r] = 3  # FINISHED
+        return out
 
     # ---- a decode run -------------------------------------------------------------------
     def _decode_run(self, p: Planned) -> None:
@@ -255,7 +255,8 @@ class FastEngine:
             starts.extend(accumulate(more[:-1], initial=starts[-1] + d[-1]))
             d += more
             k = k2
-        stored0, running, waiting = p.dec_ctx + n, len(s.running), len(s.waiting)
+        stored0, running, waiting = p.dec_ctx + n - s.shared_slots(), len(s.running), len(
+            s.waiting)
         self._drain()
         if starts[-1] >= limit:  # cut: the steps that start before the limit
             k = max(1, bisect_left(starts, limit))
@@ -277,7 +278,7 @@ class FastEngine:
                 first = list(s.first_due)
                 s.first_due.clear()
                 self.rec.events(starts[0], d[0], (), first, ())
-        s.used = kv_used[-1]
+        s.grow_run(kv_used[-1] - s.used)  # steps 1..k-1's new blocks, committed with the run
         gl = g + k - 1  # the run's last step
         ending = self._finishing(gl) if s.fin and s.fin[0][0] <= gl else ()
         s.g = gl + 1  # before _finish: a finished request's computed tokens are base + g

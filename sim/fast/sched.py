@@ -1,7 +1,9 @@
 """vLLM v1's schedule() on the fast core's state (sim/fast/state.py), step for step.
 
 The same rules as sim/sched/vllm.py (``VllmScheduler`` with FCFS, optimistic admission,
-paged KV without prefix caching, recompute preemption), in two paths:
+paged KV, recompute preemption), in two paths (blocks are counted here; with prefix
+caching sim/fast/caching.py overrides the ``KV blocks`` methods at the end to drive the
+general engine's cache):
 
 * fast: when every running request's demand fits the token budget and every new block
   fits the pool, order does not matter and the running pass is O(prefilling requests):
@@ -87,7 +89,7 @@ class FastScheduler(Progress):
         if not self.pre and not self.waiting and self.n_dec and not self._victims:
             blocks = self.phase[self.g % self.bs]
             if blocks <= self.num_blocks - self.used:  # every request decodes; none waits
-                self.used += blocks
+                self._grow_running(blocks, blocks, ())
                 p = self._pure  # reused: a pure decode plan is consumed before the next
                 p.n_dec, p.dec_ctx = self.n_dec, self.sum_base + self.n_dec * self.g
                 self.blocked = EMPTY
@@ -128,7 +130,7 @@ class FastScheduler(Progress):
             blocks += cdiv(c + need, bs) - cdiv(c, bs)
         if total > self.lim.max_num_batched_tokens or blocks > self.free:
             return None
-        self.used += blocks
+        self._grow_running(blocks, self.phase[g % bs] if self.n_dec else 0, p.entries)
         p.n_dec, p.dec_ctx = self.n_dec, self.sum_base + self.n_dec * g
         return self.lim.max_num_batched_tokens - total
 
@@ -151,7 +153,7 @@ class FastScheduler(Progress):
                     break
             if not ok:
                 break
-            self.used += nb
+            self._grow_one(r, nb, c + grant)
             if self.dec[r]:
                 p.n_dec += 1
                 p.dec_ctx += c
@@ -176,7 +178,7 @@ class FastScheduler(Progress):
             self.drop_dec(v)
         else:
             self.pre.remove(v)
-        self.used -= cdiv(c, self.bs)
+        self._release(v, c, preempted=True)
         self.recomputed += c
         self.comp[v] = 0
         self.waiting.appendleft(v)
@@ -188,9 +190,8 @@ class FastScheduler(Progress):
         if not q:
             p.blocked = EMPTY
             return
-        lim, bs, known, comp, running = self.lim, self.bs, self.known, self.comp, self.running
+        lim, known, comp, running = self.lim, self.known, self.comp, self.running
         seqs, mml, chunked = lim.max_num_seqs, lim.max_model_len, lim.enable_chunked_prefill
-        full_isl, reserve = lim.scheduler_reserve_full_isl, self.reserve
         while q:
             r = q[0]
             if budget <= 0:
@@ -199,8 +200,8 @@ class FastScheduler(Progress):
             if len(running) >= seqs:
                 p.blocked = SEQS
                 return
-            c = comp[r]  # 0: no prefix cache, and preemption recomputes
             kr = known[r]
+            c = comp[r] or self._hit(r, kr)  # comp 0: preemption recomputes
             need = kr - c  # demand(): capped by the long-prefill cap and max_model_len
             if 0 < cap < need:
                 need = cap
@@ -211,20 +212,12 @@ class FastScheduler(Progress):
                 return
             if need > budget:
                 need = budget
-            free = self.num_blocks - self.used
-            if full_isl:
-                whole = -(-(kr if kr < mml else mml) // bs)
-                if whole > 0 and whole + reserve > free:
-                    p.blocked = MEMORY
-                    self.memory_blocked[r] = 1
-                    return
-            nb = -(-(c + need) // bs)
-            if nb > 0 and nb + reserve > free:
+            if not self._admit_blocks(r, c + need, kr if kr < mml else mml):
                 p.blocked = MEMORY
                 self.memory_blocked[r] = 1
                 return
             q.popleft()
-            self.used += nb
+            comp[r] = c
             running.append(r)
             self.pre.append(r)
             self.status[r] = 2  # RUNNING
@@ -236,3 +229,52 @@ class FastScheduler(Progress):
             p.entries.append((r, need, c))
             budget -= need
         p.blocked = EMPTY
+
+    # ---- KV blocks: their count (sim/fast/caching.py keeps vLLM's prefix-caching pool) ---
+    def _grow_running(self, blocks: int, dec_blocks: int, entries) -> None:
+        """The running pass scheduled every running request: ``blocks`` new blocks, of which
+        ``dec_blocks`` for decoding requests and the rest for ``entries`` (request, tokens,
+        computed) in running order."""
+        self.used += blocks
+
+    def _grow_one(self, r: int, nb: int, upto: int) -> None:
+        """Running request ``r`` takes ``nb`` new blocks to hold ``upto`` tokens."""
+        self.used += nb
+
+    def grow_run(self, n: int) -> None:
+        """A decode run's steps after its first take ``n`` new blocks (at its commit, as
+        sim/sched/base.py update allocates them)."""
+        self.used += n
+
+    def _release(self, r: int, computed: int, preempted: bool = False) -> None:
+        """``r`` (finished or preempted, with ``computed`` tokens in KV) frees its blocks."""
+        self.used -= cdiv(computed, self.bs)
+
+    def release_finished(self, reqs: list[int]) -> None:
+        """Finished requests free their blocks (their computed tokens are explicit)."""
+        comp, bs = self.comp, self.bs
+        for r in reqs:
+            self.used -= cdiv(comp[r], bs)
+
+    def _hit(self, r: int, known: int) -> int:
+        """Tokens of waiting request ``r`` already in KV (its prefix-cache hit)."""
+        return 0
+
+    def _admit_blocks(self, r: int, upto: int, whole: int) -> bool:
+        """Admit ``r`` with blocks for ``upto`` tokens if they fit (False: KV memory refuses).
+        ``whole``: its known tokens capped at max_model_len, which must fit too with
+        ``scheduler_reserve_full_isl`` (sim/sched/vllm.py _whole_fits)."""
+        bs, free, reserve = self.bs, self.num_blocks - self.used, self.reserve
+        if self.lim.scheduler_reserve_full_isl:
+            w = -(-whole // bs)
+            if w > 0 and w + reserve > free:
+                return False
+        nb = -(-upto // bs)
+        if nb > 0 and nb + reserve > free:
+            return False
+        self.used += nb
+        return True
+
+    def shared_slots(self) -> int:
+        """Token slots counted in more than one request's table (prefix sharing)."""
+        return 0

@@ -13,37 +13,46 @@
   to a block; later blocks with the same key (two requests computed it
   concurrently) wait in ``dups`` and take over when the first is evicted.
 * Allocation pops blocks from the head of the free queue; a popped block's key is
-  dropped (eviction). A cache hit on a free block pulls it out of the queue.
-  The free count therefore includes evictable cached blocks.
+  dropped (eviction, ``block_pool.py:666-700``). A cache hit on a free block pulls it
+  out of the queue (``touch``, ``block_pool.py:752-772``). The free count therefore
+  includes evictable cached blocks.
 
-Block 0 is the null block and never handed out. ``version`` changes on every
-mutation, so a cache lookup can tell whether it is still current. Bulk operations
-run at C speed (numpy on the per-block arrays, ``map`` over the dict methods):
-a Mooncake replay moves millions of blocks through the queue.
+Representation (the same queue as vLLM's linked ``FreeKVCacheBlockQueue``,
+``vllm/v1/core/kv_cache_utils.py``, at C speed per block): the queue is the list
+``q[h:]`` read from index ``h``, so a take is one slice, a free one ``extend`` (tail)
+or one slice assignment (head), with no Python operation per block. Only a block
+with a key can be hit, so only keyed blocks are pulled out of the middle: they leave
+a 0 (the null block's id, never queued) where they stood, skipped when taken, and
+``qpos`` (absolute: ``base`` + index) says where each queued keyed block stands.
+A block without a key is never shared (sharing starts with a hit on a key, and a key
+is dropped only from a free block), so its count is 1 while a table holds it and 0
+once free: ``ref`` is kept for keyed blocks only, and a table with no keyed block is
+freed with slices. Block 0 is the null block and never handed out. ``version``
+changes on every mutation, so a cache lookup can tell whether it is still current.
 """
 
 from __future__ import annotations
-
-from collections import OrderedDict, deque
-from itertools import islice
 
 import numpy as np
 
 from sim.kv.block_pool import NULL_BLOCK
 
-
-def _each(fn, items) -> None:
-    """Call ``fn`` on every item, at C speed."""
-    deque(map(fn, items), maxlen=0)
+#: the table of blocks taken for requests named later (``CachingBlockPool.move``)
+PENDING = -1
+_HOLE = NULL_BLOCK  # where a hit block left the free queue
+_COMPACT = 4096  # drop the consumed head of ``q`` once it is this long and half the list
 
 
 class CachingBlockPool:
     def __init__(self, num_usable_blocks: int):
-        self.num_usable = num_usable_blocks
-        self.free_q: OrderedDict[int, None] = OrderedDict.fromkeys(
-            range(1, num_usable_blocks + 1))
-        self.ref = np.zeros(num_usable_blocks + 1, dtype=np.int64)
-        self.key = np.zeros(num_usable_blocks + 1, dtype=np.uint64)  # 0 = no key
+        n = num_usable_blocks
+        self.num_usable = n
+        self.q = list(range(1, n + 1))  # the free queue is q[h:], head first, holes skipped
+        self.h, self.base, self.holes = 0, 0, 0  # holes: 0 entries in q[h:]
+        self.num_free = n
+        self.qpos = [0] * (n + 1)  # a queued keyed block's position (base + index in q)
+        self.ref = [0] * (n + 1)  # tables holding each block (kept for keyed blocks)
+        self.key = [0] * (n + 1)  # each block's hash key, 0 = none
         self.cached: dict[int, int] = {}
         self.dups: dict[int, list[int]] = {}
         self.tables: dict[int, list[int]] = {}
@@ -51,40 +60,99 @@ class CachingBlockPool:
         self.evictions = 0  # cached blocks whose key was dropped to reuse the block
         self.version = 0
 
-    @property
-    def num_free(self) -> int:
-        return len(self.free_q)
+    # ---- the free queue ------------------------------------------------------------------
+    def _pop(self, n: int) -> list[int]:
+        """Take the first ``n`` blocks of the free queue (caller checked n <= num_free)."""
+        q, h = self.q, self.h
+        out = q[h:h + n]
+        h += n
+        if self.holes:
+            gone = out.count(_HOLE)
+            while gone:  # holes in the slice: drop them, read on
+                self.holes -= gone
+                out = [b for b in out if b]
+                more = q[h:h + n - len(out)]
+                h += len(more)
+                gone = more.count(_HOLE)
+                out += more
+        self.num_free -= n
+        if h >= _COMPACT and 2 * h >= len(q):
+            del q[:h]
+            self.base += h
+            h = 0
+        self.h = h
+        return out
 
+    def _append(self, blocks: list[int]) -> None:
+        """Queue ``blocks`` at the tail, in order (the last is evicted last)."""
+        q, key = self.q, self.key
+        start = self.base + len(q)
+        q.extend(blocks)
+        if self.cached and any(map(key.__getitem__, blocks)):
+            qpos = self.qpos
+            for i, b in enumerate(blocks):
+                if key[b]:
+                    qpos[b] = start + i
+        self.num_free += len(blocks)
+
+    def _prepend(self, blocks: list[int]) -> None:
+        """Queue ``blocks`` (none keyed) at the head, in order (the first is taken first)."""
+        m, h = len(blocks), self.h
+        if h >= m:
+            self.q[h - m:h] = blocks
+            self.h = h - m
+        else:  # keeps every queued block's absolute position
+            self.q = blocks + self.q[h:]
+            self.base += h - m
+            self.h = 0
+        self.num_free += m
+
+    def _unqueue(self, b: int) -> None:
+        """Pull keyed block ``b`` out of the free queue (a hit)."""
+        self.q[self.qpos[b] - self.base] = _HOLE
+        self.holes += 1
+        self.num_free -= 1
+
+    def free_order(self) -> list[int]:
+        """The free queue, head (taken next) first."""
+        return [b for b in self.q[self.h:] if b]
+
+    # ---- tables ---------------------------------------------------------------------------
     def take(self, req: int, n: int) -> None:
         """Append ``n`` blocks from the free queue's head to ``req``'s table, evicting."""
-        q = self.free_q
-        popped = list(islice(q, n))
-        _each(q.__delitem__, popped)
-        idx = np.array(popped, dtype=np.int64)
-        keys = self.key[idx]
-        keyed = keys != 0
-        if keyed.any():
-            self._evict(idx[keyed], keys[keyed].tolist())
-        self.ref[idx] = 1
+        popped = self._pop(n)
+        key = self.key
+        if self.cached and any(map(key.__getitem__, popped)):  # no key anywhere: none here
+            self._evict([b for b in popped if key[b]])
         self.tables.setdefault(req, []).extend(popped)
         self.refs_total += n
         self.version += 1
 
-    def _evict(self, blocks: np.ndarray, keys: list[int]) -> None:
-        self.evictions += len(keys)
-        if self.dups and not self.dups.keys().isdisjoint(keys):
-            for b in blocks.tolist():
-                self.drop(b)
-            return
-        self.key[blocks] = 0
-        _each(self.cached.__delitem__, keys)
+    def move(self, src: int, dst: int, n: int) -> None:
+        """Move the last ``n`` blocks of table ``src`` to the end of table ``dst`` (their
+        references move with them)."""
+        t = self.tables[src]
+        cut = len(t) - n
+        assert cut >= 0, "moving more blocks than the table holds"
+        self.tables.setdefault(dst, []).extend(t[cut:])
+        del t[cut:]
+        if not t:
+            del self.tables[src]
+        self.version += 1
+
+    def _evict(self, blocks: list[int]) -> None:
+        self.evictions += len(blocks)
+        for b in blocks:
+            self.drop(b)
 
     def touch(self, req: int, blocks: list[int]) -> None:
-        """Append cache-hit ``blocks`` to ``req``'s table (out of the free queue if there)."""
-        idx = np.array(blocks, dtype=np.int64)
-        idle = idx[self.ref[idx] == 0]
-        _each(self.free_q.__delitem__, idle.tolist())
-        self.ref[idx] += 1
+        """Append cache-hit ``blocks`` (keyed) to ``req``'s table, out of the free queue if
+        there."""
+        ref = self.ref
+        for b in blocks:
+            if not ref[b]:
+                self._unqueue(b)
+            ref[b] += 1
         self.tables.setdefault(req, []).extend(blocks)
         self.refs_total += len(blocks)
         self.version += 1
@@ -96,15 +164,23 @@ class CachingBlockPool:
         table = self.tables.pop(req, None)
         if not table:
             return
-        idx = np.array(table[::-1], dtype=np.int64)  # a table holds a block at most once
-        self.ref[idx] -= 1
-        idle = self.ref[idx] == 0
-        reusable = (np.arange(len(table))[::-1] < hashed) | (self.key[idx] != 0)
-        self.free_q.update(dict.fromkeys(idx[idle & reusable].tolist()))
-        q = self.free_q
-        for b in reversed(idx[idle & ~reusable].tolist()):  # the tail block ends up first
-            q[b] = None
-            q.move_to_end(b, last=False)
+        key = self.key
+        if not self.cached or not any(map(key.__getitem__, table)):  # none shared: all free
+            last = table[hashed - 1::-1] if hashed > 0 else []  # reversed table[:hashed]
+            first = table[:hashed - 1:-1] if hashed > 0 else table[::-1]  # the rest, reversed
+        else:
+            ref, last, first = self.ref, [], []
+            for i in range(len(table) - 1, -1, -1):  # a table holds a block at most once
+                b = table[i]
+                if key[b]:
+                    ref[b] -= 1
+                    if ref[b]:
+                        continue
+                (last if i < hashed or key[b] else first).append(b)
+        if last:
+            self._append(last)
+        if first:
+            self._prepend(first)
         self.refs_total -= len(table)
         self.version += 1
 
@@ -112,7 +188,10 @@ class CachingBlockPool:
         """Publish each block's content under its key (the blocks hold computed KV)."""
         if not blocks:
             return
-        self.key[np.array(blocks, dtype=np.int64)] = np.array(keys, dtype=np.uint64)
+        key, ref = self.key, self.ref
+        for b, k in zip(blocks, keys):  # held by one table: a block without a key is unshared
+            key[b] = k
+            ref[b] = 1
         cached = self.cached
         if cached.keys().isdisjoint(keys) and len(set(keys)) == len(keys):
             cached.update(zip(keys, blocks))
@@ -126,7 +205,7 @@ class CachingBlockPool:
 
     def drop(self, block: int) -> None:
         """Forget ``block``'s key (eviction, or its content was never computed)."""
-        k = int(self.key[block])
+        k = self.key[block]
         self.key[block] = 0
         rest = self.dups.get(k)
         if self.cached[k] == block:
@@ -143,27 +222,46 @@ class CachingBlockPool:
     def table(self, req: int) -> list[int]:
         return list(self.tables.get(req, ()))
 
+    def refs(self, blocks: list[int]) -> list[int]:
+        """Tables holding each of ``blocks`` (held blocks or hits)."""
+        ref, key = self.ref, self.key
+        return [ref[b] if key[b] else 1 for b in blocks]
+
     def peek(self, n: int) -> list[int]:
         """The blocks the next ``n`` takes would pop (evicting their keys), head first."""
-        return list(islice(self.free_q, n))
+        q, h, out = self.q, self.h, []
+        while len(out) < min(n, self.num_free):
+            chunk = q[h:h + n - len(out)]
+            h += len(chunk)
+            out += [b for b in chunk if b]
+        return out
 
     def num_cached_free(self) -> int:
-        free = np.fromiter(self.free_q, dtype=np.int64, count=len(self.free_q))
-        return int((self.key[free] != 0).sum())
+        key = self.key
+        return sum(1 for b in self.free_order() if key[b])
 
     def check(self, held_total: int) -> None:
-        """Conservation, reference counts, queue membership and the key map."""
+        """Conservation, reference counts, queue membership and positions, the key map."""
         counts = np.zeros(self.num_usable + 1, dtype=np.int64)
         for t in self.tables.values():
             np.add.at(counts, np.array(t, dtype=np.int64), 1)
         assert counts.sum() == held_total == self.refs_total, "table entries != accounting"
-        assert (counts == self.ref).all(), "a reference count differs from the tables"
-        assert counts[NULL_BLOCK] == 0 and NULL_BLOCK not in self.free_q, "null block used"
-        assert int((counts > 0).sum()) + len(self.free_q) == self.num_usable, "free+used!=total"
-        free = np.fromiter(self.free_q, dtype=np.int64, count=len(self.free_q))
+        keyed = np.array(self.key, dtype=np.uint64) != 0
+        ref = np.array(self.ref, dtype=np.int64)
+        assert (counts[keyed] == ref[keyed]).all(), "a reference count differs from the tables"
+        assert (counts[~keyed] <= 1).all(), "a block without a key in two tables"
+        free = np.array(self.free_order(), dtype=np.int64)
+        assert len(free) == self.num_free, "free count != queue"
+        assert self.q[self.h:].count(_HOLE) == self.holes, "holes"
+        assert counts[NULL_BLOCK] == 0 and NULL_BLOCK not in free, "null block used"
+        assert len(set(free.tolist())) == len(free), "a block twice in the free queue"
+        assert int((counts > 0).sum()) + len(free) == self.num_usable, "free+used!=total"
         assert not counts[free].any(), "a held block is in the free queue"
-        keyed = np.flatnonzero(self.key).tolist()
+        assert all(self.q[self.qpos[b] - self.base] == b for b in free.tolist()
+                   if self.key[b]), "a keyed block's queue position"
+        key = self.key
+        keyed_ids = np.flatnonzero(keyed).tolist()
         listed = list(self.cached.values()) + [b for v in self.dups.values() for b in v]
-        assert sorted(keyed) == sorted(listed), "key map and block keys disagree"
-        assert all(int(self.key[b]) == k for k, b in self.cached.items()), "cached key mismatch"
-        assert all(int(self.key[b]) == k for k, v in self.dups.items() for b in v), "dups"
+        assert sorted(keyed_ids) == sorted(listed), "key map and block keys disagree"
+        assert all(key[b] == k for k, b in self.cached.items()), "cached key mismatch"
+        assert all(key[b] == k for k, v in self.dups.items() for b in v), "dups"

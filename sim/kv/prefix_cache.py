@@ -20,8 +20,13 @@ pool is :class:`~sim.kv.caching_pool.CachingBlockPool` and block keys come from
 
 Hit accounting follows vLLM's ``PrefixCacheStats``, in tokens: ``queries`` (the
 known tokens of each request at its lookup) and ``hits``; lookups of preempted
-requests are counted apart. Unlike vLLM, a lookup is counted once per
-admission, not once per step the request spends blocked at the queue head.
+requests are counted apart (``vllm/v1/core/kv_cache_manager.py:253-262``: num_tokens,
+the hit, ``num_preemptions > 0``). As vLLM 0.32, a lookup is counted once per
+admission, when the allocation succeeds, not in the steps the request spends blocked at
+the queue head ("Record at admission so unscheduled lookups are not counted",
+``vllm/v1/core/sched/scheduler.py:1314-1318``). An eviction is a popped block that
+still had a key (``_maybe_evict_cached_block`` returning True, ``block_pool.py:686-689,
+729-750``).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import numpy as np
 
 from sim.kv.base import KVUsage
 from sim.kv.block_keys import BlockKeys
-from sim.kv.caching_pool import CachingBlockPool
+from sim.kv.caching_pool import PENDING, CachingBlockPool
 from sim.kv.paged import PagedKV
 
 
@@ -44,14 +49,20 @@ class PrefixCachingKV(PagedKV):
         self.keys = BlockKeys(self.specs, self.block_size, self.prompt_tokens)
         n = len(self.held)
         self.published = np.zeros(n, dtype=np.int64)  # leading shareable blocks published
-        self.looked_up = np.zeros(n, dtype=bool)  # admitted before (a later lookup = preempted)
+        self.looked_up = bytearray(n)  # 1: admitted before (a later lookup = preempted)
         self.upto = np.zeros(n, dtype=np.int64)  # tokens [0, upto) scheduled so far (tokens)
         self._stash = None  # (req, pool version, hit blocks, num_tokens) of the last lookup
+        # full blocks of a finished request (its last token has no KV)
+        self._filled = ((self.prompt_tokens + self.output_tokens - 1) // self.block_size).tolist()
+        self._n_shared = self.keys.n_shared.tolist()  # for one request at a time
         self.stats = dict.fromkeys(("queries", "hits", "preempted_queries", "preempted_hits"), 0)
 
     # ---- lookup and allocation ---------------------------------------------------
     def lookup_prefix(self, req, num_tokens=None):
         n = int(self.prompt_tokens[req] if num_tokens is None else num_tokens)
+        if not self._n_shared[req] and not self.looked_up[req]:  # nothing it could find
+            self._stash = (req, self.pool.version, [], n)
+            return 0
         limit = (n - 1) // self.block_size  # whole blocks, at least one token left to compute
         get, hits = self.pool.cached.get, []
         shared = self.keys.shared(req)
@@ -70,7 +81,8 @@ class PrefixCachingKV(PagedKV):
         return len(hits) * self.block_size
 
     def block_refs(self, blocks):
-        return self.pool.ref[np.asarray(blocks, dtype=np.int64)]
+        return np.array(self.pool.refs(np.asarray(blocks, dtype=np.int64).tolist()),
+                        dtype=np.int64)
 
     def pending_hits(self, req):
         stash = self._stash
@@ -91,7 +103,8 @@ class PrefixCachingKV(PagedKV):
         sit in the free queue, ``single_type_kv_cache_manager.py:175``)."""
         need = -(-int(total_tokens) // self.block_size)
         new = max(need - int(self.held[req]) - len(hits), 0)
-        evictable = int((self.pool.ref[hits] == 0).sum()) if hits else 0
+        ref = self.pool.ref
+        evictable = sum(1 for b in hits if not ref[b])
         reserve = self.admission_reserve if admitting else 0
         return new + evictable + reserve > self.pool.num_free
 
@@ -111,23 +124,54 @@ class PrefixCachingKV(PagedKV):
             self._count_lookup(req, looked[1], len(hits))
         if hits:
             self.pool.touch(req, hits)
-            self.published[req] = min(len(hits), int(self.keys.n_shared[req]))
-        need = -(-int(total_tokens) // self.block_size)
-        new = need - int(self.held[req]) - len(hits)
+            self.published[req] = min(len(hits), self._n_shared[req])
+        total = int(total_tokens)
+        need, held = -(-total // self.block_size), int(self.held[req])
+        new = need - held - len(hits)
         if new > 0:
             self.pool.take(req, new)
-        self.held[req] = max(need, int(self.held[req]))
-        self.upto[req] = max(int(self.upto[req]), int(total_tokens))
-        self._publish(req, int(total_tokens))
+        if need > held:
+            self.held[req] = need
+        if total > self.upto[req]:
+            self.upto[req] = total
+        if self._n_shared[req]:
+            self._publish(req, total)
         return True
 
     def _count_lookup(self, req: int, num_tokens: int, num_hit_blocks: int) -> None:
         pre = "preempted_" if self.looked_up[req] else ""
         self.stats[pre + "queries"] += num_tokens
         self.stats[pre + "hits"] += num_hit_blocks * self.block_size
-        self.looked_up[req] = True
+        self.looked_up[req] = 1
+
+    # ---- decode growth whose owners are named later (the fast core) -----------------
+    def take_pending(self, n: int) -> None:
+        """Take ``n`` blocks from the free queue's head (evicting, as a take does) for decode
+        steps whose requests are named later (:meth:`settle`). A block just taken is like
+        any other just taken (reference count 1, no key, out of the queue), so which request
+        gets which one changes only block ids: hits, evictions, the queue order of keys and
+        every count equal those of per-request takes made at the same moment."""
+        if n > 0:
+            self.pool.take(PENDING, n)
+
+    def settle(self, req: int, n: int) -> None:
+        """Append ``n`` pending blocks to ``req``'s table (its decode steps took them)."""
+        if n > 0:
+            self.pool.move(PENDING, req, n)
+            self.held[req] += n
+
+    @property
+    def num_pending(self) -> int:
+        return len(self.pool.tables.get(PENDING, ()))
 
     # ---- publishing computed blocks ------------------------------------------------
+    def note_one(self, req: int, upto: int) -> None:
+        """``note_computed`` for one request, in Python ints."""
+        if upto > self.upto[req]:
+            self.upto[req] = upto
+        if min(upto // self.block_size, self._n_shared[req]) > self.published[req]:
+            self._publish(req, upto)
+
     def note_computed(self, req_ids, upto):
         self.upto[req_ids] = np.maximum(self.upto[req_ids], upto)
         full = np.minimum(np.asarray(upto) // self.block_size, self.keys.n_shared[req_ids])
@@ -137,7 +181,7 @@ class PrefixCachingKV(PagedKV):
     def _publish(self, req: int, upto: int) -> None:
         """Publish ``req``'s shareable blocks that tokens ``[0, upto)`` fill."""
         start = int(self.published[req])
-        stop = min(upto // self.block_size, int(self.keys.n_shared[req]))
+        stop = min(upto // self.block_size, self._n_shared[req])
         if stop <= start:
             return
         self.pool.register(self.pool.tables[req][start:stop], self.keys.shared(req)[start:stop])
@@ -153,7 +197,7 @@ class PrefixCachingKV(PagedKV):
         upto = max(int(computed_tokens), int(self.upto[req]))
         self._publish(req, upto)
         done = upto // self.block_size
-        start = int(self.keys.n_shared[req])
+        start = self._n_shared[req]
         own = [(b, key) for b, key in zip(table[start:done], self.keys.private(req, start, done))
                if not self.pool.key[b]]  # blocks it hit at an earlier admission keep their key
         self.pool.register([b for b, _ in own], [key for _, key in own])
@@ -162,8 +206,7 @@ class PrefixCachingKV(PagedKV):
     def free(self, req):
         # a finished request's full blocks hold reusable content (vLLM hashed them), though
         # only the request itself could match its private ones, so they stay unregistered
-        filled = int(self.prompt_tokens[req] + self.output_tokens[req] - 1) // self.block_size
-        self._release(req, filled)
+        self._release(req, self._filled[req])
         self.keys.forget(req)
 
     def _release(self, req: int, hashed: int) -> None:

@@ -61,7 +61,7 @@ def _engine_flags(r: Resolved) -> list[str]:
              f"--max-num-batched-tokens {lim.max_num_batched_tokens}",
              f"--block-size {e.block_size}", f"--gpu-memory-utilization {e.gpu_memory_utilization}",
              on("enable-chunked-prefill", lim.enable_chunked_prefill),
-             on("enable-prefix-caching", e.enable_prefix_caching),
+             on("enable-prefix-caching", r.scenario.prefix_caching),
              f"--long-prefill-token-threshold {lim.long_prefill_token_threshold}",
              on("long-prefill-token-threshold-adaptive", lim.long_prefill_token_threshold_adaptive),
              on("scheduler-reserve-full-isl", lim.scheduler_reserve_full_isl)]

@@ -77,6 +77,9 @@ class Scheduler(ABC):
 
     description = ""
     Params: type[BaseModel] = NoParams
+    #: whether ``engine.enable_prefix_caching`` left unset means on (vLLM v1's default) for
+    #: this policy with paged KV (``Scenario.prefix_caching``)
+    prefix_caching_by_default = False
 
     def __init__(self, specs: RequestSpecs, limits: SchedulerLimits, kv: KVManager,
                  params: BaseModel | None = None, admission: Admission | None = None):

@@ -61,6 +61,7 @@ class StaticScheduler(VllmScheduler):
     description = ("static batching (FasterTransformer-style): fill batch_size or wait "
                    "max_wait_s, run to the longest member, no admission mid-batch")
     Params = StaticParams
+    prefix_caching_by_default = False  # not vLLM: no prefix cache unless asked
 
     def __init__(self, specs, limits, kv, params=None, admission=None):
         params = params if params is not None else self.Params()

@@ -53,6 +53,8 @@ def with_default_watermark(scenario):
 class V0Scheduler(vllm_sched.VllmScheduler):
     """vLLM v1's plans, decode runs and commit, with v0's service order and memory rules."""
 
+    prefix_caching_by_default = False  # vLLM v0 had it off unless asked
+
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)
         # admitted and still computing the tokens it was admitted with (a prompt, or the

@@ -53,6 +53,7 @@ class VllmScheduler(Scheduler):
     """vLLM v1 FCFS continuous batching with chunked prefill and recompute preemption."""
 
     description = "vLLM v1: token-budget continuous batching, chunked prefill, FCFS, recompute"
+    prefix_caching_by_default = True  # vLLM v1's default (vllm/config/cache.py:141)
 
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)

@@ -36,7 +36,7 @@ def test_default_spells_out_every_engine_value():
         "vllm serve meta-llama/Meta-Llama-3-8B --dtype auto --kv-cache-dtype auto "
         "--tensor-parallel-size 1 --max-model-len 8192 "
         "--max-num-seqs 1024 --max-num-batched-tokens 8192 --block-size 16 "
-        "--gpu-memory-utilization 0.9 --enable-chunked-prefill --no-enable-prefix-caching "
+        "--gpu-memory-utilization 0.9 --enable-chunked-prefill --enable-prefix-caching "
         "--long-prefill-token-threshold 0 --no-long-prefill-token-threshold-adaptive "
         "--scheduler-reserve-full-isl --no-async-scheduling --scheduling-policy fcfs")
 

@@ -4,8 +4,8 @@ The references (benchmarks/conformance/refs/*.jsonl.gz) come from driving vLLM's
 ``Scheduler`` over each case (``make conformance``); comparing needs no vLLM. A step is
 identical when the start time (ns), the tokens per request, the preemptions, the finishes and
 the KV blocks in use all agree. Every case replays through both simulation cores: the general
-engine and, for the cases it runs (the ``vllm`` scheduler without prefix caching), the fast
-core (sim/fast); ``core: auto`` picks the fast core exactly for those.
+engine and, for the cases it runs (the ``vllm`` scheduler, with or without prefix caching),
+the fast core (sim/fast); ``core: auto`` picks the fast core exactly for those.
 """
 
 from __future__ import annotations
@@ -23,17 +23,17 @@ VLLM_VERSION = "0.32.0"
 
 
 def _fast_runs(name: str) -> bool:
-    """The fast core runs the case: FCFS vllm scheduler, no prefix caching."""
-    sc = load_case(name).resolved.scenario
-    return sc.scheduler.name == "vllm" and not sc.engine.enable_prefix_caching
+    """The fast core runs the case: the FCFS vllm scheduler (prefix caching or not)."""
+    return load_case(name).resolved.scenario.scheduler.name == "vllm"
 
 
 FAST = [n for n in case_names() if _fast_runs(n)]
 
 
 def test_the_fast_core_runs_most_cases():
-    assert len(FAST) == 15 and len(case_names()) == 21
-    assert "priority_poisson" not in FAST and "prefix_shared" not in FAST
+    assert len(FAST) == 18 and len(case_names()) == 21
+    assert "priority_poisson" not in FAST
+    assert {"prefix_shared", "prefix_mooncake", "prefix_recompute_tight"} <= set(FAST)
 
 
 @pytest.mark.parametrize("core", ["auto", "general", "fast"])

@@ -34,7 +34,9 @@ def test_core_general_never_runs_the_fast_core(monkeypatch):
     (None, (), "fast"),
     (None, ("cost={name: linear}",), "fast"),
     ("lanes", ("workload.mix.0.duration_s=2", "workload.mix.1.duration_s=2"), "general"),
-    (None, ("engine.enable_prefix_caching=true",), "general"),
+    (None, ("engine.enable_prefix_caching=true",), "fast"),
+    (None, ("engine.enable_prefix_caching=false",), "fast"),
+    ("prefix-cache-system-prompt", (), "fast"),
     (None, ("workload.arrival.concurrency=4",), "general"),
     ("swap-preemption", (), "general"),
 ])
@@ -50,7 +52,6 @@ UNSUPPORTED = [
     ("static-offline.yaml", (), ["scheduler static", "the fast core runs vllm"]),
     ("default.yaml", ("scheduler.name=vllm-priority",),
      ["scheduler vllm-priority", "fast core runs vllm"]),
-    ("prefix-cache-system-prompt.yaml", (), ["prefix caching", "without prefix caching"]),
     ("contiguous-vs-paged.yaml", (), ["KV policy contiguous"]),
     ("swap-preemption.yaml", (), ["swap preemption"]),
     ("reserve-admission.yaml", (), ["admission rule reserve"]),

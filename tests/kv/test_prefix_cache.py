@@ -47,7 +47,7 @@ def test_freed_blocks_join_the_lru_queue_tail_first_and_are_evicted_from_the_hea
     admit(kv, 0, 48)
     a = kv.block_table(0)
     kv.free(0)
-    assert list(kv.pool.free_q)[-3:] == a[::-1]  # tail block first: it is evicted first
+    assert kv.pool.free_order()[-3:] == a[::-1]  # tail block first: it is evicted first
     assert kv.num_free == 7 and kv.usage().cached == 3  # cached blocks still count as free
     # r2 (no hashes) needs 4 blocks: the 4 never-used blocks at the head go first
     admit(kv, 2, 64)

@@ -1,0 +1,144 @@
+"""The fast scheduler with vLLM's prefix caching: the same ``PrefixCachingKV`` object the
+general engine uses (sim/kv/prefix_cache.py, sim/kv/caching_pool.py) does the lookups,
+allocations, publishing, frees and eviction; this file only says when, as sim/sched/vllm.py
+does:
+
+* admission (the waiting pass): ``lookup_prefix`` for the hit, ``fits`` for the
+  ``scheduler_reserve_full_isl`` gate, ``allocate(admitting=True)`` (hit blocks, new
+  blocks, the blocks the chunk fills published; hits and queries counted once per
+  admission, as vLLM 0.32 records them, ``vllm/v1/core/sched/scheduler.py:1315-1318``);
+* the running pass: a prefilling request's chunk is an ``allocate`` (new blocks, then
+  ``cache_blocks`` of the blocks it fills: ``vllm/v1/core/kv_cache_manager.py:607-616``);
+  decoding requests' new blocks are counted (``owed``) and taken from the free queue's
+  head in one take before the next pool operation that could tell the difference, then
+  handed to their requests when a request's table is next read (``settle``: at its finish
+  or preemption; see ``take_pending``);
+* frees in batch order (vLLM frees a step's finished requests in that order, and the free
+  queue's order decides evictions, ``vllm/v1/core/block_pool.py:774-803``).
+
+Decode blocks never hold shareable content (they lie past the prompt, or in a prompt's
+partial last block), so a decoding request never publishes, except in the step that
+computes its last prompt token, which fills the prompt's last block when the prompt is a
+whole number of blocks: ``first_due`` requests publish when scheduled, as
+``note_computed`` does in sim/sched/vllm.py. ``used`` stays the pool's blocks in use
+(shared ones once): the fast core's decode-run arithmetic holds unchanged.
+"""
+
+from __future__ import annotations
+
+from array import array
+
+from sim.fast.sched import FastScheduler
+from sim.fast.state import cdiv
+from sim.kv.prefix_cache import PrefixCachingKV
+
+
+class CachingScheduler(FastScheduler):
+    def __init__(self, *args, kv: PrefixCachingKV):
+        super().__init__(*args)
+        self.kv = kv
+        self.seq = array("q", bytes(8 * len(self.prompt)))  # admission order (batch order)
+        self._admitted = 0
+        # decode blocks due but not taken yet (blocks): taken at the next pool operation that
+        # could tell (a lookup, an admission, a free); a take by another request before them
+        # only changes which block ids each gets
+        self.owed = 0
+
+    def _sync(self) -> None:
+        self.used = self.num_blocks - self.kv.num_free + self.owed
+
+    def _flush(self) -> None:
+        if self.owed:
+            self.kv.take_pending(self.owed)
+            self.owed = 0
+
+    # ---- the running pass ----------------------------------------------------------------
+    def _grow_running(self, blocks, dec_blocks, entries):
+        kv = self.kv
+        self.owed += dec_blocks
+        if self.first_due:  # publish in running order: it decides which of two equal
+            seq = self.seq  # blocks the cache keeps (the other waits in dups)
+            grown = [(seq[r], r, c + t, False) for r, t, c in entries]
+            due = [(seq[r], r, self.ctx(r) + 1, True) for r in self.first_due]
+            for _, r, upto, decoding in sorted(grown + due):
+                if decoding:
+                    kv.note_one(r, upto)
+                else:
+                    kv.allocate(r, upto)
+        else:
+            for r, t, c in entries:  # ``pre`` is in running order
+                kv.allocate(r, c + t)
+        self.used += blocks  # each allocate took exactly its request's share
+
+    def _grow_one(self, r, nb, upto):
+        kv = self.kv
+        if self.dec[r]:
+            self.owed += nb
+            if r in self.first_due:
+                kv.note_one(r, upto)
+        else:
+            kv.allocate(r, upto)
+        self.used += nb
+
+    def grow_run(self, n):
+        self.owed += n
+        self.used += n
+
+    # ---- frees -----------------------------------------------------------------------
+    def _settle(self, r: int, computed: int) -> None:
+        kv = self.kv
+        kv.settle(r, cdiv(computed, self.bs) - int(kv.held[r]))
+
+    def _release(self, r, computed, preempted=False):
+        self._flush()
+        self._settle(r, computed)
+        if preempted:
+            self.kv.preempt(r, computed)
+        else:
+            self.kv.free(r)
+        self._sync()
+
+    def release_finished(self, reqs):
+        if len(reqs) > 1:
+            reqs = sorted(reqs, key=self.seq.__getitem__)
+        self._flush()
+        comp, kv = self.comp, self.kv
+        for r in reqs:
+            self._settle(r, comp[r])
+            kv.free(r)
+        self._sync()
+
+    # ---- admission -------------------------------------------------------------------
+    def _hit(self, r, known):
+        self._flush()  # the pending takes may evict what the lookup would find
+        return self.kv.lookup_prefix(r, known)
+
+    def _admit_blocks(self, r, upto, whole):
+        kv = self.kv
+        self._flush()
+        # the gate of scheduler_reserve_full_isl; allocate's own check when the chunk is all
+        if whole > upto and self.lim.scheduler_reserve_full_isl and not kv.fits(
+                r, whole, admitting=True):
+            return False
+        if not kv.allocate(r, upto, admitting=True):
+            return False
+        self._sync()
+        self._admitted += 1
+        self.seq[r] = self._admitted
+        return True
+
+    # ---- observation ---------------------------------------------------------------------
+    def shared_slots(self):
+        return self.kv.shared_slots
+
+    def check(self):
+        """Every running request's table holds its blocks; the pool's own checks."""
+        self._flush()
+        for r in self.running:
+            self._settle(r, self.ctx(r))
+        assert not self.kv.num_pending, "fast core: decode blocks nobody holds"
+        for r in self.running:
+            assert int(self.kv.held[r]) == cdiv(self.ctx(r), self.bs), f"request {r}'s table"
+        self.kv.check_integrity()
+        assert self.used == self.num_blocks - self.kv.num_free
+        assert self.n_dec + len(self.pre) == len(self.running)
