@@ -19,9 +19,13 @@ def resolved(*sets: str):
 
 def test_the_shipped_bands_cover_the_replayed_systems():
     bands = _bands()["bands"]
-    assert set(bands) == {"h100-sxm", "h200-sxm", "b200"}
+    assert set(bands) == {"h100-sxm", "h200-sxm", "b200", "b300"}
     h100 = bands["h100-sxm"]["dense fp8"]
     assert h100["rows"] == 48 and "meta-llama/Llama-3.1-70B" in h100["models"]
+    # the 2026 models: MiniMax-M2.5's block-fp8 MoE, Kimi-K2.5's MLA with int4 experts
+    assert "MiniMaxAI/MiniMax-M2.5" in bands["h200-sxm"]["moe fp8"]["models"]
+    assert bands["h200-sxm"]["moe mla 16/4-bit"]["models"] == ["moonshotai/Kimi-K2.5"]
+    assert set(bands["b300"]) == {"moe fp8", "moe 4-bit", "moe mla 16/4-bit"}
     for entry in (e for gpu in bands.values() for e in gpu.values()):
         for m in ("ttft", "tpot"):
             assert 0 <= entry[m]["median_abs"] <= entry[m]["p90_abs"]
