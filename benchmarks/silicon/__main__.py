@@ -51,7 +51,7 @@ def _one(row: Row) -> dict:
             "num_prompts": p.num_prompts, "kv_fp8": p.kv_fp8,
             "sim_ttft_ms": sim["ttft_mean"], "sim_tpot_ms": sim["tpot_mean"],
             "sim_ttft_median_ms": sim["ttft_median"], "sim_tpot_median_ms": sim["tpot_median"],
-            "sim_preemptions": sim["preemptions"]}
+            "sim_preemptions": sim["preemptions"], "sim_warnings": sim["warnings"]}
 
 
 def run(rows: list[Row], jobs: int = 1) -> tuple[pd.DataFrame, list[dict]]:

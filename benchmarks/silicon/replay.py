@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tempfile
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -71,9 +72,12 @@ def replay(row: Row, p: Protocol | None = None, overrides: tuple[str, ...] = ())
         trace.write_text("arrival_s,prompt_tokens,output_tokens\n" + rows)
         path = Path(tmp) / "scenario.yaml"
         path.write_text(yaml.safe_dump(scenario(row, p, trace), sort_keys=False))
-        res = pipeline.run(load_scenario(path, overrides), None, plots=False)
+        with warnings.catch_warnings(record=True) as caught:  # said once per row, in rows.csv
+            warnings.simplefilter("always")
+            res = pipeline.run(load_scenario(path, overrides), None, plots=False)
     lat = res.summary["latency_ms"]
     return {"ttft_mean": lat["ttft"]["mean"], "ttft_median": lat["ttft"]["median"],
             "tpot_mean": lat["tpot"]["mean"], "tpot_median": lat["tpot"]["median"],
             "preemptions": res.summary["preemption"]["count"],
+            "warnings": " | ".join(dict.fromkeys(str(w.message) for w in caught)),
             "cost": res.config.get("cost", {}).get("name") if res.config.get("cost") else None}

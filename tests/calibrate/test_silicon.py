@@ -109,6 +109,7 @@ def test_replay_writes_the_table_and_meets_the_bar_on_h100(tmp_path, capsys):
         assert (out / name).stat().st_size > 0
     df = pd.read_csv(out / "rows.csv")
     assert len(df) == 3 and set(df["protocol"]) == {"inferencemax"}
+    assert "sim_warnings" in df.columns  # a row's warnings, once each, not on the console
     # measured on H100 (NVIDIA, 2025-10-29): TTFT and TPOT within 10 % on each row
     assert (df["ttft_err_pct"].abs() < 10).all(), df[["id", "ttft_err_pct"]]
     assert (df["tpot_err_pct"].abs() < 10).all(), df[["id", "tpot_err_pct"]]
