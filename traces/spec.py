@@ -142,6 +142,11 @@ class PrefixSpec(_Model):
         description="tokens per prefix hash id (the KV block)")
 
 
+# bounds of a length multiplier (prompt_scale, output_scale)
+_LENGTH_FACTOR = dict(ge=1e-6, le=1e6, json_schema_extra={
+    "why": "a million times shorter or longer than the workload's", "unit": "times"})
+
+
 class WorkloadSpec(_Model):
     """One workload: a replayed or generated request stream, or a mix of sub-workloads."""
 
@@ -175,21 +180,13 @@ class WorkloadSpec(_Model):
         description="replay speed-up factor, dimensionless: 2 halves every inter-arrival gap",
     )
     prompt_scale: float = Field(
-        1.0,
-        ge=1e-6,
-        le=1e6,
-        json_schema_extra={"why": "a million times shorter or longer than the workload's",
-                           "unit": "times"},
+        1.0, **_LENGTH_FACTOR,
         description="prompt length multiplier (a factor, dimensionless): every request's "
         "prompt tokens times this, rounded half up, at least 1; 4 = prompts 4x longer (a "
         "trace's prefix chains are dropped, shared_prefix still applies)",
     )
     output_scale: float = Field(
-        1.0,
-        ge=1e-6,
-        le=1e6,
-        json_schema_extra={"why": "a million times shorter or longer than the workload's",
-                           "unit": "times"},
+        1.0, **_LENGTH_FACTOR,
         description="output length multiplier (a factor, dimensionless): every request's "
         "output tokens times this, rounded half up, at least 1; 0.5 = half as many generated",
     )

@@ -126,9 +126,8 @@ class FittedCost(ScalarPricing, CostModel):
         # vLLM's --enable-expert-parallel: experts on EP = TP x DP ranks, not TP-sharded
         # vLLM --data-parallel-size D: D engines step together through the MoE layers, which
         # see every rank's tokens (this engine prices one rank, the others as loaded as it)
-        sc = getattr(kw.get("resolved"), "scenario", None)
-        self.dp = int(getattr(sc, "data_parallel_size", 1) or 1)
-        self.ep = self.tp * self.dp if getattr(sc, "enable_expert_parallel", False) else 1
+        r = kw.get("resolved")
+        self.dp, self.ep = (r.dp, r.ep) if r is not None else (1, 1)  # sim/config/resolve.py
         spec = self.params.profile
         if spec == AUTO:
             spec = default_profile(self.gpu.name)
@@ -218,7 +217,7 @@ class FittedCost(ScalarPricing, CostModel):
         self.peak = peak_of(gkey, f.norm)
         self.heads, self.kv_heads = m.num_attention_heads // tp, m.kv_heads_per_gpu(tp)
         self.head_dim = m.head_dim
-        self.mla = self._mla_module() if getattr(m, "is_mla", False) else None
+        self.mla = self._mla_module() if m.is_mla else None
         self.attn_layers, self.slide_layers = plan.full_attn_layers, plan.sliding_layers
         self.window = plan.window
         group = self.heads / self.kv_heads
@@ -280,8 +279,7 @@ class FittedCost(ScalarPricing, CostModel):
         dist = self.params.moe_distribution
         if dist == "auto":
             m = self.model
-            dist = auto_distribution(bool(getattr(m, "first_dense_layers", 0)
-                                          or getattr(m, "num_shared_experts", 0)))
+            dist = auto_distribution(bool(m.first_dense_layers or m.num_shared_experts))
         tp, ep = (1, self.ep) if self.ep > 1 else (self.tp * self.dp, 1)
         fmt = expert_format(self.model)
         what = f"cost fitted: profile {self.spec}, {self.model.name}"

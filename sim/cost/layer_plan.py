@@ -14,7 +14,7 @@ Weight formats (the profile's GEMM and MoE table variants, calibrate/model_file.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from calibrate.shapes import model_gemms
 from sim.config.hardware import ModelSpec
@@ -28,26 +28,20 @@ class LayerPlan:
     full_attn_layers: int = 0  # blocks attending to the whole context
     sliding_layers: int = 0  # blocks attending to the last ``window`` tokens
     window: int = 0
-    notes: list[str] = field(default_factory=list)
-
-
-def _bits(model: ModelSpec, name: str, default: int) -> int:
-    v = getattr(model, name, None)
-    return int(v) if v else default
 
 
 def _quant(model: ModelSpec) -> str:
-    q = str(getattr(model, "quantization", None) or "").lower()
+    q = (model.quantization or "").lower()
     # block-scaled fp8 (DeepSeek, Kimi-K2, MiniMax-M2: weight_block_size 128) is vLLM's
     # --quantization fp8 with the checkpoint's block size (ModelSpec.weight_block_size)
-    return q + "_block" if q == "fp8" and getattr(model, "weight_block_size", 0) else q
+    return q + "_block" if q == "fp8" and model.weight_block_size else q
 
 
 def dense_format(model: ModelSpec) -> str:
     """The GEMM table variant of the model's linear (non-expert) weights: ``bfloat16``,
     ``fp8`` (per-tensor), ``fp8_block`` (128x128 blocks), ``nvfp4``, or the bits when no
     table kind fits (``int4``...)."""
-    bits = _bits(model, "dtype_bits", 8 * model.dtype_bytes)
+    bits = model.dtype_bits
     q = _quant(model)
     if bits == 32:
         return "float32"
@@ -62,7 +56,7 @@ def dense_format(model: ModelSpec) -> str:
 
 def expert_format(model: ModelSpec) -> str:
     """The MoE table format of the expert weights (aiconfigurator's ``moe_dtype``)."""
-    bits = _bits(model, "moe_dtype_bits", _bits(model, "dtype_bits", 8 * model.dtype_bytes))
+    bits = model.moe_bits
     q = _quant(model)
     if bits >= 16:
         return "bfloat16"
@@ -79,11 +73,10 @@ def plan_layers(model: ModelSpec, tp: int) -> LayerPlan:
     """The per-step layer plan of ``model`` on one GPU of a ``tp``-way group."""
     dense = model_gemms(model, tp)
     L = model.num_layers
-    slide = int(getattr(model, "num_sliding_layers", 0) or 0) if \
-        getattr(model, "sliding_window", 0) else 0
-    window = int(getattr(model, "sliding_window", 0) or 0)
+    window = model.sliding_window
+    slide = model.num_sliding_layers if window else 0
     head = {"lm_head": (*dense["lm_head"], 1, "bf16")}
-    if not getattr(model, "is_moe", False):
+    if not model.is_moe:
         g = {n: (*dense[n], L, "dense") for n in ("qkv", "o", "gate_up", "down")}
         return LayerPlan({**g, **head}, full_attn_layers=L - slide, sliding_layers=slide,
                          window=window)
