@@ -148,6 +148,17 @@ class EngineConfig(BaseModel):
         "later. vLLM 0.32 turns it on by default on CUDA; servesim's default stays off "
         "until it is conformed step for step.",
     )
+    enforce_eager: bool = Field(
+        False, description="vLLM's --enforce-eager: no CUDA graphs, so every step's kernels "
+        "are launched one by one from the host (priced by the fitted cost model's "
+        "eager_per_layer_ms).",
+    )
+    max_cudagraph_capture_size: int | None = Field(
+        None, ge=0, le=MAX_TOKENS, json_schema_extra=why(TOKENS_WHY, "tokens"),
+        description="vLLM's --max-cudagraph-capture-size: the largest step (tokens) run from "
+        "a captured CUDA graph; a step with more runs eager. Unset: vLLM's default, "
+        "min(2 x max_num_seqs, 512) (vllm/config/vllm.py, set_cudagraph_sizes).",
+    )
     ingress_ms: float | None = Field(
         None, ge=0, le=60_000, description="A request becomes visible to the scheduler this "
         "long after the client sends it (ms). None: the cost profile's fitted value (fit-steps "
