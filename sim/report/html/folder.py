@@ -3,6 +3,7 @@
     run       DIR/.servesim-result + summary.json, config.json, *.png   (`servesim run`)
     sweep     DIR/manifest.json (kind sweep) + points.parquet, plots/*.png, chosen/
     capacity  the same (kind capacity) + frontier.csv, chosen.yaml
+    sizing    the same (kind sizing: capacity --target-rate) + sizing.yaml
 
 Anything else (no folder, a file, a folder servesim did not write) is an InputError naming
 the path and what is expected. Files are read bounded and as regular files only
@@ -37,11 +38,12 @@ ORDER = ("rate_curves", "frontier", "ttft_cdf", "tpot_cdf", "kv_vs_waiting", "kv
 @dataclass(frozen=True)
 class Folder:
     path: Path
-    kind: str  # "run", "sweep" or "capacity"
+    kind: str  # "run", "sweep", "capacity" or "sizing"
     summary: dict | None = None  # the run's summary.json (a sweep's: its chosen point's)
     config: dict | None = None  # config.json of that run: the resolved scenario
     config_file: Path | None = None
     chosen_text: str | None = None  # capacity's chosen.yaml as written
+    sizing_text: str | None = None  # capacity --target-rate's sizing.yaml as written
     chosen: dict | None = None
     manifest: dict | None = None
     points: pd.DataFrame | None = None
@@ -108,7 +110,7 @@ def _run(p: Path) -> Folder:
 
 def _plan(p: Path) -> Folder:
     manifest, points = load_points(p)  # InputError on a partial or foreign folder
-    kind = "capacity" if manifest.get("kind") == "capacity" else "sweep"
+    kind = manifest.get("kind") if manifest.get("kind") in ("capacity", "sizing") else "sweep"
     chosen = p / "chosen"
     run = _run_files(chosen) if is_result(chosen) else {}
     plots, skipped = _plots(p / "plots")
@@ -117,6 +119,8 @@ def _plan(p: Path) -> Folder:
         extra["frontier"] = _csv(p / "frontier.csv")
     if kind == "capacity" and os.path.isfile(p / "chosen.yaml"):
         extra.update(_chosen(p / "chosen.yaml"))
+    if kind == "sizing" and os.path.isfile(p / "sizing.yaml"):
+        extra["sizing_text"] = _text(p / "sizing.yaml", "a sizing.yaml")
     return Folder(p, kind, **run, manifest=manifest, points=points, plots=plots,
                   warnings=skipped, **extra)
 
@@ -129,8 +133,12 @@ def _csv(path: Path) -> pd.DataFrame:
                          f"({type(e).__name__}); rerun the capacity search") from None
 
 
+def _text(path: Path, what: str) -> str:
+    return read_bytes(path, what, JSON_MAX).decode("utf-8", "replace")
+
+
 def _chosen(path: Path) -> dict:
-    text = read_bytes(path, "a chosen.yaml", JSON_MAX).decode("utf-8", "replace")
+    text = _text(path, "a chosen.yaml")
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError:

@@ -35,7 +35,8 @@ pre.cmd { white-space: pre-wrap; word-break: break-word; max-height: none; }
 figure { margin: 12px 0 24px; } figure img { max-width: 100%; height: auto;
   border: 1px solid #d0d7de; } figcaption { color: #57606a; font-size: 12px; }
 """
-TITLES = {"run": "servesim run", "sweep": "servesim sweep", "capacity": "servesim capacity"}
+TITLES = {"run": "servesim run", "sweep": "servesim sweep", "capacity": "servesim capacity",
+          "sizing": "servesim capacity --target-rate"}
 NAV = (("summary", "Summary"), ("slo", "SLO"), ("plots", "Plots"), ("deploy", "vllm serve"),
        ("config", "Configuration"), ("warnings", "Warnings"), ("band", "Error band"))
 

@@ -114,8 +114,9 @@ def _serve(f: Folder) -> Serve | None:
 
 def config(f: Folder) -> str:
     parts = []
-    if f.chosen_text is not None:
-        parts.append("<h3>chosen.yaml</h3>" + f"<pre>{escape(f.chosen_text)}</pre>")
+    for name, text in (("chosen.yaml", f.chosen_text), ("sizing.yaml", f.sizing_text)):
+        if text is not None:
+            parts.append(f"<h3>{name}</h3><pre>{escape(text)}</pre>")
     if f.config is not None:
         name = "config.json" if f.kind == "run" else "chosen/config.json"
         parts.append(f"<h3>{name}</h3><pre>{escape(json.dumps(f.config, indent=2))}</pre>")
