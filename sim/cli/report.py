@@ -29,8 +29,9 @@ def report(
 
     The summary and SLO verdict as the command printed them, the plots it wrote, the
     resolved config, the vllm serve flags, the warnings it stored and the cost model's
-    validated error band. Nothing is simulated: the page shows what the folder holds. The file has no script and
-    no link outside it (plots are embedded), so it can be mailed or attached as is.
+    validated error band. Nothing is simulated: the page shows what the folder holds.
+    The file has no script and no link outside it (plots are embedded), so it can be
+    mailed or attached as is.
     Example: servesim report results/chat-trace-capacity
     """
     write(folder)
