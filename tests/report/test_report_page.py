@@ -128,3 +128,28 @@ def test_run_report_flag_writes_the_page_into_the_committed_result(tmp_path, cap
     html = page(out)
     assert "No plots in this folder (written with --no-plots)." in html
     assert (out / ".servesim-result").is_file()
+
+
+def test_capacity_target_rate_report_flag_writes_the_sizing_page(tmp_path, capsys):
+    out = tmp_path / "size"
+    assert cli("capacity", TINY, "--seeds", "1", "--target-rate", "15", "-j", "1", "-q",
+               "--out", out, "--report") == 0  # the search released its folder's lock
+    assert capsys.readouterr().out.splitlines()[-1] == f"report: {out / 'report.html'}"
+    html = page(out)
+    assert "<title>tiny: servesim capacity --target-rate report</title>" in html
+    assert "<h3>sizing.yaml</h3>" in html and "target_rate_req_s: 15" in text(html)
+
+
+def test_a_config_that_no_longer_resolves_is_said_not_fatal(tmp_path, folders, capsys):
+    import shutil
+
+    d = tmp_path / "old"
+    shutil.copytree(folders["run"], d)
+    (d / "report.html").unlink()
+    config = json.loads((d / "config.json").read_text())
+    config["engine"]["max_num_seqs"] = 0  # as if a later servesim refused what was run
+    (d / "config.json").write_text(json.dumps(config))
+    assert cli("report", d) == 0
+    words = text(page(d))
+    assert "The `vllm serve` command: not derived from config.json: " in words
+    assert "engine.max_num_seqs" in words

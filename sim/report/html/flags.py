@@ -36,6 +36,9 @@ def from_chosen(doc: dict) -> Serve:
 def from_config(config_file: Path) -> Serve:
     """Resolve the run's config.json and emit its flags; a config that no longer resolves
     (a catalog changed, a file moved) says why instead of failing the report."""
+    from pydantic import ValidationError
+
+    from sim.config.choice import first_error
     from sim.config.load import load_scenario
     from sim.config.resolve import resolve
     from sim.plan.emit import deployment, vllm_flags, vllm_serve
@@ -43,8 +46,9 @@ def from_config(config_file: Path) -> Serve:
     try:
         r = resolve(load_scenario(config_file).scenario)
         pools, fleet_notes = deployment(r)
-    except InputError as e:
-        return Serve((), (), f"not derived: {e}")
+    except (InputError, ValidationError) as e:
+        why = first_error(e) if isinstance(e, ValidationError) else str(e)
+        return Serve((), (), f"not derived from {config_file.name}: {why}")
     if pools:
         return Serve(tuple(_pool_line(p) for p in pools),
                      tuple(n for p in pools for n in p["notes"]) + tuple(fleet_notes))
