@@ -30,7 +30,7 @@ def section(sid: str, title: str, body: str) -> str:
 
 
 def para(text: str, cls: str = "") -> str:
-    return f'<p{f" class={cls!r}" if cls else ""}>{escape(text)}</p>'
+    return f'<p class="{cls}">{escape(text)}</p>' if cls else f"<p>{escape(text)}</p>"
 
 
 def run_tables(summary: dict, config: dict) -> str:

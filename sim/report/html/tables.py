@@ -32,17 +32,17 @@ def from_rich(t: Table) -> str:
     head = "".join(f"<th>{escape(plain(c.header))}</th>" for c in cols) if t.show_header else ""
     rows = []
     for cells in zip(*(list(c.cells) for c in cols)):
-        tds = "".join(_td(c, plain(v)) for c, v in zip(cols, cells))
+        tds = "".join(_td(c, plain(v), i == 0) for i, (c, v) in enumerate(zip(cols, cells)))
         rows.append(f"<tr>{tds}</tr>")
     caption = f"<caption>{escape(plain(t.title))}</caption>" if t.title else ""
     thead = f"<thead><tr>{head}</tr></thead>" if head else ""
     return f"<table>{caption}{thead}<tbody>{''.join(rows)}</tbody></table>"
 
 
-def _td(col, text: str) -> str:
+def _td(col, text: str, label: bool) -> str:
     """A cell; a short right-justified one (a number) stays on one line, aligned right,
-    a long one (a verdict's reason) wraps."""
-    num = col.justify == "right" and len(text) <= NUM_MAX
+    a long one (a verdict's reason) wraps; the first column is the row's label."""
+    num = not label and col.justify == "right" and len(text) <= NUM_MAX
     return f'<td class="{"num" if num else "text"}">{escape(text)}</td>'
 
 
