@@ -17,6 +17,8 @@ from typing import Annotated
 import typer
 import yaml
 
+from sim.cli.report import ReportOpt
+from sim.cli.report import write as write_report
 from sim.cli.run import SetOpt
 from sim.cli.sweep import (
     ExecutorOpt,
@@ -150,6 +152,7 @@ def capacity(
     max_replicas: Annotated[int, typer.Option(
         "--max-replicas", min=1, max=4096, help="Largest fleet --target-rate tries "
         "(replicas).")] = 256,
+    report: ReportOpt = False,
 ) -> None:
     """Find each configuration's highest sustainable load under the SLOs.
 
@@ -175,8 +178,11 @@ def capacity(
             raise InputError("--target-rate searches cluster.replicas itself; drop --grid")
         from sim.cli.sizing import size
 
-        return size(loaded, target_rate, budgets, seed_list, out, max_replicas,
-                    (executor_name, jobs, ray_address), resume, quiet, sets)
+        size(loaded, target_rate, budgets, seed_list, out, max_replicas,
+             (executor_name, jobs, ray_address), resume, quiet, sets)
+        if report:
+            write_report(out)
+        return
     try:
         with executor(executor_name, jobs, ray_address) as ex:
             res = run_capacity(loaded, parse_grid(grid), budgets, seed_list, tolerance, out, ex,
@@ -212,4 +218,6 @@ def capacity(
     if plots:
         typer.echo(f"plots: {out / 'plots'} ({len(plot_dir(out))} PNG + SVG)")
     typer.echo(f"probes: {out / 'points.parquet'} ({res.ran:,} simulated, {res.wall_s:.1f} s)")
+    if report:
+        write_report(out)
 
