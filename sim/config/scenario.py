@@ -145,8 +145,10 @@ class EngineConfig(BaseModel):
         "the current one runs, so a request arriving during a step is first scheduled one "
         "step later than without it (vllm/v1/engine/core.py step_with_batch_queue, two "
         "batches in flight), and the KV its finishes free reaches the scheduler one step "
-        "later. vLLM 0.32 turns it on by default on CUDA; servesim's default stays off "
-        "until it is conformed step for step.",
+        "later; conformed step for step to vLLM 0.32's AsyncScheduler (the async_* "
+        "conformance cases). vLLM 0.32 turns it on by default on CUDA; servesim's default "
+        "is off, as vLLM's CPU build and the synchronous references: set it for a GPU "
+        "server as deployed (the emitted flags say which).",
     )
     enforce_eager: bool = Field(
         False, description="vLLM's --enforce-eager: no CUDA graphs, so every step's kernels "
