@@ -34,9 +34,9 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from calibrate import work
-from calibrate.model_file import BAR, Elementwise, Hardware, HostOverhead, ModelFile, Norm
 from calibrate.profile import COLUMNS, SHAPE_COLUMNS
+from sim.cost.profile import work
+from sim.cost.profile.model_file import BAR, Elementwise, Hardware, HostOverhead, ModelFile, Norm
 from traces.errors import InputError
 
 # aiconfigurator system -> servesim catalog GPU
@@ -333,7 +333,7 @@ def mark_variants_over_bar(mf: ModelFile) -> list[str]:
 def shipped_host_overhead(gpu: str) -> HostOverhead | None:
     """The host cost of the shipped ``<gpu>/vllm`` profile, else of any shipped profile (one
     model serves every GPU: calibrate/overhead.py); refit with ``fit-overhead``."""
-    from calibrate.model_file import load_model_file, shipped_profiles
+    from sim.cost.profile.model_file import load_model_file, shipped_profiles
 
     shipped = shipped_profiles()
     names = [f"{gpu}/vllm"] + sorted(shipped)

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from calibrate.model_file import MLA_KEY, MOE_KEY, CurveAxis, CurveTable, moe_key
+from sim.cost.profile.model_file import MLA_KEY, MOE_KEY, CurveAxis, CurveTable, moe_key
 
 MAX_GPUS = 8  # tp x ep kept (one node)
 _COLS = {"dtype": "moe_dtype", "hidden": "hidden_size", "inter": "inter_size",

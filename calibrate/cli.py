@@ -30,7 +30,7 @@ def main() -> None:
 def _out_file(out: Path | None, default: str = "model.yaml", flag: str = "--out") -> Path:
     """The model file, checked before any work (sim.report.outfile: a new file or a model
     file servesim wrote); a default never replaces an existing file."""
-    from calibrate.model_file import HEADER
+    from sim.cost.profile.model_file import HEADER
     from sim.report.outfile import check_file, free_default
 
     out = out if out is not None else free_default(default)
@@ -158,8 +158,8 @@ def fit(
 ) -> None:
     """Fit one table per operation, holding out a seeded fraction of rows; write OUT."""
     from calibrate.fit import fit_profile, this_machine
-    from calibrate.model_file import save_model_file
     from calibrate.profile import read_profile
+    from sim.cost.profile.model_file import save_model_file
 
     out = _out_file(out)
     _check_gpu(gpu)
@@ -187,9 +187,9 @@ def validate(
                                               "aiconfigurator extra).")] = False,
 ) -> None:
     """Print the model's error per operation and shape region on PROFILE."""
-    from calibrate.model_file import load_model_file
     from calibrate.profile import read_profile
     from calibrate.validate import error_table, render
+    from sim.cost.profile.model_file import load_model_file
 
     mf = load_model_file(model_path)
     if mf.kind != "ops":
@@ -233,8 +233,8 @@ def import_aiconfigurator(
 ) -> None:
     """Convert NVIDIA aiconfigurator-core's measured kernel tables, fit and validate."""
     from calibrate.aiconfigurator import SYSTEMS, import_and_fit
-    from calibrate.model_file import MODELS_DIR, save_model_file
     from calibrate.profile import write_profile
+    from sim.cost.profile.model_file import MODELS_DIR, save_model_file
     from sim.report.outfile import check_file, free_default, write_file
 
     t0 = time.perf_counter()
@@ -279,7 +279,7 @@ def fit_steps_cmd(
     """Fit what the engine spends per step (execution + host, knee, context, prefill pairs)
     and its ingress/egress delays; print the fit's error and time-weighted bias."""
     from calibrate.fit_steps import describe, fit_logs
-    from calibrate.model_file import save_model_file
+    from sim.cost.profile.model_file import save_model_file
 
     out = _out_file(out)
     _check_gpu(gpu)
@@ -340,8 +340,8 @@ def fit_overhead_cmd(
 ) -> None:
     """Fit the per-step host cost (base + per layer + per extra TP rank) to published vLLM
     measurements (calibrate/published.py); print every point, fitted or held out."""
-    from calibrate.model_file import load_model_file, save_model_file, shipped_profiles
     from calibrate.overhead import fit_overhead, predicted_ms
+    from sim.cost.profile.model_file import load_model_file, save_model_file, shipped_profiles
 
     if profiles:
         chosen = dict(_gpu_path(p) for p in profiles)

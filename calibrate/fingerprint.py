@@ -2,7 +2,7 @@
 
 Standard library only: the engine recorder (benchmarks/engine/record.py, run in vLLM's own
 venv) imports it too. A fingerprint is a plain dict, stored in run.json and, as
-``hardware``, in every fitted model file (calibrate/model_file.py ``Hardware``):
+``hardware``, in every fitted model file (sim/cost/profile/model_file.py ``Hardware``):
 
     source      where it was taken: "this machine" (at fit or record time), "recorded runs"
                 (their run.json), "aiconfigurator tables" (another device's tables)

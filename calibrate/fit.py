@@ -1,9 +1,9 @@
 """Fit a profile: one table per operation, with a seeded held-out split and its error.
 
 Each operation is modelled as ``time = roofline(FLOPs, bytes) * 2^f(coords)``: the roofline
-(calibrate/work.py, ``max(FLOPs / peak, bytes / bandwidth) + floor``) carries the physics
+(sim/cost/profile/work.py, ``max(FLOPs / peak, bytes / bandwidth) + floor``) carries the physics
 and the extrapolation; ``f`` is a piecewise-multilinear table over log2 coordinates, fitted
-by smoothed least squares (calibrate/grid.py), so between measured shapes the model
+by smoothed least squares (sim/cost/profile/grid.py), so between measured shapes the model
 interpolates the measured efficiency and beyond them it keeps the edge efficiency and
 scales with the work (roofline extrapolation).
 
@@ -21,8 +21,9 @@ import zlib
 import numpy as np
 import pandas as pd
 
-from calibrate import grid, work
-from calibrate.model_file import (
+from calibrate.profile import profile_hash
+from sim.cost.profile import grid, work
+from sim.cost.profile.model_file import (
     QUANT_GEMMS,
     Errors,
     Hardware,
@@ -30,13 +31,13 @@ from calibrate.model_file import (
     Norm,
     OpTable,
     Provenance,
+    peak_of,
     table_key,
 )
-from calibrate.profile import profile_hash
 
 FIT_OPS = ("gemm", "prefill_attn", "decode_attn", "allreduce")
 def op_of(key: str) -> str:
-    """The operation a table key (calibrate/model_file.py ``table_key``) times: the part
+    """The operation a table key (sim/cost/profile/model_file.py ``table_key``) times: the part
     before the dtype variant (``gemm.fp8_block`` -> ``gemm``)."""
     return key.split(".", 1)[0]
 
@@ -58,7 +59,7 @@ def heldout_mask(keys, seed: int, fraction: float) -> np.ndarray:
 
 
 def coords_of(op: str, df: pd.DataFrame) -> np.ndarray:
-    """Fit coordinates (calibrate/work.py) of the profile rows of one operation."""
+    """Fit coordinates (sim/cost/profile/work.py) of the profile rows of one operation."""
     c = {name: df[name].to_numpy(np.float64) for name in
          ("m", "n", "k", "batch", "q_len", "ctx_len", "num_heads", "num_kv_heads", "head_dim",
           "message_bytes", "num_gpus")}
@@ -74,14 +75,6 @@ def coords_of(op: str, df: pd.DataFrame) -> np.ndarray:
         return work.allreduce_coords(c["message_bytes"], c["num_gpus"])
     raise ValueError(f"no fit table for operation {op!r}")
 
-
-def peak_of(key: str, norm: Norm) -> float:
-    """Compute roof of a table (FLOP/s): fp8 GEMMs against the fp8 peak, fp4 against fp4."""
-    if key in ("gemm.fp8", "gemm.fp8_block") and norm.fp8_peak_flops:
-        return norm.fp8_peak_flops
-    if key == "gemm.nvfp4" and norm.fp4_peak_flops:
-        return norm.fp4_peak_flops
-    return norm.peak_flops
 
 
 def roofline_of(key: str, df: pd.DataFrame, norm: Norm) -> np.ndarray:
@@ -182,7 +175,7 @@ def this_machine(df: pd.DataFrame, source: str = "this machine (the fit's; the p
                  "taken as measured here)") -> Hardware:
     """The fingerprint of the machine fitting ``df`` (profile then fit, as fidelity does)."""
     from calibrate.fingerprint import capture
-    from calibrate.model_file import hardware_of
+    from sim.cost.profile.model_file import hardware_of
 
     hw = hardware_of(capture(profile_dtype(df)), source)
     on_cpu = df["device"].astype(str).str.lower().str.startswith("cpu").all()

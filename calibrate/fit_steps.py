@@ -19,8 +19,8 @@ import pandas as pd
 
 from calibrate import fingerprint, steps
 from calibrate.engine_delays import fit_delays
-from calibrate.model_file import Hardware, ModelFile, hardware_of
 from calibrate.steplog import StepsError, read_log
+from sim.cost.profile.model_file import Hardware, ModelFile, hardware_of
 from sim.report.recorded import is_recorded_run, read_run
 from traces.errors import InputError
 

@@ -62,7 +62,7 @@ def recording(folder: Path) -> Side | None:
 def profile(spec: str | None, what: str = "profile {path}") -> Side | None:
     """A ``cost.profile``'s side; None when it names no readable file (the cost model
     reports that) or is the automatic GPU choice."""
-    from calibrate.model_file import ModelFileError, load_model_file, resolve_profile
+    from sim.cost.profile.model_file import ModelFileError, load_model_file, resolve_profile
 
     if not spec or spec == _AUTO:
         return None

@@ -23,7 +23,7 @@ from calibrate.aiconfigurator import (
     package_root,
 )
 from calibrate.fit import table_keys
-from calibrate.model_file import ModelFile
+from sim.cost.profile.model_file import ModelFile
 
 OTHERS = ("sglang", "trtllm")
 KINDS = ("gemm", "prefill_attn", "decode_attn")

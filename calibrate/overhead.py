@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from calibrate.model_file import HostOverhead, OverheadPoint
 from calibrate.published import LATENCY_BENCH, Published, silicon_points, simulate
+from sim.cost.profile.model_file import HostOverhead, OverheadPoint
 
 SOURCE = ("non-negative least squares on (measured - servesim kernels) / steps of {n} "
           "published vLLM measurements: the vLLM CI latency benchmark (buildkite.com/vllm/"

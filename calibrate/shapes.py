@@ -21,12 +21,12 @@ from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
-from calibrate import work
 from sim.config.hardware import ModelSpec
+from sim.cost.profile import work
+from sim.cost.profile.gemms import ELEM_BYTES, model_gemms
 
 # bytes per element by dtype; fp8_block (128x128-block scales) and nvfp4 (4-bit values, one fp8
 # scale per 16) are weight formats: their activations stay 16-bit in the byte count
-ELEM_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "fp8": 1, "fp8_block": 1, "nvfp4": 0.5}
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class Shape:
         return "|".join(f"{f.name}={vals[f.name]}" for f in fields(self))
 
     def work(self) -> tuple[float, float]:
-        """(FLOPs, bytes) of this operation (calibrate/work.py)."""
+        """(FLOPs, bytes) of this operation (sim/cost/profile/work.py)."""
         e, kv = ELEM_BYTES[self.dtype], ELEM_BYTES[self.kv_dtype]
         if self.op == "gemm":  # fp8 weights multiply 16-bit activations
             f, b = work.gemm_work(self.m, self.n, self.k, max(e, 2), e)
@@ -102,14 +102,6 @@ def log_grid(hi: int, per_octave: int) -> list[int]:
     vals = {int(round(2 ** (i / per_octave))) for i in range(steps + 1)}
     return sorted(v for v in vals | {hi} if 1 <= v <= hi)
 
-
-def model_gemms(model: ModelSpec, tp: int) -> dict[str, tuple[int, int]]:
-    """(n, k) per GEMM of one layer on one GPU, plus the LM head: the spec's attention,
-    dense-MLP and shared-expert GEMMs (``ModelSpec.attn_gemms`` ...; routed experts are
-    not GEMMs of this list)."""
-    gemms = model.attn_gemms(tp) + model.dense_mlp_gemms(tp) + model.shared_expert_gemms(tp)
-    return {name: (n, k) for name, n, k in gemms} | {
-        "lm_head": (model.vocab_size // tp, model.hidden_size)}
 
 
 def derive_shapes(model: ModelSpec, tp: int = 1, *, max_num_batched_tokens: int = 8192,

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from calibrate.fit import errors, fit_op, op_of, predict_table, table_keys
-from calibrate.model_file import ModelFile
+from sim.cost.profile.model_file import ModelFile
 
 FOLDS = 4
 

@@ -29,7 +29,8 @@ import zlib
 import numpy as np
 import pandas as pd
 
-from calibrate.model_file import (
+from calibrate.nnls import nnls
+from sim.cost.profile.model_file import (
     Hardware,
     HostTerms,
     ModelFile,
@@ -39,7 +40,6 @@ from calibrate.model_file import (
     StepsFit,
     StepTerms,
 )
-from calibrate.nnls import nnls
 from sim.cost.stepfit import FEATURES, step_ms, terms_ms
 
 EXEC_TERMS = ("requests", "prefill_tokens", "pairs", "context_tokens")  # + knee column

@@ -12,8 +12,8 @@ import pandas as pd
 from rich.table import Table
 
 from calibrate.fit import heldout_mask, op_of, predict, table_keys
-from calibrate.model_file import ModelFile
 from calibrate.profile import profile_hash
+from sim.cost.profile.model_file import ModelFile
 
 _KiB, _MiB = 1 << 10, 1 << 20
 

@@ -22,10 +22,10 @@ import numpy as np
 import pandas as pd
 
 from calibrate.fit_steps import fit_logs
-from calibrate.model_file import save_model_file
 from calibrate.step_replay import same_steps
 from calibrate.steplog import read_log
 from sim.config.load import load_scenario
+from sim.cost.profile.model_file import save_model_file
 from sim.pipeline import run as run_scenario
 from sim.report.compare import rel_err_pct
 from sim.report.result_view import ResultView, load_result, metrics

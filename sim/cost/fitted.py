@@ -1,7 +1,7 @@
 """The fitted step-time model: measured per-operation tables composed into a step.
 
 Reads a model file written by ``servesim calibrate fit`` / ``import-aiconfigurator`` /
-``fit-steps`` (schema: calibrate/model_file.py). For an ``ops`` file, one step on one GPU
+``fit-steps`` (schema: sim/cost/profile/model_file.py). For an ``ops`` file, one step on one GPU
 of the tensor-parallel group costs
 
     step = host(L, tp) + L * (GEMMs(T) + prefill_attn + decode_attn + 2 all-reduce(T))
@@ -10,7 +10,7 @@ of the tensor-parallel group costs
 
 with T tokens computed, R requests (logit rows), L layers; ``host`` is the file's
 per-step host cost (base + per layer + per extra rank). Each operation is
-``roofline * 2^table(coords)`` (calibrate/work.py); the tables are restricted to this
+``roofline * 2^table(coords)`` (sim/cost/profile/work.py); the tables are restricted to this
 model's shapes once, at construction, so pricing a step is a few 1-D/2-D interpolations:
 
 * GEMMs: QKV, O, gate+up, down at m = T from the table of the model's weight dtype
@@ -38,23 +38,23 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from calibrate import grid, work
-from calibrate.fit import peak_of
-from calibrate.model_file import (
-    BAR,
-    ModelFile,
-    load_model_file,
-    moe_key,
-    resolve_profile,
-    shipped_profiles,
-    table_key,
-)
-from calibrate.shapes import ELEM_BYTES
 from sim.cost.base import COST_MODELS, CostModel, decode_contexts
 from sim.cost.elementwise import ElementwiseWork
 from sim.cost.layer_plan import dense_format, expert_format, plan_layers
 from sim.cost.mla import MlaModule
 from sim.cost.moe import MoeCurve, auto_distribution
+from sim.cost.profile import grid, work
+from sim.cost.profile.gemms import ELEM_BYTES
+from sim.cost.profile.model_file import (
+    BAR,
+    ModelFile,
+    load_model_file,
+    moe_key,
+    peak_of,
+    resolve_profile,
+    shipped_profiles,
+    table_key,
+)
 from sim.cost.scalar import ScalarPricing
 from sim.cost.stepfit import StepFitPricer
 from traces.errors import InputError
@@ -108,7 +108,7 @@ def _ratio_1d(table, fixed: dict[int, float]):
 def _bilinear(table: tuple[np.ndarray, list[np.ndarray]], x0: np.ndarray,
               x1: np.ndarray) -> np.ndarray:
     """A 2-D table (values, [nodes0, nodes1]) at points (x0, x1), clamped at the edges;
-    a one-node axis is constant along it. A fast path of calibrate.grid.evaluate."""
+    a one-node axis is constant along it. A fast path of sim.cost.profile.grid.evaluate."""
     vals, (n0, n1) = table
     if len(n1) == 1:
         return np.interp(x0, n0, vals[:, 0])

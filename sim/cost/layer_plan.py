@@ -8,7 +8,7 @@ one fused-MoE layer (sim/cost/moe.py). Sliding-window layers (gpt-oss) attend to
 ``sliding_window`` tokens. Counts are per step: ``gemms`` maps a name to (n, k, blocks,
 table) with table ``dense`` (the model's linear-weight format), ``bf16`` (LM head, router).
 
-Weight formats (the profile's GEMM and MoE table variants, calibrate/model_file.py):
+Weight formats (the profile's GEMM and MoE table variants, sim/cost/profile/model_file.py):
 ``dense_format`` / ``expert_format`` name them from the model's bits and quantization.
 """
 
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from calibrate.shapes import model_gemms
 from sim.config.hardware import ModelSpec
+from sim.cost.profile.gemms import model_gemms
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from calibrate.model_file import CurveTable
+from sim.cost.profile.model_file import CurveTable
 from traces.errors import InputError
 
 

@@ -1,4 +1,4 @@
-"""Fused-MoE layer time from a profile's measured curves (calibrate/model_file.py CurveTable).
+"""Fused-MoE layer time from a profile's measured curves (sim/cost/profile CurveTable).
 
 One curve per expert configuration (weight format, hidden size, expert intermediate size,
 experts, experts per token, MoE TP and EP sizes, routing distribution) over the step's
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from calibrate.model_file import CurveTable
+from sim.cost.profile.model_file import CurveTable
 from traces.errors import InputError
 
 DISTRIBUTIONS = ("auto", "balanced", "power_law_1.01", "power_law_1.2")

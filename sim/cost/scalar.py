@@ -24,8 +24,8 @@ from bisect import bisect_right
 
 import numpy as np
 
-from calibrate import grid
 from sim.cost.base import decode_contexts
+from sim.cost.profile import grid
 
 SCALAR_RUN_MAX = 40  # decode runs up to this many steps are priced in Python floats
 _NONE = np.zeros(0, dtype=np.int64)

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from calibrate.model_file import HostTerms, StepsFit, StepTerms
 from sim.cost.base import StepShape
+from sim.cost.profile.model_file import HostTerms, StepsFit, StepTerms
 from sim.engine.plan import StepPlan
 
 FEATURES = ("requests", "prefill_tokens", "pairs", "decode_seqs", "context_tokens")

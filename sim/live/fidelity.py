@@ -90,9 +90,9 @@ def fitted_model(r, device: str, out: Path, profile: Path | None,
     profile of the scenario's shapes on ``device``, whose overhead is then measured on the
     live executor (sim/live/overhead.py)."""
     from calibrate.fit import fit_profile, this_machine
-    from calibrate.model_file import OverheadByRequests, load_model_file, save_model_file
     from calibrate.profile import read_profile
     from calibrate.shapes import derive_shapes
+    from sim.cost.profile.model_file import OverheadByRequests, load_model_file, save_model_file
     from sim.live.overhead import measure_overhead
 
     if profile is not None and profile.suffix in (".yaml", ".yml"):

@@ -17,7 +17,7 @@ COLORS = {"prefill": "tab:blue", "mixed": "tab:orange", "decode": "tab:green"}
 
 
 def _heldout(model: Path) -> dict:
-    from calibrate.model_file import load_model_file
+    from sim.cost.profile.model_file import load_model_file
 
     mf = load_model_file(model)
     return {op: (t.heldout.model_dump() if t.heldout else None) for op, t in mf.ops.items()}
@@ -47,14 +47,14 @@ def build(r, model: Path, sim, lives, device: str, overhead: dict | None = None)
 
 
 def _overhead_ms(model: Path) -> float:
-    from calibrate.model_file import load_model_file
+    from sim.cost.profile.model_file import load_model_file
 
     return load_model_file(model).step_overhead_ms
 
 
 def _overhead(model: Path) -> dict:
     """The model file's per-step overhead terms (ms)."""
-    from calibrate.model_file import load_model_file
+    from sim.cost.profile.model_file import load_model_file
 
     mf = load_model_file(model)
     table = mf.step_overhead_by_requests

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from calibrate.model_file import load_model_file, shipped_profiles
 from sim.cli import main
+from sim.cost.profile.model_file import load_model_file, shipped_profiles
 
 BAR = {"median_ape": 5.0, "p90_ape": 15.0}
 OPS = ("gemm", "prefill_attn", "decode_attn")
@@ -71,7 +71,7 @@ def test_moe_curves_keep_one_kernel_per_shape_and_the_measured_times():
     import pandas as pd
 
     from calibrate.aiconfigurator import moe_of, newest_table, package_root
-    from calibrate.model_file import moe_key
+    from sim.cost.profile.model_file import moe_key
 
     table = moe_of("h200_sxm")
     assert table is not None and len(table.curves) == len(set(table.curves))

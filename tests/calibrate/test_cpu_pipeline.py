@@ -7,9 +7,9 @@ import json
 import pandas as pd
 import pytest
 
-from calibrate.model_file import load_model_file
 from calibrate.profile import COLUMNS, read_profile
 from sim.cli import main
+from sim.cost.profile.model_file import load_model_file
 
 # a small grid: 144 shapes of a 2-layer, hidden-256 model, 3 passes (the cpu default), about
 # 20 s on one core

@@ -12,11 +12,11 @@ import pytest
 
 from calibrate.engine_delays import fit_delays
 from calibrate.fit_steps import fit_logs
-from calibrate.model_file import load_model_file
 from calibrate.step_replay import derive_contexts, same_steps
 from calibrate.steplog import from_records, read_log
 from calibrate.validate_steps import rotation
 from sim.config.load import load_scenario
+from sim.cost.profile.model_file import load_model_file
 from sim.report.recorded import read_run, requests_table
 from sim.report.result_view import load_result
 

@@ -11,7 +11,8 @@ import yaml
 
 from calibrate import fingerprint as fp
 from calibrate.fit_steps import fit_logs
-from calibrate.model_file import (
+from calibrate.steplog import StepsError
+from sim.cost.profile.model_file import (
     Hardware,
     ModelFileError,
     hardware_of,
@@ -19,7 +20,6 @@ from calibrate.model_file import (
     save_model_file,
     shipped_profiles,
 )
-from calibrate.steplog import StepsError
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = ROOT / "benchmarks" / "engine" / "runs"

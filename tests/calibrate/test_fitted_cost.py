@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from calibrate.model_file import shipped_profiles
 from sim.catalog import get_gpu, get_model
 from sim.config.load import load_scenario
 from sim.config.resolve import resolve
 from sim.cost.fitted import FittedCost, FittedParams
+from sim.cost.profile.model_file import shipped_profiles
 from sim.cost.roofline import RooflineCost
 from sim.engine.plan import StepPlan
 
@@ -134,7 +134,7 @@ def test_the_cost_model_imports_neither_torch_nor_triton():
 def test_overhead_by_requests_replaces_fixed_and_per_request(tmp_path):
     """A measured table prices each request count (linear between, flat beyond); the
     per-token term still adds; a scenario's step_overhead_ms override ignores the table."""
-    from calibrate.model_file import (
+    from sim.cost.profile.model_file import (
         OverheadByRequests,
         load_model_file,
         resolve_profile,

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from calibrate.model_file import load_model_file, save_model_file, shipped_profiles
 from sim.catalog import get_gpu, get_model
 from sim.cost.elementwise import LAYER_KERNELS, SAMPLER_KERNELS, ElementwiseWork
 from sim.cost.fitted import FittedCost, FittedParams
+from sim.cost.profile.model_file import load_model_file, save_model_file, shipped_profiles
 from sim.engine.plan import StepPlan
 from traces.errors import InputError
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from calibrate import grid
-from calibrate.model_file import (
+from calibrate.shapes import GridSpec, derive_shapes, log_grid
+from sim.catalog import get_model
+from sim.cost.profile import grid
+from sim.cost.profile.gemms import model_gemms
+from sim.cost.profile.model_file import (
     ModelFileError,
     OpTable,
     load_model_file,
@@ -14,8 +17,6 @@ from calibrate.model_file import (
     save_model_file,
     shipped_profiles,
 )
-from calibrate.shapes import GridSpec, derive_shapes, log_grid, model_gemms
-from sim.catalog import get_model
 
 
 def test_fit_reproduces_a_multilinear_function_and_fills_holes():

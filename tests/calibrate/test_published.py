@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from calibrate.model_file import load_model_file, shipped_profiles
 from calibrate.overhead import fit, is_fit_point, residuals
 from calibrate.published import FP8_H100_TP2, LATENCY_BENCH, simulate
+from sim.cost.profile.model_file import load_model_file, shipped_profiles
 
 
 def _latency(gpu: str, model: str):

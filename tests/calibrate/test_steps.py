@@ -13,12 +13,12 @@ import pytest
 
 from calibrate import steps
 from calibrate.fit_steps import fit_logs
-from calibrate.model_file import load_model_file, save_model_file
 from calibrate.nnls import nnls
 from calibrate.steplog import StepsError, read_log
 from sim.catalog import get_gpu, get_model
 from sim.cli import main
 from sim.cost.fitted import FittedCost, FittedParams
+from sim.cost.profile.model_file import load_model_file, save_model_file
 from sim.engine.plan import StepPlan
 
 EXEC = dict(base_ms=6.0, request_ms=0.05, prefill_token_ms=0.3, prefill_pair_ms=2e-4,

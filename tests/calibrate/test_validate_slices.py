@@ -8,13 +8,13 @@ import pandas as pd
 import pytest
 
 from calibrate.fit import fit_profile
-from calibrate.model_file import Norm
 from calibrate.profile import make_row
 from calibrate.shapes import Shape
 from calibrate.slices import slice_table
 from calibrate.timing import Timing
-from calibrate.work import roofline_s
 from sim.cli import main
+from sim.cost.profile.model_file import Norm
+from sim.cost.profile.work import roofline_s
 
 NORM = Norm(peak_flops=1e15, mem_bandwidth=3e12, link_bandwidth=4e11, floor_s=5e-6)
 
@@ -71,8 +71,8 @@ def test_validate_prints_slices_and_the_noise_floor(tmp_path, capsys):
 
 def test_noise_floor_needs_an_aiconfigurator_model(tmp_path, capsys):
     df = _profile(lambda m: 0.6)
-    from calibrate.model_file import save_model_file
     from calibrate.profile import write_profile
+    from sim.cost.profile.model_file import save_model_file
 
     save_model_file(fit_profile(df, norm=NORM, gpu="synthetic"), tmp_path / "m.yaml")
     write_profile(df, tmp_path / "p.parquet")

@@ -11,9 +11,9 @@ import pytest
 
 from calibrate import fingerprint as fp
 from calibrate import hardware_check
-from calibrate.model_file import hardware_of, load_model_file, save_model_file
 from sim.cli import main
 from sim.config.load import load_scenario
+from sim.cost.profile.model_file import hardware_of, load_model_file, save_model_file
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / "benchmarks" / "engine" / "runs" / "light-long"

@@ -11,7 +11,7 @@ Pure pydantic + numpy + yaml (no torch): the simulator's ``fitted`` cost model i
                                files from before it have none ("hardware not recorded")
     norm                       the roofline each table is relative to (peak FLOP/s, B/s, floor)
     ops: {gemm, prefill_attn, decode_attn, allreduce}: each a table of
-         log2(measured / roofline) on log2 axes (calibrate/work.py), with its held-out error;
+         log2(measured / roofline) on log2 axes (sim/cost/profile/work.py), with its held-out error;
          dtype variants beside them: gemm.fp8 (fp8 weights), prefill_attn.fp8_kv,
          decode_attn.fp8_kv (fp8 KV cache)
     elementwise                norms, activation, RoPE, KV write, embedding, sampling: the
@@ -37,12 +37,13 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from calibrate.grid import evaluate
+from sim.cost.profile.grid import evaluate
 from traces.errors import InputError
 from traces.files import read_utf8
 
 SCHEMA_VERSION = 1
-MODELS_DIR = Path(__file__).resolve().parent / "models"
+# the shipped profiles are calibration outputs, kept beside the harness that writes them
+MODELS_DIR = Path(__file__).resolve().parents[3] / "calibrate" / "models"
 MODEL_MAX_BYTES = 256 << 20  # shipped model files are < 1 MiB
 HEADER = "# servesim fitted step-time model (calibrate/README.md)\n"  # every model file's start
 _STRICT = ConfigDict(extra="forbid")
@@ -71,7 +72,7 @@ BAR = {"median_ape": 5.0, "p90_ape": 15.0}  # held-out error a shipped table sho
 
 class Axis(BaseModel):
     model_config = _STRICT
-    name: str = Field(description="Quantity on this axis (calibrate/work.py AXES).")
+    name: str = Field(description="Quantity on this axis (sim/cost/profile/work.py AXES).")
     nodes: list[float] = Field(min_length=1, description="Grid nodes, log2 of the quantity.")
 
 
@@ -191,7 +192,7 @@ class CurveTable(BaseModel):
 
 
 class Norm(BaseModel):
-    """The roofline the tables are relative to (calibrate/work.py roofline_s)."""
+    """The roofline the tables are relative to (sim/cost/profile/work.py roofline_s)."""
 
     model_config = _STRICT
     peak_flops: float = Field(gt=0, description="Compute roof (FLOP/s).")
@@ -533,3 +534,11 @@ def resolve_profile(spec: str) -> Path:
     names = ", ".join(shipped) or "none"
     raise ValueError(f"unknown profile {spec!r}: give a model YAML path or one of the shipped "
                      f"profiles: {names}")
+
+def peak_of(key: str, norm: Norm) -> float:
+    """Compute roof of a table (FLOP/s): fp8 GEMMs against the fp8 peak, fp4 against fp4."""
+    if key in ("gemm.fp8", "gemm.fp8_block") and norm.fp8_peak_flops:
+        return norm.fp8_peak_flops
+    if key == "gemm.nvfp4" and norm.fp4_peak_flops:
+        return norm.fp4_peak_flops
+    return norm.peak_flops
