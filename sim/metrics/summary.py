@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from sim.cost import validation
+from sim.metrics.batch_limits import batch_limits
 from sim.metrics.lanes import lane_blocks
 from sim.metrics.latency import latency_block, request_latencies, run_duration
 from sim.metrics.memory import concurrency_fields, prefix_cache_block, swap_fields
@@ -74,6 +75,7 @@ def summarize(res: RunResult) -> dict:
         "prefix_cache": prefix_cache_block(res.counters),
         "waiting": waiting_block(res, steps, window),
         "steps": steps_block(steps),
+        "batch_limits": batch_limits(res, steps),
         "cost_error": validation.band(res.resolved),
         "stability": stability(res),
         "lanes": lane_blocks(res, judged),

@@ -75,17 +75,52 @@ def seqs_bound(m: dict) -> bool:
     return waiting > 0 and on_seqs >= KV_WAIT_SHARE * waiting
 
 
+def _share(m: dict, limit: str) -> float:
+    v = m.get(f"batch_limits.{limit}")
+    return 0.0 if v is None or math.isnan(float(v)) else float(v)
+
+
+def _busy(m: dict, limit: str) -> str:
+    """' in 16% of busy time' from the step records (sim.metrics.batch_limits)."""
+    return f" in {_share(m, limit):.0%} of busy time" if f"batch_limits.{limit}" in m else ""
+
+
+def _capped(m: dict) -> str | None:
+    """The limit the running batch sat at for most of the busy time, when one did."""
+    name, share = max((("kv_cache_full", _share(m, "kv_cache_full")),
+                       ("at_max_num_seqs", _share(m, "at_max_num_seqs")),
+                       ("token_budget_full", _share(m, "token_budget_full"))),
+                      key=lambda x: x[1])
+    if share < KV_WAIT_SHARE:
+        return None
+    if name == "kv_cache_full":
+        return f"KV cache (full{_busy(m, name)})"
+    if name == "at_max_num_seqs":
+        return f"max_num_seqs (batch at {_limit(m, 'max_num_seqs')}{_busy(m, name)})"
+    return (f"token budget (max_num_batched_tokens {_limit(m, 'max_num_batched_tokens')} "
+            f"full{_busy(m, name)})")
+
+
+def _limit(m: dict, key: str) -> str:
+    v = m.get(f"batch_limits.{key}")
+    return "the cap" if v is None else f"{int(v):,}"
+
+
 def cause(m: dict) -> str | None:
     """What held the requests back at a failing point, when one thing did: the KV cache
-    (waiting on memory, or preempting), else the max_num_seqs cap (waiting for a seat)."""
+    (waiting on memory, or preempting), else the max_num_seqs cap (waiting for a seat),
+    else the limit the running batch sat at for most of the busy time (the step records:
+    max_num_seqs, KV full or the token budget full). The step share is said beside it
+    (``max_num_seqs (32 running at the cap in 16% of busy time)``)."""
     if kv_bound(m):
-        return "KV cache"
+        return "KV cache" + (f" (full{_busy(m, 'kv_cache_full')})" if _busy(
+            m, "kv_cache_full") else "")
     if seqs_bound(m):
         peak = m.get("kv_cache.peak_concurrent_seqs")
         at = f"{int(peak)} running" if peak is not None and not math.isnan(float(peak)) \
             else "running"
-        return f"max_num_seqs ({at} at the cap)"
-    return None
+        return f"max_num_seqs ({at} at the cap{_busy(m, 'at_max_num_seqs')})"
+    return _capped(m)
 
 
 def verdict(m: dict, budgets: tuple[Budget, ...]) -> tuple[bool, str] | None:
