@@ -42,6 +42,7 @@ from sim.plan.grid import RATE_KEY, Point, deterministic_workload, parse_grid
 from sim.plan.plotdir import plot_dir, simulate_chosen
 from sim.plan.point import Base
 from sim.plan.slo import as_overrides, describe, parse_slo, scenario_slo
+from sim.plan.spread import Spread, run_spread
 from sim.report.plan_tables import frontier_table, show
 from traces.errors import InputError
 
@@ -98,6 +99,28 @@ def _ties(res: CapacityResult, front, i: int) -> tuple[str, str]:
                                        f"no better or worse at that precision: {names}")
 
 
+def _spread(loaded, res: CapacityResult, front, k: int, ex, sets, resume: bool,
+            quiet: bool) -> Spread | None:
+    """The best configuration's capacity on k parts (sim.plan.spread), or None."""
+    i = best(front) if k else None
+    if i is None or res.configs[i].lo is None:
+        return None
+    c = res.configs[i]
+    return run_spread(loaded, c.config, c.lo.load, res.budgets, res.tol, k, res.out / "spread",
+                      ex, sets=sets, resume=resume, quiet=quiet)
+
+
+def _within(front, i: int, sp: Spread) -> str:
+    """'; within it: CONFIG (x req/s)' for other configurations whose capacity lies inside
+    the best's spread (requests/s, one GPU each as the spread is)."""
+    gpus = front.loc[i, "gpus"]
+    inside = [f"{r['config']} ({r['rate_mean_req_s']:.2f} req/s)"
+              for j, r in front.iterrows() if j != i and r["status"] != "none"
+              and r["gpus"] == gpus and r["rate_mean_req_s"] >= sp.low]
+    return f"; within that range, so no better or worse: {', '.join(inside)}" if inside \
+        else ""
+
+
 def _best_line(res: CapacityResult, row, price: float | None, tie=("", "")) -> str:
     unit = "" if res.load_key == RATE_KEY else f" (rate_scale {row['max_load']:g})"
     cost = (f", {row['cost_per_million_output_tokens']:.3f} per million output tokens "
@@ -150,6 +173,10 @@ def capacity(
     max_replicas: Annotated[int, typer.Option(
         "--max-replicas", min=1, max=4096, help="Largest fleet --target-rate tries "
         "(replicas).")] = 256,
+    spread: Annotated[int, typer.Option(
+        "--spread", min=0, max=16, help="An uncertainty: search the best configuration "
+        "again on K disjoint windows of a replayed trace, or K seeds one at a time, and "
+        "print min / median / max (0: off; parts).")] = 0,
 ) -> None:
     """Find each configuration's highest sustainable load under the SLOs.
 
@@ -164,6 +191,8 @@ def capacity(
     tolerance = Tolerance.parse(tol)
     if seeds < 1:
         raise InputError(f"--seeds {seeds}: must be at least 1")
+    if spread == 1:
+        raise InputError("--spread 1: give at least 2 parts (or 0 for none)")
     if seeds > 1 and deterministic_workload(loaded.scenario):
         warnings.warn("the workload replays its trace unchanged, so seeds change nothing: "
                       "using one seed", stacklevel=1)
@@ -177,15 +206,16 @@ def capacity(
 
         return size(loaded, target_rate, budgets, seed_list, out, max_replicas,
                     (executor_name, jobs, ray_address), resume, quiet, sets)
+    price = loaded.scenario.gpu_hour_price
+    sets_run = sets + ((f"trace={trace.name}",) if trace else ())
     try:
         with executor(executor_name, jobs, ray_address) as ex:
             res = run_capacity(loaded, parse_grid(grid), budgets, seed_list, tolerance, out, ex,
-                               resume=resume, quiet=quiet,
-                               sets=sets + ((f"trace={trace.name}",) if trace else ()))
+                               resume=resume, quiet=quiet, sets=sets_run)
+            front = frontier(res, price)
+            sp = _spread(loaded, res, front, spread, ex, sets_run, resume, quiet)
     except KeyboardInterrupt:
         raise interrupted(out) from None
-    price = loaded.scenario.gpu_hour_price
-    front = frontier(res, price)
     front.to_csv(out / "frontier.csv", index=False)
     if not quiet:
         typer.echo(f"SLO: {describe(budgets)}; engine must keep up; worst of {seeds} seed(s)")
@@ -198,8 +228,12 @@ def capacity(
         typer.echo(feasibility.explain_none(Base.of(loaded, sets), c.config, budgets))
     else:
         doc = _chosen(res, front, i, Base.of(loaded, sets), price)
+        if sp is not None:
+            doc["locked"]["capacity"]["uncertainty"] = sp.as_dict()
         (out / "chosen.yaml").write_text(CHOSEN_HEAD + yaml.safe_dump(doc, sort_keys=False))
         typer.echo(_best_line(res, front.loc[i], price, _ties(res, front, i)))
+        if sp is not None:
+            typer.echo(sp.line() + _within(front, i, sp))
         typer.echo(validation.describe(doc["locked"]["cost_error"]))
         for note in feasibility.note_close(Base.of(loaded, sets), res.configs[i].config,
                                            budgets):
