@@ -161,3 +161,43 @@ def test_a_long_frontier_title_is_wrapped_not_cut(tmp_path):
     assert len(lines) == 3 and all(len(ln) <= 72 for ln in lines)
     assert " ".join(lines) == long
     assert wrapped("short") == "short"
+
+
+def _drawn(fig):
+    """The figure drawn on an Agg canvas: (renderer, figure box in pixels)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    return canvas.get_renderer(), fig.bbox
+
+
+def _inside(box, outer) -> bool:
+    return (box.x0 >= outer.x0 and box.x1 <= outer.x1 and box.y0 >= outer.y0
+            and box.y1 <= outer.y1)
+
+
+def test_two_close_lanes_labels_lie_inside_the_axes_and_apart(tmp_path):
+    """Two lanes a few percent apart: eight percentile labels, none over another, none
+    past the axes (the p99 label was clipped at the right edge)."""
+    rng = np.random.default_rng(0)
+    a, b = rng.lognormal(np.log(0.03), 0.8, 1000), rng.lognormal(np.log(0.032), 0.8, 1000)
+    fig = plots.ttft_cdf(pd.DataFrame({"lane": ["a"] * 1000 + ["b"] * 1000,
+                                       "ttft_s": np.r_[a, b]}), tmp_path / "c.png",
+                         slo_ms=500.0)
+    renderer, _ = _drawn(fig)
+    ax = fig.axes[0]
+    boxes = [t.get_window_extent(renderer) for t in ax.texts]
+    assert len(boxes) == 8
+    assert all(_inside(b, ax.get_window_extent(renderer)) for b in boxes)
+    assert not [(i, j) for i in range(8) for j in range(i + 1, 8) if boxes[i].overlaps(boxes[j])]
+
+
+def test_a_long_frontier_title_lies_inside_the_figure(tmp_path):
+    long = "capacity of llama-3-8b on h100-sxm [" + ", ".join(
+        f"engine.max_num_seqs={n}" for n in (8, 16, 32, 64, 128, 256)) + "]"
+    fig = sweep_plots.frontier_plot(points(), tmp_path / "f.png", title=long)
+    renderer, figure = _drawn(fig)
+    title = fig.axes[0].title
+    assert title.get_text().replace("\n", " ") == long
+    assert _inside(title.get_window_extent(renderer), figure)
