@@ -9,6 +9,7 @@ with the length mix and SLOs), DIR/chosen/ (that point's full results) and DIR/p
 
 from __future__ import annotations
 
+import json
 import math
 import warnings
 from pathlib import Path
@@ -56,7 +57,9 @@ def _chosen(res: CapacityResult, front, i: int, base: Base, price: float | None)
     """Simulate the best configuration at its capacity into DIR/chosen; chosen.yaml's doc."""
     c, row = res.configs[i], front.loc[i]
     point = Point(c.config, res.load_key, c.lo.load, res.seeds[0])
-    run = simulate_chosen(res.out, base, point)
+    with warnings.catch_warnings():  # said once, after the best line, as "at the capacity"
+        warnings.filterwarnings("ignore", message="the run is too short to judge")
+        run = simulate_chosen(res.out, base, point)
     capacity = {
         "load_key": res.load_key, "max_load": c.lo.load,
         "next_load_failed": row["next_load_failed"],
@@ -119,6 +122,16 @@ def _within(front, i: int, sp: Spread) -> str:
               and r["gpus"] == gpus and r["rate_mean_req_s"] >= sp.low]
     return f"; within that range, so no better or worse: {', '.join(inside)}" if inside \
         else ""
+
+
+def _too_short(probe) -> str:
+    """The warning of a run at the capacity too short to judge ('' when each was long
+    enough): a count fixed whatever the rate gets shorter as the search raises the rate."""
+    for r in probe.records if probe else ():
+        if r["metrics"].get("stability.long_enough") is False:
+            said = json.loads(r["metrics"].get("sim.warnings") or "[]")
+            return next((w for w in said if "too short" in w), "the run is too short to judge")
+    return ""
 
 
 def _best_line(res: CapacityResult, row, price: float | None, tie=("", "")) -> str:
@@ -234,6 +247,9 @@ def capacity(
         typer.echo(_best_line(res, front.loc[i], price, _ties(res, front, i)))
         if sp is not None:
             typer.echo(sp.line() + _within(front, i, sp))
+        short = _too_short(res.configs[i].lo)
+        if short:
+            typer.echo(f"note: at the capacity, {short}")
         typer.echo(validation.describe(doc["locked"]["cost_error"]))
         for note in feasibility.note_close(Base.of(loaded, sets), res.configs[i].config,
                                            budgets):
