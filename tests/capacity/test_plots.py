@@ -71,13 +71,18 @@ def test_kv_timeline_draws_only_the_requests_waiting_on_kv_memory(tmp_path):
                         blocked=(["kv_memory"] * 10 + ["max_num_seqs"] * 30 + [""] * 10))
     fig = plots.kv_vs_waiting(st, tmp_path / "k.png")
     kv, waiting = fig.axes
-    line = waiting.get_lines()[0]
-    assert list(line.get_ydata()) == [5] * 10 + [0] * 40  # the seat queue is not drawn
+    line, everyone = waiting.get_lines()
+    assert list(line.get_ydata()) == [5] * 10 + [0] * 40  # the seat queue is not KV's
     assert line.get_label() == "waiting on KV memory (peak 5; all waiting peak 5)"
+    # all waiting requests drawn apart: the seat queue reads as a queue that is not KV's
+    assert list(everyone.get_ydata()) == [5] * 50 and everyone.get_linestyle() == ":"
     assert waiting.get_ylabel() == "requests waiting on KV memory"
     legend = [t.get_text() for t in kv.get_legend().get_texts()]
     assert legend == ["KV blocks used", "preemptions (2)",
-                      "waiting on KV memory (peak 5; all waiting peak 5)"]
+                      "waiting on KV memory (peak 5; all waiting peak 5)",
+                      "all waiting (peak 5: a seat or the token budget)"]
+    only_kv = plots.kv_vs_waiting(st.assign(blocked="kv_memory"), None).axes[1]
+    assert len(only_kv.get_lines()) == 1  # everyone waited on KV: one line
     # a recorded step log has no reason: all waiting, and the legend says so
     old = plots.kv_vs_waiting(steps(), None).axes[1].get_lines()[0]
     assert old.get_label() == "requests waiting (all: the log gives no reason)"
