@@ -9,23 +9,24 @@ a duration, so a search raising the rate sends more requests, not shorter traffi
 DEFAULT_MIN_REQUESTS is `vllm bench serve --num-prompts`' default (1,000), so a slow rate
 still gets the benchmark's sample; DEFAULT_SPAN_S (5 minutes) is 10 x the 30 s lifetime of
 a long chat request (hundreds of output tokens at 50 ms each, behind a queue), the ratio
-``sim.metrics.stability`` asks before it judges a trend. The count is capped so the
-workload stays within MAX_REQUESTS.
+``sim.metrics.stability`` asks before it judges a trend. Above 3,333 req/s the span
+shrinks to keep the default at DEFAULT_MAX_REQUESTS (a million requests, minutes of
+simulation); ask for more with duration_s or num_requests.
 """
 
 from __future__ import annotations
 
 from traces.errors import TraceError
-from traces.limits import MAX_REQUESTS
 
 DEFAULT_MIN_REQUESTS = 1000  # requests: vllm bench serve --num-prompts' default
 DEFAULT_SPAN_S = 300.0  # seconds of arrivals at least
+DEFAULT_MAX_REQUESTS = 1_000_000  # requests at most, whatever the rate
 
 
 def default_duration_s(rate: float) -> float:
     """Seconds of generated arrivals at ``rate`` requests/s when the workload sets no
     length (see the module docstring)."""
-    return min(max(DEFAULT_SPAN_S, DEFAULT_MIN_REQUESTS / rate), MAX_REQUESTS / rate / 1.01)
+    return min(max(DEFAULT_SPAN_S, DEFAULT_MIN_REQUESTS / rate), DEFAULT_MAX_REQUESTS / rate)
 
 
 def check_warmup(trace, warmup_s: float):

@@ -35,6 +35,10 @@ def test_a_slow_rate_still_gets_the_benchmark_sample():
     assert 1900.0 < t.arrival_s[-1] < 2000.0 and abs(len(t) - 1000) < 130
 
 
+def test_a_fast_rate_is_capped_at_a_million_requests():
+    assert default_duration_s(1e4) == 100.0 and default_duration_s(1e6) == 1.0
+
+
 def test_a_count_or_a_duration_given_is_kept():
     assert len(generated(60.0, num_requests=2000)) == 2000
     assert generated(60.0, duration_s=10.0).arrival_s[-1] < 10.0
