@@ -64,8 +64,8 @@ def cause(m: dict) -> str | None:
     max_num_seqs, KV full or the token budget full). The step share is said beside it
     (``max_num_seqs (32 running at the cap in 16% of busy time)``)."""
     if kv_bound(m):
-        return "KV cache" + (f" (full{_busy(m, 'kv_cache_full')})" if _busy(
-            m, "kv_cache_full") else "")
+        busy = _busy(m, "kv_cache_full")
+        return f"KV cache (full{busy})" if busy else "KV cache"
     if seqs_bound(m):
         peak = m.get("kv_cache.peak_concurrent_seqs")
         at = f"{int(peak)} running" if peak is not None and not math.isnan(float(peak)) \
