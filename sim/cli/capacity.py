@@ -109,8 +109,9 @@ def _spread(loaded, res: CapacityResult, front, k: int, ex, sets, resume: bool,
     if i is None or res.configs[i].lo is None:
         return None
     c = res.configs[i]
+    per_load = float(front.loc[i, "rate_mean_req_s"]) / c.lo.load  # 1: generated arrivals
     return run_spread(loaded, c.config, c.lo.load, res.budgets, res.tol, k, res.out / "spread",
-                      ex, sets=sets, resume=resume, quiet=quiet)
+                      ex, rate_per_load=per_load, sets=sets, resume=resume, quiet=quiet)
 
 
 def _within(front, i: int, sp: Spread) -> str:

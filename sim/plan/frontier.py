@@ -40,7 +40,7 @@ def costs(price: float | None, lo) -> dict:
     }
 
 
-def capacity_rates(c: ConfigCapacity, load_key: str) -> tuple[float, float]:
+def _rates(c: ConfigCapacity, load_key: str) -> tuple[float, float]:
     """(mean rate, busiest-minute rate) at the capacity, req/s."""
     lo = c.lo
     if lo is None:
@@ -51,7 +51,7 @@ def capacity_rates(c: ConfigCapacity, load_key: str) -> tuple[float, float]:
 
 def frontier_row(c: ConfigCapacity, res: CapacityResult, price: float | None) -> dict:
     lo = c.lo
-    mean, peak = capacity_rates(c, res.load_key)
+    mean, peak = _rates(c, res.load_key)
     gpus = int(lo.worst("gpus")) if lo else 1
     out_tok = lo.worst("output_token_per_s_per_gpu", min) if lo else math.nan
     row = {

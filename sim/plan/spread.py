@@ -2,6 +2,13 @@
 a replayed trace, or on K seeds one at a time (generated arrivals), and the spread of the
 answers (min / median / max requests/s).
 
+A window's answer is the rate_scale it holds, said as the whole trace's mean rate at that
+scale (the headline's unit): a window's own mean rate would make every part look faster
+than the whole, whose busiest stretch is what limits it. A window judged alone is judged
+on its own percentiles, so its hardest stretch weighs more than in the whole trace: the
+headline usually lies inside the range, which says how much the answer depends on the
+stretch of traffic measured.
+
 One trace replayed once gives one number: another quarter of the same traffic, or another
 draw of the same arrival process, gives another, and a "best" configuration that wins by
 less than that spread is not known to be better. Each part is a full capacity search
@@ -19,9 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from sim.config.load import LoadedScenario
-from sim.plan.capacity import ConfigCapacity, Search, Tolerance, _search
+from sim.plan.capacity import Search, Tolerance, _search
 from sim.plan.executors import Executor
-from sim.plan.frontier import capacity_rates
 from sim.plan.grid import SCALE_KEY, Override, Plan, Point, load_axis
 from sim.plan.point import Base
 from sim.plan.slo import Budget
@@ -38,7 +44,8 @@ class Spread:
 
     over: str  # "windows" of the trace | "seeds"
     labels: tuple[str, ...]
-    rates: tuple[float, ...]
+    rates: tuple[float, ...]  # req/s: the load found (a window's rate_scale x the trace's rate)
+    loads: tuple[float, ...] = ()  # the load axis value each part holds
 
     @property
     def low(self) -> float:
@@ -55,11 +62,12 @@ class Spread:
     def as_dict(self) -> dict:
         return {"over": self.over, "min_req_s": self.low, "median_req_s": self.median,
                 "max_req_s": self.high,
-                "parts": [{"part": lab, "rate_mean_req_s": r}
-                          for lab, r in zip(self.labels, self.rates)]}
+                "parts": [{"part": lab, "max_load": x, "rate_mean_req_s": r}
+                          for lab, r, x in zip(self.labels, self.rates, self.loads)]}
 
     def line(self) -> str:
-        what = (f"{len(self.rates)} disjoint windows of the trace ({self.labels[0]}, ...)"
+        what = (f"{len(self.rates)} disjoint windows of the trace ({self.labels[0]}, ...; "
+                "each as the whole trace's mean rate at the rate_scale it holds)"
                 if self.over == "windows" else f"{len(self.rates)} seeds")
         width = (self.high - self.low) / self.median if self.median else float("nan")
         return (f"uncertainty: capacity over {what}, one search each: {self.low:.2f} / "
@@ -96,9 +104,11 @@ def _searches(loaded: LoadedScenario, config: tuple[Override, ...], start: float
 
 def run_spread(loaded: LoadedScenario, config: tuple[Override, ...], start: float,
                budgets: tuple[Budget, ...], tol: Tolerance, k: int, out: Path,
-               executor: Executor, *, sets: tuple[str, ...] = (), resume: bool = False,
-               quiet: bool = False) -> Spread:
-    """The capacity of ``config`` on each of ``k`` parts (see the module docstring)."""
+               executor: Executor, *, rate_per_load: float = 1.0, sets: tuple[str, ...] = (),
+               resume: bool = False, quiet: bool = False) -> Spread:
+    """The capacity of ``config`` on each of ``k`` parts (see the module docstring);
+    ``rate_per_load``: requests/s per unit of the load axis (a replay: the whole trace's
+    mean rate at rate_scale 1; generated arrivals: 1)."""
     base = Base.of(loaded, sets)
     key, _ = load_axis(loaded.scenario)
     over, searches, labels = _searches(loaded, config, start, k, tol)
@@ -115,6 +125,5 @@ def run_spread(loaded: LoadedScenario, config: tuple[Override, ...], start: floa
         runner.consolidate()
     finally:
         store.close()
-    rates = tuple(capacity_rates(ConfigCapacity(s.config, s.status, s.lo, s.hi,
-                                                len(s.probes)), key)[0] for s in searches)
-    return Spread(over, tuple(labels), rates)
+    loads = tuple(s.lo.load if s.lo else 0.0 for s in searches)
+    return Spread(over, tuple(labels), tuple(x * rate_per_load for x in loads), loads)

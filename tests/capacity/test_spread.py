@@ -32,13 +32,19 @@ def test_a_replay_spreads_over_windows_of_the_trace(tmp_path, capsys):
     assert cli("capacity", CHAT, "--spread", "3", "--no-plots", "--out", out, "-q",
                "--set", "workload.window_s=[0,360]", "--set", LINEAR) == 0
     printed = capsys.readouterr().out
-    assert ("uncertainty: capacity over 3 disjoint windows of the trace ([0, 120) s, ...), "
-            "one search each: 6.63 / 8.37 / 8.54 req/s (min / median / max; the range is "
-            "23% of the median)") in printed
+    # the whole 6 minutes hold at rate_scale 1.259 (7.56 req/s); each window alone at its
+    # own rate_scale, said as the whole trace's mean rate at that scale (the same unit)
+    assert "best: base: 7.56 req/s (rate_scale 1.25926)" in printed
+    assert ("uncertainty: capacity over 3 disjoint windows of the trace ([0, 120) s, ...; "
+            "each as the whole trace's mean rate at the rate_scale it holds), one search "
+            "each: 6.74 / 8.04 / 8.75 req/s (min / median / max; the range is 25% of the "
+            "median)") in printed
     u = yaml.safe_load((out / "chosen.yaml").read_text())["locked"]["capacity"]["uncertainty"]
     assert u["over"] == "windows" and [p["part"] for p in u["parts"]] == [
         "[0, 120) s", "[120, 240) s", "[240, 360) s"]
-    assert u["min_req_s"] == pytest.approx(6.6267, abs=1e-3)
+    assert [p["max_load"] for p in u["parts"]] == [1.33797, 1.45602, 1.12153]
+    per_scale = 7.56 / 1.25926
+    assert u["min_req_s"] == pytest.approx(1.12153 * per_scale, rel=1e-3)
     assert (out / "spread" / "points.parquet").exists()
 
 
