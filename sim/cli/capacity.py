@@ -47,6 +47,8 @@ from sim.plan.spread import Spread, run_spread
 from sim.report.plan_tables import frontier_table, show
 from traces.errors import InputError
 
+MAX_SPREAD = 16  # parts of --spread: each is one more capacity search
+
 CHOSEN_HEAD = ("# The best configuration at its capacity, as a scenario: `servesim run\n"
                "# chosen.yaml` simulates it again (chosen/ holds that run). `locked` is what was\n"
                "# found: the `vllm serve` command that deploys what was simulated, the SLOs,\n"
@@ -188,7 +190,7 @@ def capacity(
         "--max-replicas", min=1, max=4096, help="Largest fleet --target-rate tries "
         "(replicas).")] = 256,
     spread: Annotated[int, typer.Option(
-        "--spread", min=0, max=16, help="An uncertainty: search the best configuration "
+        "--spread", help="An uncertainty: search the best configuration "
         "again on K disjoint windows of a replayed trace, or K seeds one at a time, and "
         "print min / median / max (0: off; parts).")] = 0,
 ) -> None:
@@ -205,8 +207,8 @@ def capacity(
     tolerance = Tolerance.parse(tol)
     if seeds < 1:
         raise InputError(f"--seeds {seeds}: must be at least 1")
-    if spread == 1:
-        raise InputError("--spread 1: give at least 2 parts (or 0 for none)")
+    if spread == 1 or not 0 <= spread <= MAX_SPREAD:
+        raise InputError(f"--spread {spread}: give 2 to {MAX_SPREAD} parts (or 0 for none)")
     if seeds > 1 and deterministic_workload(loaded.scenario):
         warnings.warn("the workload replays its trace unchanged, so seeds change nothing: "
                       "using one seed", stacklevel=1)

@@ -64,7 +64,7 @@ def test_generated_arrivals_spread_over_seeds(tmp_path, capsys):
 def test_one_part_is_refused(tmp_path, capsys):
     assert cli("capacity", TINY, "--spread", "1", "--out", tmp_path / "c") == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["servesim: error: --spread 1: give at least 2 parts (or 0 for none)"]
+    assert err == ["servesim: error: --spread 1: give 2 to 16 parts (or 0 for none)"]
 
 
 def test_configurations_inside_the_range_are_named():
