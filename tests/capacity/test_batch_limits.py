@@ -61,3 +61,10 @@ def test_the_step_share_decides_when_the_queue_does_not():
          "batch_limits.max_num_seqs": 32}
     assert cause(m) == "max_num_seqs (batch at 32 in 70% of busy time)"
     assert cause({**m, "batch_limits.at_max_num_seqs": 0.4}) is None
+
+
+def test_the_run_summary_shows_the_shares():
+    from sim.report.console import memory_rows
+
+    s, _ = _metrics("engine.max_num_seqs=8")
+    assert ("batch capped: max_num_seqs / KV / tokens (% busy)", "97 / 0 / 0") in memory_rows(s)

@@ -39,6 +39,15 @@ def test_the_warmup_requests_are_served_but_not_measured(tmp_path):
     assert warm["steps"] == full["steps"] and warm["stability"] == full["stability"]
 
 
+def test_the_console_says_what_the_warmup_left_out(tmp_path, capsys):
+    out = tmp_path / "w"
+    assert cli("run", TINY, "--out", out, "--set", "workload.num_requests=900",
+               "--set", "workload.warmup_s=20") == 0
+    left = json.loads((out / "summary.json").read_text())["requests"]["warmup_left_out"]
+    printed = " ".join(capsys.readouterr().out.split())
+    assert f"warm-up left out of the figures │ {left} requests arriving before 20 s" in printed
+
+
 def test_a_run_too_short_to_judge_warns(tmp_path, capsys):
     out = tmp_path / "short"
     assert cli("run", TINY, "--out", out, "-q") == 0  # 300 requests at 10 req/s
