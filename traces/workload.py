@@ -116,7 +116,10 @@ def _describe(spec: WorkloadSpec, base: Trace | None) -> str:
         f" {k}={v}" for k, v in (("rate", a.rate), ("cv", a.cv)) if v is not None
     )
     origin = f"{base.source}: " if base is not None else "synthetic: "
-    return f"{origin}arrival {arrival}, lengths {spec.lengths.dist}"
+    d = spec.generated_duration_s if spec.arrival.process != "replay" else None
+    span = "" if d is None or spec.num_requests is not None else (
+        f" for {d:g} s" + (" (the default duration)" if spec.duration_s is None else ""))
+    return f"{origin}arrival {arrival}{span}, lengths {spec.lengths.dist}"
 
 
 def _prefixed(trace: Trace, spec: WorkloadSpec, streams: Streams) -> Trace:

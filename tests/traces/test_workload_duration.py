@@ -28,6 +28,13 @@ def test_without_a_count_arrivals_span_the_default_duration(rate):
     assert abs(len(t) - n) < 4 * n ** 0.5
 
 
+def test_the_source_says_the_duration_used():
+    assert generated(5.0).source == ("synthetic: arrival poisson rate=5.0 for 300 s (the "
+                                     "default duration), lengths fixed")
+    assert generated(5.0, duration_s=60.0).source.endswith("rate=5.0 for 60 s, lengths fixed")
+    assert "for" not in generated(5.0, num_requests=10).source
+
+
 def test_a_slow_rate_still_gets_the_benchmark_sample():
     # 0.5 req/s: 1,000 requests (vllm bench serve --num-prompts' default) take 2,000 s
     assert DEFAULT_MIN_REQUESTS == 1000 and default_duration_s(0.5) == 2000.0
