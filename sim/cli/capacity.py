@@ -265,4 +265,6 @@ def capacity(
     if plots:
         typer.echo(f"plots: {out / 'plots'} ({len(plot_dir(out))} PNG + SVG)")
     typer.echo(f"probes: {out / 'points.parquet'} ({res.ran:,} simulated, {res.wall_s:.1f} s)")
+    if sp is not None:
+        typer.echo(f"spread probes: {out / 'spread' / 'points.parquet'}")
 

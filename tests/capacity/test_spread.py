@@ -46,6 +46,7 @@ def test_a_replay_spreads_over_windows_of_the_trace(tmp_path, capsys):
     per_scale = 7.56 / 1.25926
     assert u["min_req_s"] == pytest.approx(1.12153 * per_scale, rel=1e-3)
     assert (out / "spread" / "points.parquet").exists()
+    assert f"spread probes: {out / 'spread' / 'points.parquet'}" in printed
 
 
 def test_generated_arrivals_spread_over_seeds(tmp_path, capsys):
