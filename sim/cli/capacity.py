@@ -250,6 +250,10 @@ def capacity(
         typer.echo(_best_line(res, front.loc[i], price, _ties(res, front, i)))
         if sp is not None:
             typer.echo(sp.line() + _within(front, i, sp))
+        elif front["tie_with_best"].any():
+            parts = "windows of the trace" if res.load_key != RATE_KEY else "seeds"
+            typer.echo(f"note: for ties, --spread 4 searches the best again on 4 {parts} "
+                       "to show how far its capacity moves")
         short = _too_short(res.configs[i].lo)
         if short:
             typer.echo(f"note: at the capacity, {short}")

@@ -88,6 +88,8 @@ def test_capacity_reports_ties_within_the_tolerance(tmp_path, capsys):
     assert "best: max_num_seqs=64 (tie within tolerance): " in printed
     assert ("; within the search tolerance (1) of it, no better or worse at that precision: "
             f"max_num_seqs=128 ({front['req_s_per_gpu'][2]:.2f} req/s per GPU)") in printed
+    assert ("note: for ties, --spread 4 searches the best again on 4 seeds to show how far "
+            "its capacity moves") in printed
 
 
 def test_frontier_best_config_per_gpu_and_cost(capacity_dir):
