@@ -191,7 +191,7 @@ def run_capacity(loaded: LoadedScenario, grid, budgets: tuple[Budget, ...], seed
                         tolerance=str(tol), start=start), resume=resume)
     try:
         runner = Runner(store, base, executor, store.done())
-        _search(runner, searches, key, seeds, budgets, quiet)
+        run_searches(runner, searches, key, seeds, budgets, quiet)
         runner.consolidate()
     finally:
         store.close()
@@ -201,9 +201,10 @@ def run_capacity(loaded: LoadedScenario, grid, budgets: tuple[Budget, ...], seed
                           time.perf_counter() - t0)
 
 
-def _search(runner: Runner, searches: list[Search], key: str, seeds: tuple[int, ...],
-            budgets: tuple[Budget, ...], quiet: bool) -> None:
-    """Probe every searching configuration, a round at a time, until each has an answer."""
+def run_searches(runner: Runner, searches: list[Search], key: str, seeds: tuple[int, ...],
+                 budgets: tuple[Budget, ...], quiet: bool) -> None:
+    """Probe every searching configuration, a round at a time, until each has an answer
+    (each at its own seeds when it has them, else at ``seeds``)."""
     jobs = runner.executor.jobs
     with PointProgress("capacity", 0, quiet=quiet) as bar:
         while active := [s for s in searches if s.status == "searching"]:

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from sim.config.load import LoadedScenario
-from sim.plan.capacity import Search, Tolerance, _search
+from sim.plan.capacity import Search, Tolerance, run_searches
 from sim.plan.executors import Executor
 from sim.plan.grid import SCALE_KEY, Override, Plan, Point, load_axis
 from sim.plan.point import Base
@@ -121,7 +121,7 @@ def run_spread(loaded: LoadedScenario, config: tuple[Override, ...], start: floa
                         start=start), resume=resume)
     try:
         runner = Runner(store, base, executor, store.done())
-        _search(runner, searches, key, seeds[:1], budgets, quiet)
+        run_searches(runner, searches, key, seeds[:1], budgets, quiet)
         runner.consolidate()
     finally:
         store.close()
