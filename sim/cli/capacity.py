@@ -4,7 +4,8 @@ For each configuration, the highest load at which every budget holds and the eng
 keeps up, worst of ``--seeds``; the frontier table, the best configuration, requests/s
 per GPU and (with a GPU-hour price) cost per million output tokens. Writes the probes
 (DIR/points.parquet), DIR/frontier.csv, DIR/chosen.yaml (the best config as vLLM flags
-with the length mix and SLOs), DIR/chosen/ (that point's full results) and DIR/plots/.
+with the length mix and SLOs), DIR/chosen/ (that point's full results) and DIR/plots/;
+with ``--spread K``, the best's capacity on K windows or seeds (DIR/spread/).
 """
 
 from __future__ import annotations
