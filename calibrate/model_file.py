@@ -386,6 +386,12 @@ class HostOverhead(BaseModel):
     source: str = Field(description="What it was fitted to.")
     points: list[OverheadPoint] = Field(default_factory=list,
                                         description="The measurements behind the fit.")
+    eager_per_layer_ms: float = Field(
+        0.0, ge=0, description="Host time to launch one transformer block's kernels in a "
+        "step that runs without a CUDA graph (ms per block): more tokens than vLLM's "
+        "max_cudagraph_capture_size, or --enforce-eager. The host launches while the GPU "
+        "runs, so such a step takes max(GPU time, blocks x this) plus the host cost above.")
+    eager_source: str = Field("", description="What eager_per_layer_ms was fitted to.")
 
     def ms(self, layers: int, tp: int) -> float:
         """Host time of one step (ms) for a model of ``layers`` blocks at ``tp``."""

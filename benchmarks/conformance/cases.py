@@ -106,6 +106,8 @@ def vllm_input(case: Case) -> dict:
             "scheduler_reserve_full_isl": lim.scheduler_reserve_full_isl,
             "enable_prefix_caching": r.scenario.prefix_caching,
             "policy": POLICY[r.scenario.scheduler.name],
+            # only when on: the cases recorded before it keep their inputs
+            **({"async_scheduling": True} if r.scenario.engine.async_scheduling else {}),
         },
         "step_time_ns": step_time_ns(case),
         "requests": {

@@ -129,6 +129,8 @@ def build_scheduler(case: dict, cfg):
     if need > e["num_gpu_blocks"] - 1:
         raise SystemExit(f"{case['name']}: max_model_len needs {need} blocks, pool has "
                          f"{e['num_gpu_blocks'] - 1}")
+    if e.get("async_scheduling"):  # what EngineCore builds under --async-scheduling
+        from vllm.v1.core.sched.async_scheduler import AsyncScheduler as Scheduler
     sched = Scheduler(vllm_config=cfg, kv_cache_config=kv,
                       structured_output_manager=StructuredOutputManager(cfg), block_size=bs,
                       hash_block_size=bs, log_stats=False)
@@ -213,20 +215,90 @@ class Driver:
         return (c["base"] + c["prefill_token"] * prefill + c["decode_seq"] * decode
                 + c["context_token"] * ctx)
 
-    def model_output(self, out):
+    def samples(self, out) -> dict:
+        """Request id -> whether the step samples a token for it, as the schedule left it
+        (mid-prefill chunks sample nothing: the engine discards their token)."""
+        return {rid: not self.sched.requests[rid].is_prefill_chunk
+                for rid in out.num_scheduled_tokens}
+
+    def model_output(self, out, samples: dict | None = None):
         from vllm.v1.outputs import ModelRunnerOutput
 
+        samples = samples if samples is not None else self.samples(out)
         ids = list(out.num_scheduled_tokens)
         sampled = []
         for rid in ids:
-            req = self.sched.requests[rid]
-            # mid-prefill chunks sample nothing (the engine discards their token)
-            sampled.append([] if req.is_prefill_chunk
-                           else [sampled_token(int(rid), req.num_tokens)])
+            req = self.sched.requests.get(rid)
+            pos = req.num_tokens if req is not None else 0
+            sampled.append([sampled_token(int(rid), pos)] if samples[rid] else [])
         return ModelRunnerOutput(req_ids=ids, req_id_to_index={r: k for k, r in enumerate(ids)},
                                  sampled_token_ids=sampled)
 
     def run(self) -> None:
+        if self.case["engine"].get("async_scheduling"):
+            return self.run_async()
+        return self.run_sync()
+
+    def run_async(self) -> None:
+        """EngineCore.step_with_batch_queue (vllm/v1/engine/core.py) with a batch queue of
+        two under the simulated clock: schedule while the queue has room (the new batch
+        runs on the GPU after the one before it), else block until the oldest batch ends
+        and update the scheduler from its output; arrivals are added before each call, as
+        the busy loop drains its input queue between steps. A batch that scheduled nothing
+        takes the queue slot and no GPU time."""
+        from collections import deque
+
+        from vllm.v1.outputs import EMPTY_MODEL_RUNNER_OUTPUT
+
+        now, nxt, carried, gpu_free = 0, 0, [], 0
+        queue: deque = deque()  # (scheduler output, samples, step record or None, end)
+        while True:
+            while nxt < self.n and self.arrival[nxt] <= now:
+                self.add(nxt)
+                nxt += 1
+            if self.sched.has_requests() and len(queue) < 2:
+                out = self.sched.schedule()
+                preempted = sorted(int(r) for r in out.preempted_req_ids)
+                executed = out.total_num_scheduled_tokens > 0
+                rec = None
+                start = max(now, gpu_free)
+                if executed:
+                    dur = self.step_ns(out)
+                    used = (self.usable
+                            - self.sched.kv_cache_manager.block_pool.get_num_free_blocks())
+                    n_run, n_wait = self.sched.get_request_counts()
+                    rec = {"t_ns": start, "dur_ns": dur,
+                           "tokens": {int(r): n for r, n in out.num_scheduled_tokens.items()},
+                           "preempted": sorted(carried + preempted), "finished": [],
+                           "kv_blocks_used": used, "running": n_run, "waiting": n_wait}
+                    self.steps.append(rec)
+                    carried = []
+                    gpu_free = start + dur
+                else:
+                    carried += preempted
+                queue.appendleft((out, self.samples(out) if executed else None, rec,
+                                  gpu_free if executed else start))
+                if len(queue) < 2 and (executed or self.sched.has_requests()):
+                    continue  # fill the queue before blocking
+            elif not queue:
+                if nxt >= self.n:
+                    return
+                now = self.arrival[nxt]  # idle until the next arrival
+                continue
+            out, samples, rec, end = queue.pop()
+            if rec is None and not queue and nxt < self.n and not out.preempted_req_ids \
+                    and not self.sched.get_request_counts()[0]:
+                # nothing runs and nothing could be scheduled: wait for the next arrival
+                now = max(now, self.arrival[nxt])
+            now = max(now, end)
+            model_out = self.model_output(out, samples) if rec is not None \
+                else EMPTY_MODEL_RUNNER_OUTPUT
+            engine_out = self.sched.update_from_output(out, model_out)
+            if rec is not None:
+                rec["finished"] = sorted(int(o.request_id) for eo in engine_out.values()
+                                         for o in eo.outputs if o.finished)
+
+    def run_sync(self) -> None:
         from vllm.v1.outputs import EMPTY_MODEL_RUNNER_OUTPUT
 
         now, nxt, carried = 0, 0, []

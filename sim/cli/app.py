@@ -1,5 +1,5 @@
-"""Command tree: run, compare, sweep, capacity, check, plot, catalog, scenario, trace, policies
-(each a small module).
+"""Command tree: run, compare, sweep, capacity, check, report, plot, catalog, scenario, trace,
+policies (each a small module).
 
 Subcommand modules are imported when their command runs (or shows its own help), not at
 start: `servesim --help` lists the commands from the short help below without importing
@@ -31,6 +31,8 @@ LAZY: dict[str, tuple[str, str, str]] = {
                  "sustainable load under the SLOs."),
     "check": ("sim.cli.check", "check", "Re-simulate a locked chosen.yaml on new traffic: "
               "does it still hold, and how far did rate and lengths move?"),
+    "report": ("sim.cli.report", "report", "Write DIR/report.html: summary, SLO verdict, "
+               "plots, config and flags, warnings, error band; one self-contained file."),
     "plot": ("sim.cli.plot", "plot", "Draw rate curves, the throughput-latency frontier, the "
              "KV timeline and latency CDFs."),
     "catalog": ("sim.cli.catalog", "app", "List catalog models and GPUs (memory, "

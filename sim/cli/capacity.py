@@ -19,6 +19,8 @@ from typing import Annotated
 import typer
 import yaml
 
+from sim.cli.report import ReportOpt
+from sim.cli.report import write as write_report
 from sim.cli.run import SetOpt
 from sim.cli.sweep import (
     ExecutorOpt,
@@ -194,6 +196,7 @@ def capacity(
         "--spread", help="An uncertainty: search the best configuration "
         "again on K disjoint windows of a replayed trace, or K seeds one at a time, and "
         "print min / median / max (0: off; parts).")] = 0,
+    report: ReportOpt = False,
 ) -> None:
     """Find each configuration's highest sustainable load under the SLOs.
 
@@ -221,8 +224,11 @@ def capacity(
             raise InputError("--target-rate searches cluster.replicas itself; drop --grid")
         from sim.cli.sizing import size
 
-        return size(loaded, target_rate, budgets, seed_list, out, max_replicas,
-                    (executor_name, jobs, ray_address), resume, quiet, sets)
+        size(loaded, target_rate, budgets, seed_list, out, max_replicas,
+             (executor_name, jobs, ray_address), resume, quiet, sets)
+        if report:
+            write_report(out)
+        return
     price = loaded.scenario.gpu_hour_price
     sets_run = sets + ((f"trace={trace.name}",) if trace else ())
     try:
@@ -272,4 +278,6 @@ def capacity(
     typer.echo(f"probes: {out / 'points.parquet'} ({res.ran:,} simulated, {res.wall_s:.1f} s)")
     if sp is not None:
         typer.echo(f"spread probes: {out / 'spread' / 'points.parquet'}")
+    if report:
+        write_report(out)
 

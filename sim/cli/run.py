@@ -12,6 +12,8 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from calibrate import hardware_check
 from sim import pipeline
 from sim.cli import live as live_cli
+from sim.cli.report import ReportOpt
+from sim.cli.report import write as write_report
 from sim.config.load import load_scenario
 from sim.report.console import print_summary
 from sim.report.outpath import check_out, default_out
@@ -61,6 +63,7 @@ def run(
     ] = False,
     device: Annotated[str | None, typer.Option(
         "--device", help="Live mode: cpu (torch paths) or cuda (Triton kernels).")] = None,
+    report: ReportOpt = False,
 ) -> None:
     """Simulate SCENARIO and write summary.json, requests/steps parquet, config.json, plots."""
     sets = tuple(set_ or ()) + ((f"workload.format={fmt}",) if fmt else ())
@@ -79,7 +82,7 @@ def run(
         with live_cli.live_bar(console, quiet) as bar:
             res = pipeline.run(loaded, out, step_log=step_log, plots=plots, prepared=prepared,
                                executor=live_cli.live_executor(prepared[0], bar), timer=timer)
-        _report(res, quiet, verbose, notes)
+        _report(res, quiet, verbose, notes, report)
         return
     specs = prepared[1]
     horizon = float(specs.arrival_s[-1]) if len(specs) else 0.0
@@ -90,7 +93,7 @@ def run(
         res = pipeline.run(loaded, out, step_log=step_log, plots=plots,
                            progress=_SimProgress(progress, horizon), prepared=prepared,
                            timer=timer)
-    _report(res, quiet, verbose, notes)
+    _report(res, quiet, verbose, notes, report)
 
 
 def say_hardware(lines: list[str]) -> None:
@@ -99,13 +102,15 @@ def say_hardware(lines: list[str]) -> None:
         typer.echo(line, err=True)
 
 
-def _report(res, quiet: bool, verbose: bool, notes: list[str]) -> None:
+def _report(res, quiet: bool, verbose: bool, notes: list[str], page: bool = False) -> None:
     say_hardware(notes)
     if not quiet:
         print_summary(res.summary, res.config["derived"])
     if verbose:
         typer.echo(format_wall(res.summary["sim"]["wall_s"]))
     typer.echo(f"results: {_shown(res.out_dir)}")
+    if page:  # after the commit, under the result's lock (sim.report.html.write)
+        write_report(res.out_dir)
 
 
 def _shown(path: Path) -> str:

@@ -14,6 +14,8 @@ from typing import Annotated
 
 import typer
 
+from sim.cli.report import ReportOpt
+from sim.cli.report import write as write_report
 from sim.cli.run import SetOpt
 from sim.config.load import LoadedScenario, load_scenario
 from sim.plan.executors import EXECUTORS, make_executor
@@ -85,6 +87,7 @@ def sweep(
     trace: TraceOpt = None,
     plots: PlotsOpt = True,
     quiet: QuietOpt = False,
+    report: ReportOpt = False,
     legacy: Annotated[Path | None, typer.Option("--scenario", "-c", hidden=True)] = None,
 ) -> None:
     """Simulate SCENARIO at every combination of --grid values, loads and seeds."""
@@ -107,3 +110,5 @@ def sweep(
         typer.echo(f"plots: {out / 'plots'} ({len(plot_dir(out))} PNG + SVG)")
     typer.echo(f"points: {out / 'points.parquet'} ({res.ran:,} simulated, {res.reused:,} "
                f"reused, {res.wall_s:.1f} s)")
+    if report:
+        write_report(out)

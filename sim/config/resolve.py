@@ -46,6 +46,18 @@ class Resolved:
         return self.tp * self.dp
 
     @property
+    def cuda_graph_max_tokens(self) -> int:
+        """The largest step (tokens) vLLM runs from a captured CUDA graph; a step with more
+        runs eager (0 under --enforce-eager). vLLM's default capture size is
+        min(2 x max_num_seqs, 512) (vllm/config/vllm.py, set_cudagraph_sizes)."""
+        e = self.scenario.engine
+        if e.enforce_eager:
+            return 0
+        if e.max_cudagraph_capture_size is not None:
+            return e.max_cudagraph_capture_size
+        return min(2 * self.limits.max_num_seqs, 512)
+
+    @property
     def kv_capacity_tokens(self) -> int:
         return self.memory.usable_blocks * self.block_size
 

@@ -145,8 +145,21 @@ class EngineConfig(BaseModel):
         "the current one runs, so a request arriving during a step is first scheduled one "
         "step later than without it (vllm/v1/engine/core.py step_with_batch_queue, two "
         "batches in flight), and the KV its finishes free reaches the scheduler one step "
-        "later. vLLM 0.32 turns it on by default on CUDA; servesim's default stays off "
-        "until it is conformed step for step.",
+        "later; conformed step for step to vLLM 0.32's AsyncScheduler (the async_* "
+        "conformance cases). vLLM 0.32 turns it on by default on CUDA; servesim's default "
+        "is off, as vLLM's CPU build and the synchronous references: set it for a GPU "
+        "server as deployed (the emitted flags say which).",
+    )
+    enforce_eager: bool = Field(
+        False, description="vLLM's --enforce-eager: no CUDA graphs, so every step's kernels "
+        "are launched one by one from the host (priced by the fitted cost model's "
+        "eager_per_layer_ms).",
+    )
+    max_cudagraph_capture_size: int | None = Field(
+        None, ge=0, le=MAX_TOKENS, json_schema_extra=why(TOKENS_WHY, "tokens"),
+        description="vLLM's --max-cudagraph-capture-size: the largest step (tokens) run from "
+        "a captured CUDA graph; a step with more runs eager. Unset: vLLM's default, "
+        "min(2 x max_num_seqs, 512) (vllm/config/vllm.py, set_cudagraph_sizes).",
     )
     ingress_ms: float | None = Field(
         None, ge=0, le=60_000, description="A request becomes visible to the scheduler this "

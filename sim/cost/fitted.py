@@ -85,6 +85,12 @@ class FittedParams(BaseModel):
         "base + per-layer + per-TP model and its measured per-request, per-token and "
         "by-request-count terms).")
 
+    eager_per_layer_ms: float | None = Field(
+        None, ge=0, le=1000, description="Override the file's host launch time per "
+        "transformer block of a step run without a CUDA graph (ms; see engine."
+        "max_cudagraph_capture_size and enforce_eager): such a step takes max(GPU time, "
+        "blocks x this) plus the per-step host cost.")
+
     @field_validator("profile")
     @classmethod
     def _known(cls, v: str) -> str:
@@ -146,6 +152,14 @@ class FittedCost(ScalarPricing, CostModel):
         self.over_tok = (f.step_overhead_per_token_ms if ms is None else 0.0) * 1e-3
         self.over_by_req = f.step_overhead_by_requests if ms is None else None
         self._memo: dict[tuple[int, int], float] = {}
+        # a step of more tokens than the CUDA graphs hold runs eager: the host launches
+        # every block's kernels while the GPU runs them (seconds for all blocks)
+        self.graph_max = r.cuda_graph_max_tokens if r is not None else 512
+        eager = self.params.eager_per_layer_ms
+        if eager is None:
+            h = f.host_overhead
+            eager = h.eager_per_layer_ms if h is not None else 0.0
+        self.eager_s = eager * self.layers * 1e-3
         if self.file.kind == "ops":
             missing = [op for op in ("gemm", "prefill_attn", "decode_attn")
                        if op not in self.file.ops]
@@ -490,8 +504,26 @@ class FittedCost(ScalarPricing, CostModel):
             t += d
         return t
 
+    def _eager(self, total: int) -> bool:
+        """A step of ``total`` tokens runs without a CUDA graph and its launches are priced."""
+        return total > self.graph_max and self.eager_s > 0.0
+
+    def _host_s(self, total: int, reqs: int) -> float:
+        """The step's host cost outside the kernels (s): what _fixed adds to them."""
+        return self._overhead(reqs) + self.over_tok * total
+
     def shape_times(self, total, reqs, prefill_q, prefill_ctx, num_decode, decode_ctx0,
                     num_steps):
+        out = self._kernel_times(total, reqs, prefill_q, prefill_ctx, num_decode,
+                                 decode_ctx0, num_steps)
+        if self._eager(total):  # the launches overlap the kernels: the longer of the two
+            host = self._host_s(total, reqs)
+            out = np.maximum(out - host, self.eager_s) + host
+        return out
+
+    def _kernel_times(self, total, reqs, prefill_q, prefill_ctx, num_decode, decode_ctx0,
+                      num_steps):
+        """shape_times as if the step ran from a CUDA graph."""
         fixed = self._fixed(total, reqs, prefill_q, prefill_ctx)
         if not num_decode:
             return np.full(num_steps, fixed)

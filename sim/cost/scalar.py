@@ -121,6 +121,8 @@ class ScalarPricing:
 
     # ---- the fast core's pricing calls (sim/cost/base.py) --------------------------------
     def run_times(self, n, decode_ctx0, num_steps):
+        if self._eager(n):  # a decode batch larger than the CUDA graphs: numpy's path
+            return self.shape_times(n, n, _NONE, _NONE, n, decode_ctx0, num_steps).tolist()
         fixed = self._fixed(n, n, _NONE, _NONE)
         if num_steps <= SCALAR_RUN_MAX:
             return self.decode_run_times(n, decode_ctx0, num_steps, fixed)
@@ -128,17 +130,21 @@ class ScalarPricing:
         return (self.attn_layers * self._decode(n, ctx) + fixed).tolist()
 
     def run_ns(self, n, decode_ctx0, num_steps):
-        if num_steps > SCALAR_RUN_MAX:  # to_ns of the vectorised run
+        if num_steps > SCALAR_RUN_MAX or self._eager(n):  # to_ns of the vectorised run
             t = self.shape_times(n, n, _NONE, _NONE, n, decode_ctx0, num_steps)
             return np.rint(np.minimum(t, 4.611686018427388e9) * 1e9).astype(np.int64).tolist()
         return self.decode_run_times(n, decode_ctx0, num_steps, self._fixed(n, n, _NONE, _NONE),
                                      to_ns=True)
 
     def shape_time1(self, total, reqs, prefill_q, prefill_ctx, num_decode, decode_ctx0):
-        fixed = self._fixed(total, reqs, prefill_q, prefill_ctx)
-        if not num_decode:
-            return fixed
-        return self.attn_layers * self._decode_one(num_decode, decode_ctx0) + fixed
+        out = self._fixed(total, reqs, prefill_q, prefill_ctx)
+        if num_decode:
+            out = self.attn_layers * self._decode_one(num_decode, decode_ctx0) + out
+        if self._eager(total):  # as FittedCost.shape_times, in floats
+            host = self._host_s(total, reqs)
+            kernels = out - host
+            out = (kernels if kernels > self.eager_s else self.eager_s) + host
+        return out
 
     def _decode_one(self, n: int, ctx: int) -> float:
         """``_decode`` for one step, in Python floats (math.log2, as single steps always

@@ -86,29 +86,32 @@ def size_fleet(loaded: LoadedScenario, rate: float, budgets: tuple[Budget, ...],
     store = PointStore(out)
     store.open(manifest("sizing", base, plan, slo=[f"{b.name}={b.ms:g}ms" for b in budgets],
                         target_rate=rate, max_replicas=max_replicas), resume=resume)
-    runner = Runner(store, base, executor, store.done())
-    probes: dict[int, Probe] = {}
+    try:  # the folder's lock is released when the search ends, however it ends
+        runner = Runner(store, base, executor, store.done())
+        probes: dict[int, Probe] = {}
 
-    def probe(n: int) -> bool:
-        points = [Point(((KEY, n),), key, load, s) for s in seeds]
-        runner.run(points, bar)
-        probes[n] = Probe.of(float(n), [runner.records[p.id] for p in points], budgets)
-        return probes[n].ok
+        def probe(n: int) -> bool:
+            points = [Point(((KEY, n),), key, load, s) for s in seeds]
+            runner.run(points, bar)
+            probes[n] = Probe.of(float(n), [runner.records[p.id] for p in points], budgets)
+            return probes[n].ok
 
-    with PointProgress("sizing", 0, quiet=quiet) as bar:
-        bar.grow(len(seeds) * 12)
-        lo, hi, n = 0, None, 1
-        while n <= max_replicas:
-            if probe(n):
-                hi = n
-                break
-            lo, n = n, n * 2
-        if hi is None and lo < max_replicas and probe(max_replicas):
-            hi = max_replicas
-        while hi is not None and hi - lo > 1:
-            mid = (lo + hi) // 2
-            lo, hi = (lo, mid) if probe(mid) else (mid, hi)
-    runner.consolidate()
+        with PointProgress("sizing", 0, quiet=quiet) as bar:
+            bar.grow(len(seeds) * 12)
+            lo, hi, n = 0, None, 1
+            while n <= max_replicas:
+                if probe(n):
+                    hi = n
+                    break
+                lo, n = n, n * 2
+            if hi is None and lo < max_replicas and probe(max_replicas):
+                hi = max_replicas
+            while hi is not None and hi - lo > 1:
+                mid = (lo + hi) // 2
+                lo, hi = (lo, mid) if probe(mid) else (mid, hi)
+        runner.consolidate()
+    finally:
+        store.close()
     tp = loaded.scenario.tensor_parallel_size
     return Sizing(rate, hi, tp, dict(sorted(probes.items())), out, runner.ran,
                   time.perf_counter() - t0, None if key == RATE_KEY else load)

@@ -71,6 +71,12 @@ def _engine_flags(r: Resolved) -> list[str]:
     # previous step's tokens are known); on GPUs vLLM 0.32 turns async scheduling on unless
     # told not to, so both values are spelled out
     flags.append(on("async-scheduling", e.async_scheduling))
+    # CUDA graphs: vLLM's default sizes follow from the --max-num-seqs written above, so
+    # only a choice away from them is spelled out
+    if e.enforce_eager:
+        flags.append("--enforce-eager")
+    if e.max_cudagraph_capture_size is not None:
+        flags.append(f"--max-cudagraph-capture-size {e.max_cudagraph_capture_size}")
     return flags
 
 

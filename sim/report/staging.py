@@ -10,8 +10,9 @@ Swap (``swap_in``): the complete staging folder gets the marker and loses its ow
 record (from then on the lock alone guards it), then replaces the old result in one
 ``renameat2(RENAME_EXCHANGE)`` where the kernel and file system offer it, so
 ``results/x`` always names one complete result; elsewhere the old result is renamed aside
-(``.x.servesim-old-<hex>``), the new one renamed in. The old one is then removed. Nothing
-is ever written into the folder at ``results/x``.
+(``.x.servesim-old-<hex>``), the new one renamed in. The old one is then removed. A run
+never writes into the folder at ``results/x``; only `servesim report` adds one file there
+(report.html, renamed in under the same lock: sim.report.html.write).
 
 Cleanup (``clean_stale``, by the next run in the same parent folder): a helper folder is
 dead when no run holds its result's lock and either its owner record names a process of

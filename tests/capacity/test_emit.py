@@ -59,6 +59,13 @@ def test_async_scheduling_is_flagged_both_ways():
     assert "--async-scheduling" in on and "--no-async-scheduling" not in on
 
 
+def test_cuda_graph_choices_are_flagged_only_when_made():
+    default = flags()[0]
+    assert not any("eager" in x or "cudagraph" in x for x in default)
+    f = flags("engine.enforce_eager=true", "engine.max_cudagraph_capture_size=256")[0]
+    assert "--enforce-eager" in f and "--max-cudagraph-capture-size 256" in f
+
+
 def test_a_kv_dtype_vllm_cannot_store_is_noted():
     f, notes = flags("model.dtype_bytes=4", "model.kv_dtype_bytes=2")
     assert not any(x.startswith("--kv-cache-dtype") for x in f)

@@ -23,15 +23,18 @@ VLLM_VERSION = "0.32.0"
 
 
 def _fast_runs(name: str) -> bool:
-    """The fast core runs the case: the FCFS vllm scheduler (prefix caching or not)."""
-    return load_case(name).resolved.scenario.scheduler.name == "vllm"
+    """The fast core runs the case: the FCFS vllm scheduler (prefix caching or not), the
+    synchronous scheduler."""
+    sc = load_case(name).resolved.scenario
+    return sc.scheduler.name == "vllm" and not sc.engine.async_scheduling
 
 
 FAST = [n for n in case_names() if _fast_runs(n)]
+ASYNC = [n for n in case_names() if n.startswith("async_")]
 
 
 def test_the_fast_core_runs_most_cases():
-    assert len(FAST) == 18 and len(case_names()) == 21
+    assert len(FAST) == 18 and len(case_names()) == 26 and len(ASYNC) == 5
     assert "priority_poisson" not in FAST
     assert {"prefix_shared", "prefix_mooncake", "prefix_recompute_tight"} <= set(FAST)
 
@@ -68,6 +71,13 @@ def test_the_cases_cover_what_they_claim():
     assert not engine["chunked_prefill_off"]["enable_chunked_prefill"]
     assert engine["priority_ties"]["policy"] == "priority"
     assert sum(e["enable_prefix_caching"] for e in engine.values()) >= 4
+    # async scheduling (vLLM's AsyncScheduler, two batches in flight) over Poisson and burst
+    # arrivals, tight KV (preemptions), prefix caching and priorities
+    assert all(engine[n].get("async_scheduling") for n in ASYNC)
+    assert not any(e.get("async_scheduling") for n, e in engine.items() if n not in ASYNC)
+    assert all(preempted[n] > 0 for n in ASYNC if n != "async_poisson_roomy")
+    assert engine["async_prefix_shared"]["enable_prefix_caching"]
+    assert engine["async_priority_poisson"]["policy"] == "priority"
     # max_model_len 512: prompts of 512, 513 and 600 tokens rejected, 6 requests shortened
     header, _ = refs["max_model_len"]
     asked = header["input"]["requests"]["max_tokens"]

@@ -167,6 +167,8 @@ MODELS = {
     "roofline": (None, ("cost={name: roofline}",)),
     "linear": (None, (LINEAR,)),
     "fitted-tp2": ("llama70b-tp2-h100", ("cost={name: fitted}",)),
+    # every step eager (launch-bound or not): the max(kernels, launches) rule in each path
+    "fitted-eager": (None, ("engine.enforce_eager=true",)),
     "roofline-tp2": ("llama70b-tp2-h100", ("cost={name: roofline}",)),
 }
 

@@ -1,0 +1,51 @@
+"""report.html into a results folder: under the folder's lock, atomically, replacing only a
+report servesim wrote.
+
+The results folder is servesim's, but report.html may sit in it beside a user's own files
+(a copy, a note): an existing report.html is replaced only when it starts with the
+report's signature or carries servesim's file mark (sim.report.outfile); anything else at
+that name is refused. The lock (sim.report.lock) is the one a run, sweep or capacity search
+holds while it writes the folder, so the page never mixes two results, and a run never
+swaps a result in while its report is being written.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from sim.report.html import folder
+from sim.report.html.page import SIGNATURE, render
+from sim.report.lock import acquire
+from sim.report.outfile import is_servesim_file, write_file
+from sim.report.outpath import OutPathError
+from traces.errors import clip_path
+
+REPORT = "report.html"
+
+
+def write_report(path: str | Path) -> Path:
+    """Write DIR/report.html for the results folder ``path``; returns its path. Bad input
+    (no such folder, not servesim's, a foreign report.html) raises InputError first."""
+    out = Path(os.path.abspath(folder.check(path)))
+    target = out / REPORT
+    _check_target(target)
+    try:
+        lock = acquire(out)
+    except OSError as e:
+        raise OutPathError(f"{clip_path(out)}: cannot lock it to write {REPORT} "
+                           f"({e.strerror or e})") from None
+    try:
+        page = render(folder.read(out))  # read under the lock: one result, whole
+        _check_target(target)
+        with write_file(target, "report", own_folder=True) as tmp:
+            tmp.write_text(page, encoding="utf-8")
+    finally:
+        lock.release()
+    return target
+
+
+def _check_target(target: Path) -> None:
+    if os.path.lexists(target) and not is_servesim_file(target, SIGNATURE):
+        raise OutPathError(f"{clip_path(target)}: a file servesim did not write is in the way "
+                           f"of the report; servesim replaces only its own {REPORT}: move it")

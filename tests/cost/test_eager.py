@@ -1,0 +1,75 @@
+"""Steps vLLM runs without a CUDA graph: the host launches every block's kernels while the
+GPU runs them, so such a step costs max(kernels, blocks x eager_per_layer_ms) + host cost.
+
+Which steps: more tokens than vLLM's max_cudagraph_capture_size (default min(2 x
+max_num_seqs, 512)), or all under --enforce-eager (sim/config/resolve.py
+Resolved.cuda_graph_max_tokens)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sim.engine.plan import StepPlan
+from sim.runner import build_cost
+from tests.fast.equivalence import prepared
+
+# the default scenario: Llama-3-8B (32 blocks) on H100, the shipped profile's host cost
+# 0.5591 ms per step at tp 1 and 0.8 ms per block for eager launches
+EAGER_S = 32 * 0.8e-3
+HOST_S = 0.5591e-3
+
+
+def step(tokens, ctx):
+    return StepPlan.build(np.arange(len(tokens)), tokens, ctx)
+
+
+def cost(*sets):
+    r, _ = prepared(None, *sets)
+    return r, build_cost(r)
+
+
+def test_capture_size_follows_vllm():
+    assert cost()[0].cuda_graph_max_tokens == 512  # max_num_seqs 1024: min(2048, 512)
+    assert cost("engine.max_num_seqs=64")[0].cuda_graph_max_tokens == 128
+    assert cost("engine.max_cudagraph_capture_size=96")[0].cuda_graph_max_tokens == 96
+    assert cost("engine.enforce_eager=true")[0].cuda_graph_max_tokens == 0
+
+
+def test_a_small_eager_step_is_launch_bound():
+    # one decoding request: its kernels (~7 ms: the weights read once) take far less than
+    # the 25.6 ms of launches
+    plan = step([1], [100])
+    graphed = cost()[1].step_times(plan)[0]
+    eager = cost("engine.enforce_eager=true")[1].step_times(plan)[0]
+    assert graphed < 0.5 * EAGER_S
+    assert eager == pytest.approx(EAGER_S + HOST_S, abs=1e-12)
+
+
+def test_steps_above_the_capture_size_only():
+    _, c = cost("engine.max_cudagraph_capture_size=96")
+    _, off = cost("engine.max_cudagraph_capture_size=96", "cost={name: fitted, "
+                  "eager_per_layer_ms: 0}")
+    at, over = step([96], [0]), step([97], [0])
+    assert c.step_times(at)[0] == off.step_times(at)[0]  # 96 tokens: from a graph
+    assert c.step_times(over)[0] == pytest.approx(EAGER_S + HOST_S, abs=1e-12)
+    assert off.step_times(over)[0] < 0.5 * EAGER_S
+
+
+def test_a_gpu_bound_eager_step_keeps_its_kernel_time():
+    # an 8,192-token prefill on one H100: tens of ms of kernels, more than the launches
+    _, c = cost()
+    _, off = cost("cost={name: fitted, eager_per_layer_ms: 0}")
+    big = step([8192], [0])
+    assert off.step_times(big)[0] > 2 * EAGER_S
+    assert c.step_times(big)[0] == off.step_times(big)[0]
+
+
+def test_eager_decode_runs_price_like_their_steps():
+    # a decode run of more requests than the graphs hold (the fast core's run pricing)
+    _, c = cost("engine.max_cudagraph_capture_size=8")
+    n, k = 20, 30
+    ctx = np.arange(n) * 50
+    want = c.step_times(StepPlan.build(np.arange(n), np.ones(n, np.int64), ctx, num_steps=k))
+    assert c.run_times(n, int(ctx.sum()), k) == want.tolist()
+    assert min(want) >= EAGER_S + HOST_S - 1e-12
