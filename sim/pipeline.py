@@ -8,6 +8,7 @@ Each phase's wall time goes to summary.json under ``sim.wall_s`` (sim.timing).
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from sim.fleet.run import fleet_outputs, run_fleet
 from sim.metrics.summary import summarize
 from sim.report.steplog import StepLog
 from sim.report.write import ResultWriter, dump_json
-from sim.runner import RunResult, chain_hooks, simulate
+from sim.runner import RunResult, RunWarning, chain_hooks, simulate
 from sim.timing import PhaseTimer
 from traces.spec import build_workload
 
@@ -96,6 +97,7 @@ def run(loaded: LoadedScenario, out: Path | None = None, *, step_log: bool = Fal
                 summary = summarize(res)
             if res.extras is not None:
                 summary[res.extras.section] = res.extras.summary
+            _say(summary["sim"]["warnings"], res.warnings)
             config = resolved_config(r, source, loaded.base_dir, out)
         if writer:
             with timer.phase("write"):
@@ -111,6 +113,13 @@ def run(loaded: LoadedScenario, out: Path | None = None, *, step_log: bool = Fal
         if writer:
             writer.abort()
         raise
+
+
+def _say(warned: list[str], said: tuple[str, ...]) -> None:
+    """Warn the summary's warnings the simulation did not already (a run too short)."""
+    for w in warned:
+        if w not in said:
+            warnings.warn(w, RunWarning, stacklevel=3)
 
 
 def _simulate_fleet(r: Resolved, specs: RequestSpecs, writer: ResultWriter | None):

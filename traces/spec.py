@@ -8,7 +8,9 @@
       prompt_scale: 4.0           # optional: every prompt 4x longer (output_scale likewise)
       arrival: {process: gamma, rate: 5.0, cv: 2.0}      # default: replay the trace's times
       lengths: {dist: azure_conv_like}                   # default: the trace's own lengths
-      num_requests: 2000          # or duration_s: 600 (generated arrivals)
+      num_requests: 2000          # or duration_s: 600 (generated arrivals; neither: the
+                                  #   default duration of traces.sizing, 5 min or more)
+      warmup_s: 30                # optional: metrics leave out requests arriving before 30 s
       max_requests: 1000          # optional cap: the first N requests of the final workload
       shared_prefix: {tokens: 2000, num_prefixes: 1, hash_block_size: 16}
       lane: interactive           # optional tags for every request
@@ -31,6 +33,7 @@ from traces.arrival_spec import ArrivalSpec, _Model
 from traces.errors import TraceError
 from traces.limits import MAX_REQUESTS, MAX_TIME_S, MAX_TOKENS, REQ, TIME, TOK, check_span
 from traces.schema import Trace
+from traces.sizing import check_warmup, default_duration_s
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -198,11 +201,19 @@ class WorkloadSpec(_Model):
     )
     duration_s: float | None = Field(
         None, gt=0, le=MAX_TIME_S, json_schema_extra=TIME,
-        description="generated arrivals: all arrivals in [0, duration_s) seconds"
+        description="generated arrivals: all arrivals in [0, duration_s) seconds; with "
+        "neither this nor num_requests, max(300 s, 1,000 requests / arrival.rate)"
     )
     max_requests: int | None = Field(
         None, ge=1, le=MAX_REQUESTS, json_schema_extra=REQ,
         description="keep only the first N requests (by arrival) of the final workload"
+    )
+    warmup_s: float = Field(
+        0.0, ge=0, le=MAX_TIME_S, json_schema_extra=TIME,
+        description="warm-up, seconds: requests arriving before this are served (they load "
+        "the engine) but left out of the latency, throughput, goodput and SLO figures, which "
+        "the summary says (requests.warmup_left_out); queue, KV and stability figures cover "
+        "the whole run"
     )
     shared_prefix: PrefixSpec | None = Field(
         None, description="attach shared-prefix hash chains (replaces the trace's own)"
@@ -224,13 +235,17 @@ class WorkloadSpec(_Model):
     def _consistent(self) -> WorkloadSpec:
         given = _changed(self)
         if self.mix is not None:
-            extra = sorted(given - {"mix", "max_requests", "prompt_scale", "output_scale"})
+            extra = sorted(given - {"mix", "max_requests", "prompt_scale", "output_scale",
+                                    "warmup_s"})
             if extra:
                 raise ValueError(
-                    f"a workload with mix may only also set max_requests, prompt_scale and "
-                    f"output_scale; move "
+                    f"a workload with mix may only also set max_requests, prompt_scale, "
+                    f"output_scale and warmup_s; move "
                     f"{', '.join(extra)} into the sub-workloads"
                 )
+            if any(m.warmup_s for m in self.mix):
+                raise ValueError("warmup_s applies to the whole workload: set it beside mix, "
+                                 "not in a sub-workload")
             if any(m.arrival.concurrency is not None for m in self.mix):
                 raise ValueError("arrival.concurrency (and closed loops) apply to a whole "
                                  "workload; a mix's sub-workloads cannot set it")
@@ -263,8 +278,8 @@ class WorkloadSpec(_Model):
             raise ValueError(
                 "rate_scale speeds up a replay; for generated arrivals set arrival.rate"
             )
-        if not replay and not counted and dist != "trace":
-            raise ValueError("generated arrivals need num_requests or duration_s")
+        if self.arrival.process == "closed" and not counted and dist != "trace":
+            raise ValueError("a closed loop needs num_requests (requests to send)")
         if self.arrival.process == "closed" and self.duration_s is not None:
             raise ValueError("a closed loop takes num_requests (or one per trace row), not "
                              "duration_s")
@@ -280,6 +295,18 @@ class WorkloadSpec(_Model):
                 f"arrival.rate x duration_s = {expected:,.0f} requests, more than "
                 f"{MAX_REQUESTS:,} ({REQ['why']}); shorten duration_s or lower the rate")
         return self
+
+
+    @property
+    def generated_duration_s(self) -> float | None:
+        """Seconds of generated arrivals: duration_s, or the default (traces.sizing) when
+        the workload gives no count; None when a count or the trace's rows size it."""
+        if self.duration_s is not None or self.num_requests is not None \
+                or self.arrival.rate is None:
+            return self.duration_s
+        if self.lengths.dist == "trace" or self.arrival.process == "replay":
+            return None  # one request per trace row
+        return default_duration_s(self.arrival.rate)
 
 
 def validated(model: type[M], value: object, where: str) -> M:
@@ -304,4 +331,6 @@ def build_workload(spec: WorkloadSpec | dict, *, seed: int, base_dir: str | Path
 
     if not isinstance(spec, WorkloadSpec):
         spec = WorkloadSpec.model_validate(spec)
-    return check_span(build(spec, seed=seed, base_dir=Path(base_dir)))
+    return check_warmup(check_span(build(spec, seed=seed, base_dir=Path(base_dir))),
+                        spec.warmup_s)
+

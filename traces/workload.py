@@ -4,7 +4,8 @@ Rules, in order, for one (non-mix) workload:
 1. `trace` is loaded (relative to base_dir) and cut to `window_s` (re-zeroed to its start).
 2. Arrival times: process replay = the trace's times divided by `rate_scale`; otherwise times
    are generated from the "arrivals" stream, for num_requests / duration_s, or (lengths dist
-   "trace" without a count) one per trace row.
+   "trace" without a count) one per trace row, else for the default duration
+   (traces.sizing: 5 minutes, or 1,000 requests when that is longer).
 3. Lengths: dist "trace" = the trace rows in file order (or shuffled by the "lengths" stream),
    one per arrival, with their prefix chains; more arrivals than rows is a TraceError. Other
    dists draw from the "lengths" stream and DROP the trace's prefix chains (they describe the
@@ -68,12 +69,12 @@ def _leaf(spec: WorkloadSpec, streams: Streams, base_dir: Path) -> Trace:
     if spec.arrival.process == "replay":
         timed = replay(base, spec.rate_scale)
         times = timed.arrival_s
-    elif spec.num_requests is None and spec.duration_s is None:  # dist "trace": one per row
+    elif spec.num_requests is None and spec.generated_duration_s is None:  # one per row
         times = spec.arrival.sample(n=len(base), rng=streams.rng("arrivals"))
     else:
         times = spec.arrival.sample(
-            n=spec.num_requests, duration_s=spec.duration_s, rng=streams.rng("arrivals")
-        )
+            n=spec.num_requests, duration_s=spec.generated_duration_s,
+            rng=streams.rng("arrivals"))
     if dist == "trace":
         rows = base.shuffled(streams.rng("lengths")) if spec.lengths.shuffle else base
         if len(times) > len(rows):
@@ -115,7 +116,10 @@ def _describe(spec: WorkloadSpec, base: Trace | None) -> str:
         f" {k}={v}" for k, v in (("rate", a.rate), ("cv", a.cv)) if v is not None
     )
     origin = f"{base.source}: " if base is not None else "synthetic: "
-    return f"{origin}arrival {arrival}, lengths {spec.lengths.dist}"
+    d = spec.generated_duration_s if spec.arrival.process != "replay" else None
+    span = "" if d is None or spec.num_requests is not None else (
+        f" for {d:g} s" + (" (the default duration)" if spec.duration_s is None else ""))
+    return f"{origin}arrival {arrival}{span}, lengths {spec.lengths.dist}"
 
 
 def _prefixed(trace: Trace, spec: WorkloadSpec, streams: Streams) -> Trace:

@@ -4,11 +4,13 @@ For each configuration, the highest load at which every budget holds and the eng
 keeps up, worst of ``--seeds``; the frontier table, the best configuration, requests/s
 per GPU and (with a GPU-hour price) cost per million output tokens. Writes the probes
 (DIR/points.parquet), DIR/frontier.csv, DIR/chosen.yaml (the best config as vLLM flags
-with the length mix and SLOs), DIR/chosen/ (that point's full results) and DIR/plots/.
+with the length mix and SLOs), DIR/chosen/ (that point's full results) and DIR/plots/;
+with ``--spread K``, the best's capacity on K windows or seeds (DIR/spread/).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import warnings
 from pathlib import Path
@@ -44,8 +46,11 @@ from sim.plan.grid import RATE_KEY, Point, deterministic_workload, parse_grid
 from sim.plan.plotdir import plot_dir, simulate_chosen
 from sim.plan.point import Base
 from sim.plan.slo import as_overrides, describe, parse_slo, scenario_slo
+from sim.plan.spread import Spread, run_spread
 from sim.report.plan_tables import frontier_table, show
 from traces.errors import InputError
+
+MAX_SPREAD = 16  # parts of --spread: each is one more capacity search
 
 CHOSEN_HEAD = ("# The best configuration at its capacity, as a scenario: `servesim run\n"
                "# chosen.yaml` simulates it again (chosen/ holds that run). `locked` is what was\n"
@@ -57,7 +62,9 @@ def _chosen(res: CapacityResult, front, i: int, base: Base, price: float | None)
     """Simulate the best configuration at its capacity into DIR/chosen; chosen.yaml's doc."""
     c, row = res.configs[i], front.loc[i]
     point = Point(c.config, res.load_key, c.lo.load, res.seeds[0])
-    run = simulate_chosen(res.out, base, point)
+    with warnings.catch_warnings():  # said once, after the best line, as "at the capacity"
+        warnings.filterwarnings("ignore", message="the run is too short to judge")
+        run = simulate_chosen(res.out, base, point)
     capacity = {
         "load_key": res.load_key, "max_load": c.lo.load,
         "next_load_failed": row["next_load_failed"],
@@ -98,6 +105,39 @@ def _ties(res: CapacityResult, front, i: int) -> tuple[str, str]:
                       for _, r in tied.iterrows())
     return " (tie within tolerance)", (f"; within the search tolerance ({res.tol}) of it, "
                                        f"no better or worse at that precision: {names}")
+
+
+def _spread(loaded, res: CapacityResult, front, k: int, ex, sets, resume: bool,
+            quiet: bool) -> Spread | None:
+    """The best configuration's capacity on k parts (sim.plan.spread), or None."""
+    i = best(front) if k else None
+    if i is None or res.configs[i].lo is None:
+        return None
+    c = res.configs[i]
+    per_load = float(front.loc[i, "rate_mean_req_s"]) / c.lo.load  # 1: generated arrivals
+    return run_spread(loaded, c.config, c.lo.load, res.budgets, res.tol, k, res.out / "spread",
+                      ex, rate_per_load=per_load, sets=sets, resume=resume, quiet=quiet)
+
+
+def _within(front, i: int, sp: Spread) -> str:
+    """'; within it: CONFIG (x req/s)' for other configurations whose capacity lies inside
+    the best's spread (requests/s, one GPU each as the spread is)."""
+    gpus = front.loc[i, "gpus"]
+    inside = [f"{r['config']} ({r['rate_mean_req_s']:.2f} req/s)"
+              for j, r in front.iterrows() if j != i and r["status"] != "none"
+              and r["gpus"] == gpus and r["rate_mean_req_s"] >= sp.low]
+    return f"; within that range, so no better or worse: {', '.join(inside)}" if inside \
+        else ""
+
+
+def _too_short(probe) -> str:
+    """The warning of a run at the capacity too short to judge ('' when each was long
+    enough): a count fixed whatever the rate gets shorter as the search raises the rate."""
+    for r in probe.records if probe else ():
+        if r["metrics"].get("stability.long_enough") is False:
+            said = json.loads(r["metrics"].get("sim.warnings") or "[]")
+            return next((w for w in said if "too short" in w), "the run is too short to judge")
+    return ""
 
 
 def _best_line(res: CapacityResult, row, price: float | None, tie=("", "")) -> str:
@@ -152,6 +192,10 @@ def capacity(
     max_replicas: Annotated[int, typer.Option(
         "--max-replicas", min=1, max=4096, help="Largest fleet --target-rate tries "
         "(replicas).")] = 256,
+    spread: Annotated[int, typer.Option(
+        "--spread", help="An uncertainty: search the best configuration "
+        "again on K disjoint windows of a replayed trace, or K seeds one at a time, and "
+        "print min / median / max (0: off; parts).")] = 0,
     report: ReportOpt = False,
 ) -> None:
     """Find each configuration's highest sustainable load under the SLOs.
@@ -167,6 +211,8 @@ def capacity(
     tolerance = Tolerance.parse(tol)
     if seeds < 1:
         raise InputError(f"--seeds {seeds}: must be at least 1")
+    if spread == 1 or not 0 <= spread <= MAX_SPREAD:
+        raise InputError(f"--spread {spread}: give 2 to {MAX_SPREAD} parts (or 0 for none)")
     if seeds > 1 and deterministic_workload(loaded.scenario):
         warnings.warn("the workload replays its trace unchanged, so seeds change nothing: "
                       "using one seed", stacklevel=1)
@@ -183,15 +229,16 @@ def capacity(
         if report:
             write_report(out)
         return
+    price = loaded.scenario.gpu_hour_price
+    sets_run = sets + ((f"trace={trace.name}",) if trace else ())
     try:
         with executor(executor_name, jobs, ray_address) as ex:
             res = run_capacity(loaded, parse_grid(grid), budgets, seed_list, tolerance, out, ex,
-                               resume=resume, quiet=quiet,
-                               sets=sets + ((f"trace={trace.name}",) if trace else ()))
+                               resume=resume, quiet=quiet, sets=sets_run)
+            front = frontier(res, price)
+            sp = _spread(loaded, res, front, spread, ex, sets_run, resume, quiet)
     except KeyboardInterrupt:
         raise interrupted(out) from None
-    price = loaded.scenario.gpu_hour_price
-    front = frontier(res, price)
     front.to_csv(out / "frontier.csv", index=False)
     if not quiet:
         typer.echo(f"SLO: {describe(budgets)}; engine must keep up; worst of {seeds} seed(s)")
@@ -204,8 +251,19 @@ def capacity(
         typer.echo(feasibility.explain_none(Base.of(loaded, sets), c.config, budgets))
     else:
         doc = _chosen(res, front, i, Base.of(loaded, sets), price)
+        if sp is not None:
+            doc["locked"]["capacity"]["uncertainty"] = sp.as_dict()
         (out / "chosen.yaml").write_text(CHOSEN_HEAD + yaml.safe_dump(doc, sort_keys=False))
         typer.echo(_best_line(res, front.loc[i], price, _ties(res, front, i)))
+        if sp is not None:
+            typer.echo(sp.line() + _within(front, i, sp))
+        elif front["tie_with_best"].any():
+            parts = "windows of the trace" if res.load_key != RATE_KEY else "seeds"
+            typer.echo(f"note: for ties, --spread 4 searches the best again on 4 {parts} "
+                       "to show how far its capacity moves")
+        short = _too_short(res.configs[i].lo)
+        if short:
+            typer.echo(f"note: at the capacity, {short}")
         typer.echo(validation.describe(doc["locked"]["cost_error"]))
         for note in feasibility.note_close(Base.of(loaded, sets), res.configs[i].config,
                                            budgets):
@@ -218,6 +276,8 @@ def capacity(
     if plots:
         typer.echo(f"plots: {out / 'plots'} ({len(plot_dir(out))} PNG + SVG)")
     typer.echo(f"probes: {out / 'points.parquet'} ({res.ran:,} simulated, {res.wall_s:.1f} s)")
+    if sp is not None:
+        typer.echo(f"spread probes: {out / 'spread' / 'points.parquet'}")
     if report:
         write_report(out)
 

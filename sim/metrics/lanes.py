@@ -16,8 +16,10 @@ from sim.metrics.slo import goodput_mask, slo_verdict
 from sim.sched.base import Status
 
 
-def lane_blocks(res) -> dict:
-    """Latency, throughput, goodput and SLO verdict per lane; empty with a single lane."""
+def lane_blocks(res, judged=None) -> dict:
+    """Latency, throughput, goodput and SLO verdict per lane, over the requests in
+    ``judged`` (all: None; the warm-up left out: ``sim.metrics.warmup``); empty with a
+    single lane."""
     s = res.specs
     if len(s.lane_names) < 2:
         return {}
@@ -26,7 +28,7 @@ def lane_blocks(res) -> dict:
     lat = request_latencies(res)
     good = goodput_mask(res, lat, done)
     for code, name in enumerate(s.lane_names):
-        mask = s.lane == code
+        mask = s.lane == code if judged is None else (s.lane == code) & judged
         mine = mask & done
         duration = run_duration(res, done, mask)
         out[name] = {

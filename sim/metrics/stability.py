@@ -126,14 +126,17 @@ def assess_stability(res) -> Stability:
         window_running=tuple(float(x) for x in running))
     saturated_windows = (queue >= MIN_QUEUE) & (ratio >= SATURATED_QUEUE_TO_RUNNING)
     verdict, reason = _verdict(numbers, failure, saturated_windows, _in_use(res, steps, edges))
-    short = _too_short(res, span)
+    short = too_short(res)
     return Stability(verdict, reason + (f"; {short}" if short else ""), verdict == STABLE,
                      **numbers, long_enough=not short)
 
 
-def _too_short(res, span: float) -> str:
+def too_short(res) -> str:
     """'' when the arrivals span enough time to judge a trend, else what is missing: a
-    minute, and MIN_LIFETIMES median request lifetimes (so queues can build and drain)."""
+    minute, and MIN_LIFETIMES median request lifetimes (so queues can build and drain).
+    The summary repeats it as a warning (``sim.warnings``), which the console prints."""
+    arrival = res.specs.arrival_s
+    span = float(arrival[-1] - arrival[0]) if len(arrival) else 0.0
     e2el = request_latencies(res)["e2el"]
     e2el = e2el[np.isfinite(e2el)]
     life = float(np.median(e2el)) if len(e2el) else 0.0
@@ -142,7 +145,8 @@ def _too_short(res, span: float) -> str:
         return ""
     return (f"too short to judge: {span:,.1f} s of arrivals, under {need:,.0f} s (a minute "
             f"and {MIN_LIFETIMES} median request lifetimes of {life:,.1f} s): send more "
-            "requests (workload.num_requests or duration_s)")
+            "requests (workload.duration_s; without a count a generated workload runs 5 "
+            "minutes or more)")
 
 
 def _failure(res) -> str:

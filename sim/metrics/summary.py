@@ -10,6 +10,9 @@
   requests that were rejected or did not finish as failures (``sim.metrics.slo``)
 * time-weighted means (waiting, KV used, running) cover the whole run, idle time included
   (``sim.metrics.occupancy``)
+* with ``workload.warmup_s``, the request figures (latency, throughput over the measured
+  requests' own duration, goodput, SLO, lanes) leave out the requests arriving before it
+  (``sim.metrics.warmup``); ``requests`` counts them all and says how many were left out
 """
 
 from __future__ import annotations
@@ -17,22 +20,25 @@ from __future__ import annotations
 import numpy as np
 
 from sim.cost import validation
+from sim.metrics.batch_limits import batch_limits
 from sim.metrics.lanes import lane_blocks
 from sim.metrics.latency import latency_block, request_latencies, run_duration
 from sim.metrics.memory import concurrency_fields, prefix_cache_block, swap_fields
 from sim.metrics.occupancy import Window, busy_mean, run_window, waiting_area
 from sim.metrics.slo import goodput_mask, slo_verdict
-from sim.metrics.stability import stability
+from sim.metrics.stability import stability, too_short
 from sim.metrics.stats import describe_ms, weighted_percentiles
+from sim.metrics.warmup import measured, warmup_fields
 from sim.runner import RunResult
 from sim.sched.base import Status
 
 
 def summarize(res: RunResult) -> dict:
     st, specs, rec = res.status, res.specs, res.recorder
-    done = st == Status.FINISHED
+    finished, judged = st == Status.FINISHED, measured(res)
+    done = finished & judged  # the warm-up's requests left out (sim.metrics.warmup)
     lat = request_latencies(res)
-    duration = run_duration(res, done)
+    duration = run_duration(res, finished, judged)
     out_tok, in_tok = int(res.generated[done].sum()), int(specs.prompt_tokens[done].sum())
     good = goodput_mask(res, lat, done)
     steps = rec.steps()
@@ -40,13 +46,13 @@ def summarize(res: RunResult) -> dict:
     return {
         "requests": {
             # total = finished + rejected + unfinished + aborted + never_sent (the workload)
-            "total": len(specs) + res.never_sent, "finished": int(done.sum()),
+            "total": len(specs) + res.never_sent, "finished": int(finished.sum()),
             "rejected": int((st == Status.REJECTED).sum()),
             "shortened": res.shortened,  # max_tokens cut to max_model_len - prompt, served
             "unfinished": int(np.isin(st, (Status.PENDING, Status.WAITING,
                                            Status.RUNNING)).sum()),
             "aborted": int((st == Status.ABORTED).sum()),
-            "never_sent": res.never_sent,
+            "never_sent": res.never_sent, **warmup_fields(res, judged),
         },
         "duration_s": duration,
         "throughput": {
@@ -55,7 +61,7 @@ def summarize(res: RunResult) -> dict:
             "goodput_request_per_s": good.sum() / duration,
         },
         "latency_ms": latency_block(res, done),
-        "slo": slo_verdict(res, lat, np.ones(len(specs), dtype=bool)),
+        "slo": slo_verdict(res, lat, judged),
         "preemption": {
             "count": int(res.num_preemptions.sum()),
             "requests_preempted": int((res.num_preemptions > 0).sum()),
@@ -69,15 +75,23 @@ def summarize(res: RunResult) -> dict:
         "prefix_cache": prefix_cache_block(res.counters),
         "waiting": waiting_block(res, steps, window),
         "steps": steps_block(steps),
+        "batch_limits": batch_limits(res, steps),
         "cost_error": validation.band(res.resolved),
         "stability": stability(res),
-        "lanes": lane_blocks(res),
+        "lanes": lane_blocks(res, judged),
         "sim": {"end_s": float(res.run.end_s), "stopped_at_limit": bool(res.run.stopped_at_limit),
                 "stuck_requests": res.run.stuck,
                 "stopped": res.counters.get("engine_stopped", ""),
                 "ingress_ms": res.ingress_s * 1e3, "egress_ms": res.egress_s * 1e3,
-                "warnings": list(res.warnings), **client_queue(res)},
+                "warnings": run_warnings(res), **client_queue(res)},
     }
+
+
+def run_warnings(res: RunResult) -> list[str]:
+    """The run's warnings (the cost model's), and one when the run is too short to judge
+    (``sim.metrics.stability.too_short``)."""
+    short = too_short(res)
+    return [*res.warnings, *((f"the run is {short}",) if short else ())]
 
 
 def client_queue(res: RunResult) -> dict:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sim.config.load import LoadedScenario
+from sim.plan.binding import cause, judge, verdict  # noqa: F401  (re-exported)
 from sim.plan.executors import Executor
 from sim.plan.grid import Override, Plan, Point, config_label, load_axis
 from sim.plan.point import Base
@@ -31,7 +32,6 @@ from sim.plan.sweep import Runner, check_configs, manifest
 from traces.errors import InputError
 
 MAX_STEPS = 10  # doublings (or halvings) from the starting load before giving up
-KV_WAIT_SHARE = 0.5  # queue mostly waiting on KV memory: the KV cache is what binds
 
 
 @dataclass(frozen=True)
@@ -59,62 +59,6 @@ class Tolerance:
 
     def __str__(self) -> str:
         return f"{self.value * 100:g}%" if self.relative else f"{self.value:g}"
-
-
-def kv_bound(m: dict) -> bool:
-    waiting = m.get("waiting.mean_waiting") or 0.0
-    on_kv = m.get("waiting.mean_waiting_on_kv_memory") or 0.0
-    preempted = (m.get("preemption.count") or 0) > 0
-    return preempted or (waiting > 0 and on_kv >= KV_WAIT_SHARE * waiting)
-
-
-def seqs_bound(m: dict) -> bool:
-    """The queue mostly waited because max_num_seqs requests were already running."""
-    waiting = m.get("waiting.mean_waiting") or 0.0
-    on_seqs = m.get("waiting.mean_waiting_on_max_num_seqs") or 0.0
-    return waiting > 0 and on_seqs >= KV_WAIT_SHARE * waiting
-
-
-def cause(m: dict) -> str | None:
-    """What held the requests back at a failing point, when one thing did: the KV cache
-    (waiting on memory, or preempting), else the max_num_seqs cap (waiting for a seat)."""
-    if kv_bound(m):
-        return "KV cache"
-    if seqs_bound(m):
-        peak = m.get("kv_cache.peak_concurrent_seqs")
-        at = f"{int(peak)} running" if peak is not None and not math.isnan(float(peak)) \
-            else "running"
-        return f"max_num_seqs ({at} at the cap)"
-    return None
-
-
-def verdict(m: dict, budgets: tuple[Budget, ...]) -> tuple[bool, str] | None:
-    """None when the point is sustainable, else (the engine failed, what binds): the
-    engine's failure (``KV cache``, ``max_num_seqs (N running at the cap)`` or
-    ``saturation``), else the budget furthest over its limit, after its cause when one
-    held the queue back (``max_num_seqs (32 running at the cap; TTFT p95 over)``).
-    Budgets count rejected and unfinished requests as failures, as the run's SLO verdict
-    does; ``rejected`` when the finished requests were within a budget and the rejected
-    ones broke it."""
-    why = cause(m)
-    if not m["engine_sustains"]:
-        return True, why or "saturation"
-    rejected = (m.get("slo.rejected_as_failures") or 0) > 0
-    over = [(b.judged(m) / b.ms, "rejected" if rejected and b.lost_to_failures(m) else b.label)
-            for b in budgets if not b.holds(m)]
-    if not over:
-        return None
-    label = max(over)[1]
-    if label == "rejected" or why is None:
-        return False, label
-    return False, (f"{why[:-1]}; {label} over)" if why.endswith(")")
-                   else f"{why} ({label} over)")
-
-
-def judge(m: dict, budgets: tuple[Budget, ...]) -> str | None:
-    """None when the point is sustainable, else what binds (``verdict``)."""
-    v = verdict(m, budgets)
-    return v[1] if v else None
 
 
 @dataclass(frozen=True)
@@ -155,6 +99,7 @@ class Search:
     tol: Tolerance
     probes: list[Probe] = field(default_factory=list)
     exhausted: bool = False  # no load left between lo and hi at 6 significant digits
+    seeds: tuple[int, ...] = ()  # its own seeds (sim.plan.spread), else the search's
 
     @property
     def hi(self) -> Probe | None:
@@ -246,7 +191,7 @@ def run_capacity(loaded: LoadedScenario, grid, budgets: tuple[Budget, ...], seed
                         tolerance=str(tol), start=start), resume=resume)
     try:
         runner = Runner(store, base, executor, store.done())
-        _search(runner, searches, key, seeds, budgets, quiet)
+        run_searches(runner, searches, key, seeds, budgets, quiet)
         runner.consolidate()
     finally:
         store.close()
@@ -256,9 +201,10 @@ def run_capacity(loaded: LoadedScenario, grid, budgets: tuple[Budget, ...], seed
                           time.perf_counter() - t0)
 
 
-def _search(runner: Runner, searches: list[Search], key: str, seeds: tuple[int, ...],
-            budgets: tuple[Budget, ...], quiet: bool) -> None:
-    """Probe every searching configuration, a round at a time, until each has an answer."""
+def run_searches(runner: Runner, searches: list[Search], key: str, seeds: tuple[int, ...],
+                 budgets: tuple[Budget, ...], quiet: bool) -> None:
+    """Probe every searching configuration, a round at a time, until each has an answer
+    (each at its own seeds when it has them, else at ``seeds``)."""
     jobs = runner.executor.jobs
     with PointProgress("capacity", 0, quiet=quiet) as bar:
         while active := [s for s in searches if s.status == "searching"]:
@@ -266,7 +212,7 @@ def _search(runner: Runner, searches: list[Search], key: str, seeds: tuple[int, 
             wanted = [(s, x) for s in active for x in s.next_loads(k)]
             if not wanted:
                 break
-            points = {(id(s), x): [Point(s.config, key, x, sd) for sd in seeds]
+            points = {(id(s), x): [Point(s.config, key, x, sd) for sd in s.seeds or seeds]
                       for s, x in wanted}
             bar.grow(runner.ran + len(seeds) * sum(max(1, s.rounds_left()) * k
                                                    for s in active))

@@ -23,6 +23,17 @@ def _diagonal(ax, x: np.ndarray, y: np.ndarray) -> None:
 
 
 def plot_comparison(c: Comparison, path: str | Path) -> Path:
+    """Save ``comparison_figure(c)`` as a PNG at ``path``."""
+    from sim.report.outfile import write_file
+
+    fig = comparison_figure(c)
+    with write_file(path, "--plot") as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
+    return Path(path)
+
+
+def comparison_figure(c: Comparison):
+    """The three panels (module docstring) as a matplotlib Figure."""
     from matplotlib.figure import Figure
     from matplotlib.ticker import NullFormatter, ScalarFormatter
 
@@ -40,9 +51,11 @@ def plot_comparison(c: Comparison, path: str | Path) -> Path:
         ax1.set_yscale("log")
         ax1.legend(loc="upper left")
     else:
-        ax1.text(0.5, 0.5, "request ids differ:\nno per-request matching", ha="center",
+        ax1.text(0.5, 0.5, "request ids or lengths differ:\nno per-request matching",
+                 ha="center",
                  va="center", transform=ax1.transAxes)
-    ax1.set(title=f"TTFT per request ({c.matched} matched)", xlabel=f"A: {a} (ms)",
+    how = ", the same rows scaled" if c.rows_scaled else ""
+    ax1.set(title=f"TTFT per request ({c.matched} matched{how})", xlabel=f"A: {a} (ms)",
             ylabel=f"B: {b} (ms)")
     da = np.sort(c.a.steps["duration_s"].to_numpy(np.float64) * 1e3)
     db = np.sort(c.b.steps["duration_s"].to_numpy(np.float64) * 1e3)
@@ -59,8 +72,5 @@ def plot_comparison(c: Comparison, path: str | Path) -> Path:
         ax3.plot(s["start_s"], s["duration_s"] * 1e3, lw=0.6, alpha=0.8, label=label)
     ax3.set(title="step duration over time", xlabel="step start (s)", ylabel="duration (ms)")
     ax3.legend(loc="upper right")
-    from sim.report.outfile import write_file
+    return fig
 
-    with write_file(path, "--plot") as tmp:
-        fig.savefig(tmp, dpi=110, format="png")
-    return Path(path)

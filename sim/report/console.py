@@ -51,6 +51,9 @@ def overview_table(s: dict, derived: dict) -> Table:
         ("SLO at p{:g}".format(s["slo"]["percentile"]), slo_line(s["slo"])),
         ("stability", f"{s['stability']['verdict']}: {s['stability']['reason']}"),
     ]
+    if r.get("warmup_left_out") is not None:
+        rows.insert(1, ("warm-up left out of the figures", f"{r['warmup_left_out']:,} requests "
+                        f"arriving before {r['warmup_s']:g} s"))
     if s["sim"].get("stopped"):
         rows.append(("engine stopped", s["sim"]["stopped"]))
     for k, v in rows:
@@ -84,6 +87,11 @@ def memory_rows(s: dict) -> list[tuple[str, str]]:
         ("waiting, mean: all / on KV memory", f"{wait['mean_waiting']:.1f} / "
                                              f"{wait.get('mean_waiting_on_kv_memory', 0):.1f}"),
     ]
+    lim = s.get("batch_limits") or {}
+    if lim:
+        rows.append(("batch capped: max_num_seqs / KV / tokens (% busy)",
+                     f"{100 * lim['at_max_num_seqs']:.0f} / {100 * lim['kv_cache_full']:.0f} / "
+                     f"{100 * lim['token_budget_full']:.0f}"))
     if pre.get("mode") == "swap":
         rows.append(("swaps out / in (GiB moved)",
                      f"{pre['swap_out_events']:,} / {pre['swap_in_events']:,} "

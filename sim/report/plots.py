@@ -2,8 +2,9 @@
 
 * ``ttft_cdf`` / ``latency_cdf``: a latency distribution (per lane when there are lanes)
   with its p50/p90/p95/p99 marked and the SLO budget drawn.
-* ``kv_vs_waiting``: KV blocks used / total next to requests waiting on KV memory, over time, with
-  preemptions marked: the seed article's practical check. Low occupancy with a growing
+* ``kv_vs_waiting``: KV blocks used / total next to requests waiting on KV memory (and, apart,
+  all waiting requests when others waited), over time, with preemptions marked: the seed
+  article's practical check. Low occupancy with a growing
   queue points at fragmentation or over-conservative reservations; pegged occupancy with
   a growing queue (and preemptions) means the KV cache is the bottleneck.
 
@@ -101,7 +102,7 @@ def latency_cdf(requests: pd.DataFrame, column: str, path: Path | None, *, title
     else:  # zero latencies (or none): a log axis cannot hold them
         ax.set_xscale("symlog", linthresh=10)
     plain_log_axis(ax.xaxis)
-    ax.set_ylim(0, 1.02)
+    ax.set_ylim(0, 1.06)  # room above the p99 dot for its label
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)
     ax.set_title(wrapped(title or what), fontsize=10)
@@ -131,7 +132,8 @@ def waiting_on_kv(steps: pd.DataFrame) -> pd.Series | None:
 
 def _binned(steps: pd.DataFrame) -> pd.DataFrame:
     on_kv = waiting_on_kv(steps)
-    steps = steps.assign(waiting=steps["num_waiting"] if on_kv is None else on_kv)
+    steps = steps.assign(waiting=steps["num_waiting"] if on_kv is None else on_kv,
+                         all_waiting=steps["num_waiting"])
     if len(steps) <= MAX_POINTS:
         return steps
     bins = pd.cut(steps["start_s"], MAX_POINTS, labels=False)
@@ -139,14 +141,16 @@ def _binned(steps: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"start_s": g["start_s"].first(),
                          "kv_used_fraction": g["kv_used_fraction"].max(),
                          "waiting": g["waiting"].max(),
+                         "all_waiting": g["all_waiting"].max(),
                          "num_preempted": g["num_preempted"].sum()})
 
 
 def kv_vs_waiting(steps: pd.DataFrame, path: Path | None, title: str = "",
                   formats: tuple[str, ...] = ()) -> Figure:
     """KV blocks used next to the requests waiting on KV memory (admission stopped for lack
-    of blocks), the secondary signal of a memory-bound engine; requests waiting for a seat
-    (max_num_seqs) or the token budget are not drawn, the legend gives the queue's peak."""
+    of blocks), the secondary signal of a memory-bound engine; when others waited too (for
+    a seat, max_num_seqs, or the token budget), all waiting requests are drawn apart, dotted
+    grey, so a queue that is not the KV cache's reads as such."""
     fig = Figure(figsize=(9, 4.2))
     ax = fig.subplots()
     ax2 = ax.twinx()
@@ -160,7 +164,12 @@ def kv_vs_waiting(steps: pd.DataFrame, path: Path | None, title: str = "",
                  f"waiting on KV memory (peak {int(on_kv.max()):,}; all waiting peak "
                  f"{peak_all:,})")
         ax2.plot(b["start_s"], b["waiting"], color="tab:red", lw=1, label=label)
-        ax2.set_ylim(0, max(1.0, 1.05 * float(b["waiting"].max())))
+        top = b["waiting"]
+        if on_kv is not None and (steps["num_waiting"] > on_kv).any():  # others waited too
+            ax2.plot(b["start_s"], b["all_waiting"], color="0.55", lw=0.8, ls=":",
+                     label=f"all waiting (peak {peak_all:,}: a seat or the token budget)")
+            top = b["all_waiting"]
+        ax2.set_ylim(0, max(1.0, 1.05 * float(top.max())))
         pre = b[b["num_preempted"] > 0]
         if len(pre):
             n = int(steps["num_preempted"].sum())

@@ -55,7 +55,8 @@ def test_a_max_num_seqs_cap_is_named_as_the_cause(tmp_path, capsys):
     assert cli("capacity", TINY, "--set", "engine.max_num_seqs=32", "--slo",
                "ttft_p95=300ms,tpot_p95=80ms", "--seeds", "1", "--tol", "1", "--out", out,
                "--no-plots") == 0
-    binding = "max_num_seqs (32 running at the cap; TTFT p95 over)"
+    # the step records' share beside the cause: the batch sat at 32 for 26% of busy time
+    binding = "max_num_seqs (32 running at the cap in 26% of busy time; TTFT p95 over)"
     assert pd.read_csv(out / "frontier.csv")["binding"].tolist() == [binding]
     assert f"limited by {binding} at " in capsys.readouterr().out
 
@@ -87,6 +88,8 @@ def test_capacity_reports_ties_within_the_tolerance(tmp_path, capsys):
     assert "best: max_num_seqs=64 (tie within tolerance): " in printed
     assert ("; within the search tolerance (1) of it, no better or worse at that precision: "
             f"max_num_seqs=128 ({front['req_s_per_gpu'][2]:.2f} req/s per GPU)") in printed
+    assert ("note: for ties, --spread 4 searches the best again on 4 seeds to show how far "
+            "its capacity moves") in printed
 
 
 def test_frontier_best_config_per_gpu_and_cost(capacity_dir):

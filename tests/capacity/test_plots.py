@@ -71,13 +71,18 @@ def test_kv_timeline_draws_only_the_requests_waiting_on_kv_memory(tmp_path):
                         blocked=(["kv_memory"] * 10 + ["max_num_seqs"] * 30 + [""] * 10))
     fig = plots.kv_vs_waiting(st, tmp_path / "k.png")
     kv, waiting = fig.axes
-    line = waiting.get_lines()[0]
-    assert list(line.get_ydata()) == [5] * 10 + [0] * 40  # the seat queue is not drawn
+    line, everyone = waiting.get_lines()
+    assert list(line.get_ydata()) == [5] * 10 + [0] * 40  # the seat queue is not KV's
     assert line.get_label() == "waiting on KV memory (peak 5; all waiting peak 5)"
+    # all waiting requests drawn apart: the seat queue reads as a queue that is not KV's
+    assert list(everyone.get_ydata()) == [5] * 50 and everyone.get_linestyle() == ":"
     assert waiting.get_ylabel() == "requests waiting on KV memory"
     legend = [t.get_text() for t in kv.get_legend().get_texts()]
     assert legend == ["KV blocks used", "preemptions (2)",
-                      "waiting on KV memory (peak 5; all waiting peak 5)"]
+                      "waiting on KV memory (peak 5; all waiting peak 5)",
+                      "all waiting (peak 5: a seat or the token budget)"]
+    only_kv = plots.kv_vs_waiting(st.assign(blocked="kv_memory"), None).axes[1]
+    assert len(only_kv.get_lines()) == 1  # everyone waited on KV: one line
     # a recorded step log has no reason: all waiting, and the legend says so
     old = plots.kv_vs_waiting(steps(), None).axes[1].get_lines()[0]
     assert old.get_label() == "requests waiting (all: the log gives no reason)"
@@ -161,3 +166,43 @@ def test_a_long_frontier_title_is_wrapped_not_cut(tmp_path):
     assert len(lines) == 3 and all(len(ln) <= 72 for ln in lines)
     assert " ".join(lines) == long
     assert wrapped("short") == "short"
+
+
+def _drawn(fig):
+    """The figure drawn on an Agg canvas: (renderer, figure box in pixels)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    return canvas.get_renderer(), fig.bbox
+
+
+def _inside(box, outer) -> bool:
+    return (box.x0 >= outer.x0 and box.x1 <= outer.x1 and box.y0 >= outer.y0
+            and box.y1 <= outer.y1)
+
+
+def test_two_close_lanes_labels_lie_inside_the_axes_and_apart(tmp_path):
+    """Two lanes a few percent apart: eight percentile labels, none over another, none
+    past the axes (the p99 label was clipped at the right edge)."""
+    rng = np.random.default_rng(0)
+    a, b = rng.lognormal(np.log(0.03), 0.8, 1000), rng.lognormal(np.log(0.032), 0.8, 1000)
+    fig = plots.ttft_cdf(pd.DataFrame({"lane": ["a"] * 1000 + ["b"] * 1000,
+                                       "ttft_s": np.r_[a, b]}), tmp_path / "c.png",
+                         slo_ms=500.0)
+    renderer, _ = _drawn(fig)
+    ax = fig.axes[0]
+    boxes = [t.get_window_extent(renderer) for t in ax.texts]
+    assert len(boxes) == 8
+    assert all(_inside(b, ax.get_window_extent(renderer)) for b in boxes)
+    assert not [(i, j) for i in range(8) for j in range(i + 1, 8) if boxes[i].overlaps(boxes[j])]
+
+
+def test_a_long_frontier_title_lies_inside_the_figure(tmp_path):
+    long = "capacity of llama-3-8b on h100-sxm [" + ", ".join(
+        f"engine.max_num_seqs={n}" for n in (8, 16, 32, 64, 128, 256)) + "]"
+    fig = sweep_plots.frontier_plot(points(), tmp_path / "f.png", title=long)
+    renderer, figure = _drawn(fig)
+    title = fig.axes[0].title
+    assert title.get_text().replace("\n", " ") == long
+    assert _inside(title.get_window_extent(renderer), figure)

@@ -576,6 +576,9 @@ def capacity_cases() -> list[Case]:
             "-o", t(d)], ("--out", needle)))
     out += [Case("capacity", "cap-emit", _capacity("--emit", "sglang"), ("--emit",)),
             Case("capacity", "cap-seeds-zero", _capacity("--seeds", "0"), ("--seeds",)),
+            *(Case("capacity", f"cap-spread-{name}", _capacity("--spread", value),
+                   ("--spread",)) for name, value in (("one", "1"), ("negative", "-1"),
+                                                      ("huge", "99"))),
             Case("capacity", "cap-target-with-grid", _capacity(
                 "--target-rate", "5", "--grid", "engine.max_num_seqs=8,16"), ("--grid",)),
             Case("capacity", "cap-grid-unknown", _capacity("--grid", "engine.nope=1,2"),

@@ -62,7 +62,42 @@ def test_different_traces_compare_by_summary_only(tmp_path, capsys):
     c = compare(load_result(a), load_result(b))
     assert c.per_request is None and c.pairs is None  # ids 0-3 shared, not the requests
     assert main(["compare", str(a), str(b), "--no-plot"]) == 0
-    assert "request ids differ" in capsys.readouterr().out
+    assert "request ids or lengths differ: not matched" in capsys.readouterr().out
+
+
+def test_the_same_trace_rows_with_longer_prompts_match_by_id(tmp_path, capsys):
+    """The planner's drift check: the same rows with prompts 2x longer are the same
+    requests; they used to compare by summary only, the plot's left panel empty ("request
+    ids differ")."""
+    from sim.report.compare_plot import comparison_figure
+
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(json.dumps({"arrival_s": 0.1 * i, "prompt_len": 50 + 10 * i,
+                                         "max_tokens": 20}) + "\n" for i in range(20)))
+    outs = []
+    for name, scale in (("a", 1), ("b", 2)):
+        outs.append(tmp_path / name)
+        assert main(["run", "--trace", str(trace), "--set", f"cost={LINEAR}", "-o",
+                     str(outs[-1]), "-q", "--no-plots", "--set",
+                     f"workload.prompt_scale={scale}"]) == 0
+    c = compare(load_result(outs[0]), load_result(outs[1]))
+    assert c.matched == 20 and c.rows_scaled and c.per_request is not None
+    assert c.pairs["prompt_tokens_b"].tolist() == [2 * p for p in c.pairs["prompt_tokens_a"]]
+    left = comparison_figure(c).axes[0]
+    assert len(left.collections[0].get_offsets()) == 20  # one dot per request
+    assert left.get_title() == "TTFT per request (20 matched, the same rows scaled)"
+    assert not left.texts  # no "request ids differ" in the panel
+    capsys.readouterr()
+    assert main(["compare", str(outs[0]), str(outs[1]), "--no-plot"]) == 0
+    assert "20 requests matched by id (the same workload rows, scaled)" in " ".join(
+        capsys.readouterr().out.split())
+    # another trace file numbering its rows the same way is not the same rows
+    other = tmp_path / "u.jsonl"
+    other.write_text(trace.read_text())
+    assert main(["run", "--trace", str(other), "--set", f"cost={LINEAR}", "-o",
+                 str(tmp_path / "u"), "-q", "--no-plots", "--set",
+                 "workload.prompt_scale=2"]) == 0
+    assert compare(load_result(outs[0]), load_result(tmp_path / "u")).pairs is None
 
 
 def test_a_folder_that_is_no_result_is_one_line(tmp_path, capsys):

@@ -82,7 +82,8 @@ def test_max_num_seqs_32_at_12_requests_per_s_is_saturated():
     # the reported run: the default scenario with max_num_seqs 32 at 12 req/s keeps the
     # engine 100% busy with 50-100 requests waiting beside 32 running (TTFT p50 6.7 s when
     # reported, 3.9 s since the fitted model prices host overhead per layer); old: "stable"
-    loaded = load_scenario(None, ("engine.max_num_seqs=32", "workload.arrival.rate=12"), None)
+    loaded = load_scenario(None, ("engine.max_num_seqs=32", "workload.arrival.rate=12",
+                                  "workload.num_requests=2000"), None)  # as reported
     r, specs, _ = prepare(loaded)
     s = summarize(simulate(r, specs))
     st = s["stability"]
@@ -100,8 +101,9 @@ def test_max_num_seqs_32_at_12_requests_per_s_is_saturated():
 
 def test_a_busy_engine_with_room_says_what_it_holds():
     # the default scenario at 8 req/s steps all the time (continuous batching) while using
-    # 18 of 1,024 sequences and 5% of its KV: "busy 100%" alone read as full
-    loaded = load_scenario(None, (), None)
+    # 18 of 1,024 sequences and 5% of its KV: "busy 100%" alone read as full (reported with
+    # the 2,000 requests the scenario had then)
+    loaded = load_scenario(None, ("workload.num_requests=2000",), None)
     r, specs, _ = prepare(loaded)
     st = summarize(simulate(r, specs))["stability"]
     assert st["verdict"] == "stable" and st["utilization"] > 0.99
@@ -188,6 +190,6 @@ def test_a_run_too_short_to_judge_says_so(tmp_path):
     assert st["long_enough"] is False
     # 300 Poisson arrivals at 8 req/s span about 37 s: under a minute
     assert "; too short to judge: " in st["reason"] and "s of arrivals, under 60 s" in st["reason"]
-    full = run(load_scenario(None), None, plots=False)  # 2,000 requests: about 250 s
+    full = run(load_scenario(None), None, plots=False)  # the default duration: 300 s
     assert full.summary["stability"]["long_enough"] is True
     assert "too short" not in full.summary["stability"]["reason"]

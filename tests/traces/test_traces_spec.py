@@ -25,8 +25,9 @@ POISSON = {"process": "poisson", "rate": 5.0}
         ),
         ({"arrival": POISSON, "num_requests": 5}, "lengths dist 'trace' needs a trace file"),
         (
-            {"arrival": POISSON, "lengths": {"dist": "fixed", "prompt": 5, "output": 5}},
-            "need num_requests or duration_s",
+            {"arrival": {"process": "closed", "concurrency": 2},
+             "lengths": {"dist": "fixed", "prompt": 5, "output": 5}},
+            "a closed loop needs num_requests",
         ),
         ({"lengths": {"dist": "sharegpt_like"}, "num_requests": 5}, "replay needs a trace"),
         ({"trace": "t.csv", "arrival": POISSON, "rate_scale": 2.0}, "rate_scale speeds up"),
