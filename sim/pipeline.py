@@ -23,7 +23,7 @@ from sim.report.steplog import StepLog
 from sim.report.write import ResultWriter, dump_json
 from sim.runner import RunResult, RunWarning, chain_hooks, simulate
 from sim.timing import PhaseTimer
-from traces.spec import build_workload
+from traces.workload import build_workload
 
 
 @dataclass(frozen=True)

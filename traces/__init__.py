@@ -11,9 +11,10 @@ Bad input raises traces.errors.TraceError (an InputError / ValueError) with a on
 from traces.errors import InputError, TraceError, TraceWarning
 from traces.loaders import FORMATS, detect_format, load_trace, write_trace
 from traces.schema import COLUMNS, Trace, make_trace
-from traces.spec import ArrivalSpec, LengthSpec, PrefixSpec, WorkloadSpec, build_workload
+from traces.spec import ArrivalSpec, LengthSpec, PrefixSpec, WorkloadSpec
 from traces.stats import format_stats, trace_stats
 from traces.synthetic import mix
+from traces.workload import build_workload
 
 __all__ = [
     "COLUMNS",

@@ -22,7 +22,6 @@ only visible in the data (e.g. too few trace rows) raise TraceError while buildi
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Literal, TypeVar
 
 import numpy as np
@@ -31,9 +30,9 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from traces import lengths as L
 from traces.arrival_spec import ArrivalSpec, _Model
 from traces.errors import TraceError
-from traces.limits import MAX_REQUESTS, MAX_TIME_S, MAX_TOKENS, REQ, TIME, TOK, check_span
+from traces.limits import MAX_REQUESTS, MAX_TIME_S, MAX_TOKENS, REQ, TIME, TOK
 from traces.schema import Trace
-from traces.sizing import check_warmup, default_duration_s
+from traces.sizing import default_duration_s
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -319,18 +318,3 @@ def validated(model: type[M], value: object, where: str) -> M:
         err = e.errors()[0]
         loc = ".".join(str(part) for part in err["loc"])
         raise TraceError(f"{where}: {loc + ': ' if loc else ''}{err['msg']}") from None
-
-
-def build_workload(spec: WorkloadSpec | dict, *, seed: int, base_dir: str | Path) -> Trace:
-    """The request trace described by `spec` (see traces.workload for the rules).
-
-    seed: the ONE scenario seed; streams per part are derived in traces.rng, so changing the
-    lengths spec never changes the arrival times. Same seed => identical trace.
-    """
-    from traces.workload import build
-
-    if not isinstance(spec, WorkloadSpec):
-        spec = WorkloadSpec.model_validate(spec)
-    return check_warmup(check_span(build(spec, seed=seed, base_dir=Path(base_dir))),
-                        spec.warmup_s)
-

@@ -1,4 +1,4 @@
-"""Build a Trace from a WorkloadSpec (entry point: traces.spec.build_workload).
+"""Build a Trace from a WorkloadSpec (entry point: build_workload, at the end).
 
 Rules, in order, for one (non-mix) workload:
 1. `trace` is loaded (relative to base_dir) and cut to `window_s` (re-zeroed to its start).
@@ -25,10 +25,12 @@ import numpy as np
 
 from traces.arrivals import replay
 from traces.errors import TraceError
+from traces.limits import check_span
 from traces.loaders import open_trace
 from traces.prefix import shared_prefix
 from traces.rng import Streams
 from traces.schema import Trace, make_trace
+from traces.sizing import check_warmup
 from traces.spec import WorkloadSpec
 from traces.synthetic import mix, synthesize
 
@@ -139,3 +141,15 @@ def _tag(trace: Trace, spec: WorkloadSpec) -> Trace:
     if spec.tenant is not None:
         trace = trace.with_tenant(spec.tenant)
     return trace
+
+
+def build_workload(spec: WorkloadSpec | dict, *, seed: int, base_dir: str | Path) -> Trace:
+    """The request trace described by `spec` (the rules above), its span and warm-up checked.
+
+    seed: the ONE scenario seed; streams per part are derived in traces.rng, so changing the
+    lengths spec never changes the arrival times. Same seed => identical trace.
+    """
+    if not isinstance(spec, WorkloadSpec):
+        spec = WorkloadSpec.model_validate(spec)
+    return check_warmup(check_span(build(spec, seed=seed, base_dir=Path(base_dir))),
+                        spec.warmup_s)

@@ -104,7 +104,7 @@ def other_vllm() -> list[str]:
 def export(dataset: Path) -> tuple[str, int]:
     from sim.config.load import load_scenario
     from traces.loaders.vllm_bench import write_dataset
-    from traces.spec import build_workload
+    from traces.workload import build_workload
 
     loaded = load_scenario(HERE / "workload.yaml")
     trace = build_workload(loaded.scenario.workload, seed=loaded.scenario.seed,

@@ -12,8 +12,9 @@ from sim.config.load import load_scenario
 from sim.report.outfile import check_file, free_default, write_text
 from traces.errors import InputError
 from traces.loaders import vllm_bench
-from traces.spec import WorkloadSpec, build_workload
+from traces.spec import WorkloadSpec
 from traces.stats import trace_stats
+from traces.workload import build_workload
 
 FORMATS = ("vllm-bench",)
 

@@ -15,7 +15,8 @@ import numpy as np
 
 from sim.config.load import LoadedScenario
 from traces.errors import InputError
-from traces.spec import WorkloadSpec, build_workload
+from traces.spec import WorkloadSpec
+from traces.workload import build_workload
 
 MINUTE_S = 60.0
 PEAK_WARN_RATIO = 1.2  # busiest minute / mean above this: Poisson misstates the load

@@ -33,7 +33,7 @@ from sim.plan.point import Base
 from sim.plan.slo import Budget
 from sim.plan.store import PointStore
 from sim.plan.sweep import Runner, check_configs, manifest
-from traces.spec import build_workload
+from traces.workload import build_workload
 
 WINDOW_KEY = "workload.window_s"
 

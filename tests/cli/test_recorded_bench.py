@@ -14,7 +14,7 @@ from sim.cli import main
 from sim.config.load import load_scenario
 from sim.report.bench import measured_summary
 from traces.loaders.vllm_result import read_result, traffic
-from traces.spec import build_workload
+from traces.workload import build_workload
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "vllm_bench"
