@@ -8,7 +8,7 @@ the work per step.
 
 It runs a scenario when the general engine would run it with the ``vllm`` scheduler (FCFS,
 optimistic admission), paged KV with or without prefix caching (sim/fast/caching.py), no
-swap, open-loop arrivals, a
+swap, open-loop or gated arrivals (closed loops, concurrency caps: sim/fast/arrivals.py), a
 cost model that prices step shapes (``fitted`` ops profiles, ``roofline``) and no
 executor hooks (live mode). A caller's per-plan hook (the step log, the conformance
 comparer) gets the general engine's StepPlan and StepOutcome (sim/fast/hooks.py).
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim.cost.base import CostModel
-from sim.engine.arrivals import OpenLoop
+from sim.engine.arrivals import ArrivalSource, Gated, OpenLoop
 from sim.engine.clock import MAX_NS, ns
 from sim.engine.engine import RunStatus, admissible
 from sim.fast.caching import CachingScheduler
@@ -63,8 +63,8 @@ def unsupported(sc, sched, kv, cost, source) -> str:
     if any(getattr(type(cost), m) is not getattr(base, m)
            for m in ("after_plan", "start_run", "end_run")):
         return "an executor with run hooks (live mode)"
-    if not isinstance(source, OpenLoop):
-        return "gated (closed-loop) arrivals (workload.arrival.concurrency)"
+    if type(source) not in (OpenLoop, Gated):
+        return f"arrival source {type(source).__name__} (the fast core runs open and gated)"
     return ""
 
 
@@ -86,7 +86,7 @@ class FastRun:
 
 
 def run(specs, sched: VllmScheduler, kv: PagedKV | PrefixCachingKV, cost: CostModel,
-        source: OpenLoop, *, stop_s: float, egress_s: float, drain: tuple[int, int],
+        source: ArrivalSource, *, stop_s: float, egress_s: float, drain: tuple[int, int],
         progress=None, on_plan=None) -> FastRun:
     """Simulate ``specs`` (as the engine sees them) with the general components' settings."""
     persists = {r: sched.blocked_persists(r) for r in (EMPTY, SEQS, BUDGET, MEMORY)}

@@ -37,7 +37,8 @@ def test_core_general_never_runs_the_fast_core(monkeypatch):
     (None, ("engine.enable_prefix_caching=true",), "fast"),
     (None, ("engine.enable_prefix_caching=false",), "fast"),
     ("prefix-cache-system-prompt", (), "fast"),
-    (None, ("workload.arrival.concurrency=4",), "general"),
+    (None, ("workload.arrival.concurrency=4",), "fast"),
+    (None, ("workload.arrival={process: closed, concurrency: 8}",), "fast"),
     ("swap-preemption", (), "general"),
 ])
 def test_auto_picks_the_fast_core_where_it_runs(scenario, overrides, core):
@@ -55,7 +56,6 @@ UNSUPPORTED = [
     ("contiguous-vs-paged.yaml", (), ["KV policy contiguous"]),
     ("swap-preemption.yaml", (), ["swap preemption"]),
     ("reserve-admission.yaml", (), ["admission rule reserve"]),
-    ("default.yaml", ("workload.arrival.concurrency=4",), ["closed-loop"]),
 ]
 
 
