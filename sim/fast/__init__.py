@@ -6,12 +6,13 @@ the work per step.
     sim/fast/engine.py   the event loop: the general engine's plans, priced from aggregates
     sim/fast/record.py   recording, turned into the general Recorder at the end
 
-It runs a scenario when the general engine would run it with the ``vllm`` scheduler (FCFS,
-optimistic admission), paged KV with or without prefix caching (sim/fast/caching.py), no
-swap, open-loop or gated arrivals (closed loops, concurrency caps: sim/fast/arrivals.py), a
-cost model that prices step shapes (``fitted`` ops profiles, ``roofline``) and no
-executor hooks (live mode). A caller's per-plan hook (the step log, the conformance
-comparer) gets the general engine's StepPlan and StepOutcome (sim/fast/hooks.py).
+It runs a scenario when the general engine would run it with the ``vllm`` scheduler (FCFS)
+or ``vllm-priority`` (sim/fast/priority.py), optimistic admission, paged KV with or without
+prefix caching (sim/fast/caching.py), no swap, open-loop or gated arrivals (closed loops,
+concurrency caps: sim/fast/arrivals.py), a cost model that prices step shapes (``fitted``
+ops profiles, ``roofline``) and no executor hooks (live mode). A caller's per-plan hook
+(the step log, the conformance comparer) gets the general engine's StepPlan and
+StepOutcome (sim/fast/hooks.py).
 ``core: auto`` (the default) uses it then, the general engine otherwise; ``core:
 general`` always uses the general engine. Its results equal the general engine's
 (tests/fast compares them column by column; the conformance references replay through
@@ -31,13 +32,15 @@ from sim.engine.clock import MAX_NS, ns
 from sim.engine.engine import RunStatus, admissible
 from sim.fast.caching import CachingScheduler
 from sim.fast.engine import FastEngine
+from sim.fast.priority import CachingPriorityScheduler, PriorityScheduler
 from sim.fast.record import FastRecord
 from sim.fast.sched import FastScheduler
 from sim.kv.paged import PagedKV
 from sim.kv.prefix_cache import PrefixCachingKV
 from sim.metrics.recorder import Recorder
 from sim.sched.admission import Optimistic
-from sim.sched.queues import FCFSQueue
+from sim.sched.priority import VllmPriorityScheduler
+from sim.sched.queues import FCFSQueue, PriorityQueue
 from sim.sched.vllm import BUDGET, EMPTY, MEMORY, SEQS, VllmScheduler
 
 CORES = ("auto", "general", "fast")
@@ -46,9 +49,10 @@ CORES = ("auto", "general", "fast")
 def unsupported(sc, sched, kv, cost, source) -> str:
     """Why the fast core cannot run this configuration ('' = it can), in the scenario's
     words (``sc``: the resolved Scenario)."""
-    if type(sched) is not VllmScheduler:
-        return f"scheduler {sc.scheduler.name} (the fast core runs vllm)"
-    if type(sched.admission) is not Optimistic or type(sched.waiting) is not FCFSQueue:
+    queue = _QUEUES.get(type(sched))
+    if queue is None:
+        return f"scheduler {sc.scheduler.name} (the fast core runs vllm and vllm-priority)"
+    if type(sched.admission) is not Optimistic or type(sched.waiting) is not queue:
         return f"admission rule {sc.admission.name} (the fast core runs optimistic)"
     if sc.engine.async_scheduling:
         return "async scheduling (engine.async_scheduling)"
@@ -66,6 +70,9 @@ def unsupported(sc, sched, kv, cost, source) -> str:
     if type(source) not in (OpenLoop, Gated):
         return f"arrival source {type(source).__name__} (the fast core runs open and gated)"
     return ""
+
+
+_QUEUES = {VllmScheduler: FCFSQueue, VllmPriorityScheduler: PriorityQueue}  # and their queues
 
 
 @dataclass(frozen=True)
@@ -92,7 +99,13 @@ def run(specs, sched: VllmScheduler, kv: PagedKV | PrefixCachingKV, cost: CostMo
     persists = {r: sched.blocked_persists(r) for r in (EMPTY, SEQS, BUDGET, MEMORY)}
     args = (specs.prompt_tokens, specs.output_tokens, sched.limits, kv.block_size,
             kv.num_blocks, kv.admission_reserve, persists)
-    fs = CachingScheduler(*args, kv=kv) if type(kv) is PrefixCachingKV else FastScheduler(*args)
+    caching = type(kv) is PrefixCachingKV
+    kw = {"kv": kv} if caching else {}
+    if type(sched) is VllmPriorityScheduler:
+        kw["key"] = list(zip(specs.priority.tolist(), sched.arrival_ns.tolist()))
+        fs = (CachingPriorityScheduler if caching else PriorityScheduler)(*args, **kw)
+    else:
+        fs = (CachingScheduler if caching else FastScheduler)(*args, **kw)
     rec = FastRecord(len(specs), egress_s)
     engine = FastEngine(fs, cost, source, admissible(specs, sched), rec,
                         stop_ns=min(ns(stop_s), MAX_NS), drain=drain, progress=progress,

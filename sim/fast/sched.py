@@ -50,7 +50,7 @@ class FastScheduler(Progress):
         super().__init__(prompt, output, block_size, num_blocks)
         self.lim = limits
         self.reserve = admission_reserve  # blocks admissions leave free (watermark)
-        self.waiting: deque[int] = deque()
+        self.waiting = self.make_queue()  # deque-like: [0], popleft, append, appendleft
         n = len(prompt)
         self.status = bytearray(n)  # sim.sched.base.Status codes
         self.npre = array("q", bytes(8 * n))  # preemptions per request
@@ -113,7 +113,7 @@ class FastScheduler(Progress):
             if not p.num_reqs:
                 return None
             if self._victims:
-                p.preempted, self._victims = self._victims + p.preempted, []
+                p.preempted, self._victims = self._victims + list(p.preempted), []
             return p
 
     def _running_fast(self, p: Planned, cap: int) -> int | None:
@@ -145,8 +145,12 @@ class FastScheduler(Progress):
             ok = True
             while nb > self.free:
                 self.alloc_failures += 1
-                victim = run[-1]
-                self._preempt(victim)
+                victim = self._victim()
+                at = run.index(victim) if victim != run[-1] else len(run) - 1
+                granted = self._unschedule(p, victim) if at < i else 0
+                budget += granted
+                i -= at < i
+                self._preempt(victim, granted)
                 p.preempted.append(victim)
                 if victim == r:
                     ok = False
@@ -164,11 +168,29 @@ class FastScheduler(Progress):
         p.skipped = [r for r in run[i:] if self.dec[r]]
         return budget
 
-    def _preempt(self, v: int) -> None:
-        """Recompute preemption of the tail of the running list (vLLM v1)."""
+    def _victim(self) -> int:
+        """The running request to preempt when blocks run out (vLLM FCFS: the tail)."""
+        return self.running[-1]
+
+    def _unschedule(self, p: Planned, v: int) -> int:
+        """Take ``v``, scheduled earlier in this step, out of ``p``; its granted tokens."""
+        if self.dec[v]:
+            p.n_dec -= 1
+            p.dec_ctx -= self.ctx(v)
+            return 1
+        e = next(e for e in p.entries if e[0] == v)
+        p.entries.remove(e)
+        return e[1]
+
+    def _preempt(self, v: int, granted: int = 0) -> None:
+        """Recompute preemption (vLLM v1); ``granted``: the tokens this step had given it
+        (its blocks for them are freed too)."""
         self.npre[v] += 1
         self.status[v] = 1  # WAITING
-        self.running.pop()  # v is the tail
+        if v == self.running[-1]:
+            self.running.pop()
+        else:
+            self.running.remove(v)
         c = self.ctx(v)
         if self.dec[v]:
             if v not in self.stale:
@@ -178,7 +200,7 @@ class FastScheduler(Progress):
             self.drop_dec(v)
         else:
             self.pre.remove(v)
-        self._release(v, c, preempted=True)
+        self._release(v, c + granted, preempted=True)
         self.recomputed += c
         self.comp[v] = 0
         self.waiting.appendleft(v)
@@ -229,6 +251,10 @@ class FastScheduler(Progress):
             p.entries.append((r, need, c))
             budget -= need
         p.blocked = EMPTY
+
+    def make_queue(self):
+        """The waiting queue (vLLM FCFS: a deque; preempted requests go to its front)."""
+        return deque()
 
     # ---- KV blocks: their count (sim/fast/caching.py keeps vLLM's prefix-caching pool) ---
     def _grow_running(self, blocks: int, dec_blocks: int, entries) -> None:

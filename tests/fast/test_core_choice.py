@@ -36,6 +36,7 @@ def test_core_general_never_runs_the_fast_core(monkeypatch):
     ("lanes", ("workload.mix.0.duration_s=2", "workload.mix.1.duration_s=2"), "general"),
     (None, ("engine.enable_prefix_caching=true",), "fast"),
     (None, ("engine.enable_prefix_caching=false",), "fast"),
+    (None, ("scheduler=vllm-priority",), "fast"),
     ("prefix-cache-system-prompt", (), "fast"),
     (None, ("workload.arrival.concurrency=4",), "fast"),
     (None, ("workload.arrival={process: closed, concurrency: 8}",), "fast"),
@@ -49,10 +50,8 @@ def test_auto_picks_the_fast_core_where_it_runs(scenario, overrides, core):
 
 
 UNSUPPORTED = [
-    ("lanes.yaml", (), ["scheduler lanes", "the fast core runs vllm"]),
+    ("lanes.yaml", (), ["scheduler lanes", "the fast core runs vllm and vllm-priority"]),
     ("static-offline.yaml", (), ["scheduler static", "the fast core runs vllm"]),
-    ("default.yaml", ("scheduler.name=vllm-priority",),
-     ["scheduler vllm-priority", "fast core runs vllm"]),
     ("contiguous-vs-paged.yaml", (), ["KV policy contiguous"]),
     ("swap-preemption.yaml", (), ["swap preemption"]),
     ("reserve-admission.yaml", (), ["admission rule reserve"]),
