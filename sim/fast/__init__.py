@@ -6,8 +6,9 @@ the work per step.
     sim/fast/engine.py   the event loop: the general engine's plans, priced from aggregates
     sim/fast/record.py   recording, turned into the general Recorder at the end
 
-It runs a scenario when the general engine would run it with the ``vllm`` scheduler (FCFS)
-or ``vllm-priority`` (sim/fast/priority.py), optimistic admission, paged KV with or without
+It runs a scenario when the general engine would run it with the ``vllm`` scheduler (FCFS),
+``vllm-priority`` (sim/fast/priority.py) or ``lanes`` (sim/fast/lanes.py), optimistic
+admission, paged KV with or without
 prefix caching (sim/fast/caching.py), no swap, open-loop or gated arrivals (closed loops,
 concurrency caps: sim/fast/arrivals.py), a cost model that prices step shapes (``fitted``
 ops profiles, ``roofline``) and no executor hooks (live mode). A caller's per-plan hook
@@ -32,6 +33,7 @@ from sim.engine.clock import MAX_NS, ns
 from sim.engine.engine import RunStatus, admissible
 from sim.fast.caching import CachingScheduler
 from sim.fast.engine import FastEngine
+from sim.fast.lanes import CachingLanes, FastLanes
 from sim.fast.priority import CachingPriorityScheduler, PriorityScheduler
 from sim.fast.record import FastRecord
 from sim.fast.sched import FastScheduler
@@ -39,6 +41,7 @@ from sim.kv.paged import PagedKV
 from sim.kv.prefix_cache import PrefixCachingKV
 from sim.metrics.recorder import Recorder
 from sim.sched.admission import Optimistic
+from sim.sched.lanes import LaneQueue, LanesScheduler
 from sim.sched.priority import VllmPriorityScheduler
 from sim.sched.queues import FCFSQueue, PriorityQueue
 from sim.sched.vllm import BUDGET, EMPTY, MEMORY, SEQS, VllmScheduler
@@ -51,7 +54,8 @@ def unsupported(sc, sched, kv, cost, source) -> str:
     words (``sc``: the resolved Scenario)."""
     queue = _QUEUES.get(type(sched))
     if queue is None:
-        return f"scheduler {sc.scheduler.name} (the fast core runs vllm and vllm-priority)"
+        return (f"scheduler {sc.scheduler.name} (the fast core runs vllm, vllm-priority and "
+                "lanes)")
     if type(sched.admission) is not Optimistic or type(sched.waiting) is not queue:
         return f"admission rule {sc.admission.name} (the fast core runs optimistic)"
     if sc.engine.async_scheduling:
@@ -72,7 +76,9 @@ def unsupported(sc, sched, kv, cost, source) -> str:
     return ""
 
 
-_QUEUES = {VllmScheduler: FCFSQueue, VllmPriorityScheduler: PriorityQueue}  # and their queues
+# the schedulers the fast core runs, and their queues
+_QUEUES = {VllmScheduler: FCFSQueue, VllmPriorityScheduler: PriorityQueue,
+           LanesScheduler: LaneQueue}
 
 
 @dataclass(frozen=True)
@@ -101,7 +107,12 @@ def run(specs, sched: VllmScheduler, kv: PagedKV | PrefixCachingKV, cost: CostMo
             kv.num_blocks, kv.admission_reserve, persists)
     caching = type(kv) is PrefixCachingKV
     kw = {"kv": kv} if caching else {}
-    if type(sched) is VllmPriorityScheduler:
+    if type(sched) is LanesScheduler:
+        kw.update(inter=bytearray(sched.interactive.astype("u1").tobytes()),
+                  batch_seqs=sched.batch_seqs, kv_reserve=sched.kv_reserve,
+                  step_tokens=sched.params.batch_step_tokens)
+        fs = (CachingLanes if caching else FastLanes)(*args, **kw)
+    elif type(sched) is VllmPriorityScheduler:
         kw["key"] = list(zip(specs.priority.tolist(), sched.arrival_ns.tolist()))
         fs = (CachingPriorityScheduler if caching else PriorityScheduler)(*args, **kw)
     else:

@@ -100,13 +100,17 @@ class CachingScheduler(FastScheduler):
 
     def release_finished(self, reqs):
         if len(reqs) > 1:
-            reqs = sorted(reqs, key=self.seq.__getitem__)
+            reqs = self._free_order(reqs)
         self._flush()
         comp, kv = self.comp, self.kv
         for r in reqs:
             self._settle(r, comp[r])
             kv.free(r)
         self._sync()
+
+    def _free_order(self, reqs: list[int]) -> list[int]:
+        """A step's finished requests in batch order (running order: admission order)."""
+        return sorted(reqs, key=self.seq.__getitem__)
 
     # ---- admission -------------------------------------------------------------------
     def _hit(self, r, known):

@@ -234,6 +234,8 @@ class FastEngine:
         s = self.s
         n, g = s.n_dec, s.g
         k_max = min(s.next_finish() - g + 1, MAX_RUN_STEPS)
+        if k_max > 1:
+            k_max = s.run_steps(g, k_max)
         if k_max <= 1:
             return self._step(p)
         interruptible = not s.persists[p.blocked]

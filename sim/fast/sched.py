@@ -68,9 +68,11 @@ class FastScheduler(Progress):
         self.persists = persists
 
     # ---- the long-prefill cap (sim/sched/vllm.py: long_prefill_cap) --------------------
-    def cap(self) -> int:
+    def cap(self, eligible: int | None = None) -> int:
+        """The cap for ``eligible`` running + waiting requests (default: all of them)."""
         lim = self.lim
-        eligible = len(self.running) + len(self.waiting)
+        if eligible is None:
+            eligible = len(self.running) + len(self.waiting)
         if lim.long_prefill_token_threshold <= 0 or eligible <= 1:
             return 0
         if lim.long_prefill_token_threshold_adaptive:
@@ -87,25 +89,13 @@ class FastScheduler(Progress):
     def schedule(self) -> Planned | None:
         """Plan the next step (None: nothing can run)."""
         if not self.pre and not self.waiting and self.n_dec and not self._victims:
-            blocks = self.phase[self.g % self.bs]
-            if blocks <= self.num_blocks - self.used:  # every request decodes; none waits
-                self._grow_running(blocks, blocks, ())
-                p = self._pure  # reused: a pure decode plan is consumed before the next
-                p.n_dec, p.dec_ctx = self.n_dec, self.sum_base + self.n_dec * self.g
-                self.blocked = EMPTY
+            p = self._pure_decode()
+            if p is not None:
                 return p
         while True:
             if not self.running and not self.waiting:
                 return None
-            p = Planned()
-            cap = self.cap()
-            budget = self._running_fast(p, cap)
-            if budget is None:
-                p = Planned()
-                budget = self._running_exact(p, cap)
-            if not p.preempted:
-                self._waiting(p, budget, cap)
-                self.blocked = p.blocked
+            p = self._passes()
             p.blocked = self.blocked
             if p.preempted and not p.num_reqs:
                 self._victims += p.preempted  # vLLM schedules again at once
@@ -115,6 +105,31 @@ class FastScheduler(Progress):
             if self._victims:
                 p.preempted, self._victims = self._victims + list(p.preempted), []
             return p
+
+    def _pure_decode(self) -> Planned | None:
+        """Every running request decodes and none waits: the plan, if the blocks fit."""
+        blocks = self.phase[self.g % self.bs]
+        if blocks > self.num_blocks - self.used:
+            return None
+        self._grow_running(blocks, blocks, ())
+        p = self._pure  # reused: a pure decode plan is consumed before the next
+        p.n_dec, p.dec_ctx = self.n_dec, self.sum_base + self.n_dec * self.g
+        self.blocked = EMPTY
+        return p
+
+    def _passes(self) -> Planned:
+        """vLLM's two passes: the running requests, then (if none was preempted) the queue;
+        sets ``blocked`` when the queue's pass ran."""
+        p = Planned()
+        cap = self.cap()
+        budget = self._running_fast(p, cap)
+        if budget is None:
+            p = Planned()
+            budget = self._running_exact(p, cap)
+        if not p.preempted:
+            self._waiting(p, budget, cap)
+            self.blocked = p.blocked
+        return p
 
     def _running_fast(self, p: Planned, cap: int) -> int | None:
         """Everyone's demand fits: O(prefilling). None when the exact loop is needed."""
@@ -205,23 +220,28 @@ class FastScheduler(Progress):
         self.comp[v] = 0
         self.waiting.appendleft(v)
 
-    def _waiting(self, p: Planned, budget: int, cap: int) -> None:
+    def _waiting(self, p: Planned, budget: int, cap: int) -> int:
         """Admit in queue order (VllmScheduler._schedule_waiting): stop at the first request
-        the budget, max_num_seqs or the free blocks refuse; ``p.blocked`` says which."""
+        the budget, max_num_seqs, the policy or the free blocks refuse; ``p.blocked`` says
+        which. Returns the budget left."""
         q = self.waiting
         if not q:
             p.blocked = EMPTY
-            return
+            return budget
         lim, known, comp, running = self.lim, self.known, self.comp, self.running
         seqs, mml, chunked = lim.max_num_seqs, lim.max_model_len, lim.enable_chunked_prefill
         while q:
             r = q[0]
             if budget <= 0:
                 p.blocked = BUDGET
-                return
+                return budget
             if len(running) >= seqs:
                 p.blocked = SEQS
-                return
+                return budget
+            why = self._admission_block(r)
+            if why:
+                p.blocked = why
+                return budget
             kr = known[r]
             c = comp[r] or self._hit(r, kr)  # comp 0: preemption recomputes
             need = kr - c  # demand(): capped by the long-prefill cap and max_model_len
@@ -231,13 +251,13 @@ class FastScheduler(Progress):
                 need = mml - 1 - c
             if not chunked and need > budget:
                 p.blocked = BUDGET
-                return
+                return budget
             if need > budget:
                 need = budget
             if not self._admit_blocks(r, c + need, kr if kr < mml else mml):
                 p.blocked = MEMORY
                 self.memory_blocked[r] = 1
-                return
+                return budget
             q.popleft()
             comp[r] = c
             running.append(r)
@@ -251,6 +271,21 @@ class FastScheduler(Progress):
             p.entries.append((r, need, c))
             budget -= need
         p.blocked = EMPTY
+        return budget
+
+    def _admission_block(self, r: int) -> str:
+        """A policy's reason not to admit waiting request ``r`` now ('' = no objection)."""
+        return EMPTY
+
+    def batch_order(self) -> list[int]:
+        """The running requests in the order a step's batch lists them (vLLM: running
+        order, the admitted last)."""
+        return self.running
+
+    def run_steps(self, g: int, k: int) -> int:
+        """The most steps (<= ``k``) a decode run from step ``g`` may take for the policy's
+        own reasons (vLLM: ``k``)."""
+        return k
 
     def make_queue(self):
         """The waiting queue (vLLM FCFS: a deque; preempted requests go to its front)."""
