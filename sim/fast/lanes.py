@@ -63,9 +63,12 @@ class FastLanes(FastScheduler):
         self.inter = inter  # 1 = the interactive lane (set before the queue is made)
         super().__init__(*args, **kw)
         self.batch_seqs, self.kv_reserve, self.step_tokens = batch_seqs, kv_reserve, step_tokens
+        # the interactive lane's share of Progress's decoding aggregates (the batch lane's:
+        # the totals less these) and its running requests
+        self.n_dec_i, self.sum_base_i, self.phase_i = 0, 0, [0] * self.bs
+        self.nrun_i = 0
         self.held = [0, 0]  # blocks the running requests of each lane hold (this plan)
         self.inter_new = 0  # of which new blocks of interactive decoding requests (this plan)
-        self.nrun = [0, 0]  # running requests per lane (this plan)
         self.budget_left = 0  # step tokens left for interactive admissions (tokens)
         # LanesScheduler.blocked_persists: a full seq table, or a spent step budget
         self.persists = {EMPTY: False, SEQS: True, BUDGET: True, MEMORY: False,
@@ -77,38 +80,117 @@ class FastLanes(FastScheduler):
     def _lane(self, r: int) -> int:
         return BATCH - self.inter[r]
 
+    # ---- the interactive lane's aggregates -------------------------------------------------
+    def add_dec(self, r, computed, g_next):
+        super().add_dec(r, computed, g_next)
+        if self.inter[r]:
+            b = self.base[r]
+            self.n_dec_i += 1
+            self.sum_base_i += b
+            self.phase_i[(-b) % self.bs] += 1
+
+    def drop_dec(self, r):
+        if self.inter[r]:
+            b = self.base[r]
+            self.n_dec_i -= 1
+            self.sum_base_i -= b
+            self.phase_i[(-b) % self.bs] -= 1
+        super().drop_dec(r)
+
+    def skip(self, r):
+        if self.inter[r]:
+            b, bs = self.base[r], self.bs
+            self.phase_i[(-b) % bs] -= 1
+            self.phase_i[(1 - b) % bs] += 1
+            self.sum_base_i -= 1
+        super().skip(r)
+
+    def _decoding(self, lane: int) -> tuple[int, int, list[int]]:
+        """(decoding requests, sum of their bases, their count by block phase) of ``lane``."""
+        if lane == INTER:
+            return self.n_dec_i, self.sum_base_i, self.phase_i
+        return (self.n_dec - self.n_dec_i, self.sum_base - self.sum_base_i,
+                [a - b for a, b in zip(self.phase, self.phase_i)])
+
+    def _held_now(self, lane: int) -> int:
+        """Blocks ``lane``'s running requests hold before the step: sum of ceil(computed /
+        block_size); a decoding request computed base + g tokens, so its term follows from
+        its phase."""
+        n, base, phase = self._decoding(lane)
+        bs, g, comp, want = self.bs, self.g, self.comp, 1 - lane
+        held = sum(cdiv(comp[r], bs) for r in self.pre if self.inter[r] == want)
+        if n:  # ceil((b + g) / bs) = 1 + (b + g - 1 - (b + g - 1) % bs) / bs, b = -x mod bs
+            rest = sum(k * ((g - 1 - x) % bs) for x, k in enumerate(phase) if k)
+            held += n + (base + n * (g - 1) - rest) // bs
+        return held
+
+    def _held_batch(self, held_i: int) -> int:
+        """Blocks the batch lane's running requests hold before the step (``held_i``: the
+        interactive lane's): the rest of the blocks in use."""
+        return self.used - held_i
+
     # ---- the step -----------------------------------------------------------------------
     def _pure_decode(self) -> Planned | None:
-        return None  # the lanes' budget and room are checked by the passes
+        return None  # the lanes' budget and room are checked lane by lane
 
     def _passes(self) -> Planned:
         p = Planned()
         p.preempted = []
-        cap, bs, held, nrun = self.cap(), self.bs, [0, 0], [0, 0]
-        orders = ([], [])
-        for r in self.running:
-            lane = BATCH - self.inter[r]
-            orders[lane].append(r)
-            held[lane] += cdiv(self.ctx(r), bs)
-            nrun[lane] += 1
-        self.held, self.nrun, self.inter_new = held, nrun, 0
-        budget = self._serve(p, orders, INTER, self.lim.max_num_batched_tokens, cap)
+        cap = self.cap()
+        held_i = self._held_now(INTER)
+        self.held, self.inter_new = [held_i, self._held_batch(held_i)], 0
+        budget = self._serve(p, INTER, self.lim.max_num_batched_tokens, cap)
         if not p.preempted:
             self.budget_left = budget
             self.persists[BUDGET] = budget <= 0
             budget = self._admit(p, INTER, budget)
         if p.num_reqs and self.step_tokens:  # the step carries interactive work
             budget = min(budget, self.step_tokens)
-        budget = self._serve(p, orders, BATCH, budget, cap)
+        budget = self._serve(p, BATCH, budget, cap)
         if not p.preempted and not self.blocked:
             self._admit(p, BATCH, budget)
         return p
 
-    def _serve(self, p: Planned, orders: tuple[list, list], lane: int, budget: int,
-               cap: int) -> int:
-        """The running requests of ``lane`` in running order (the exact loop of
-        ``FastScheduler._running_exact`` inside the lane's room); the budget left."""
-        order, bs, i = orders[lane], self.bs, 0
+    def _serve(self, p: Planned, lane: int, budget: int, cap: int) -> int:
+        """The running requests of ``lane``; the budget left."""
+        left = self._serve_all(p, lane, budget, cap)
+        return left if left is not None else self._serve_exact(p, lane, budget, cap)
+
+    def _serve_all(self, p: Planned, lane: int, budget: int, cap: int) -> int | None:
+        """Every request of the lane gets all it asks and its blocks fit (the exact loop
+        would grant each its demand): O(prefilling). None when the exact loop is needed."""
+        n, base, _ = self._decoding(lane) if lane == INTER else (
+            self.n_dec - self.n_dec_i, self.sum_base - self.sum_base_i, None)
+        bs, g, inter, comp, want = self.bs, self.g, self.inter, self.comp, 1 - lane
+        at = g % bs
+        dec_blocks = (self.phase_i[at] if lane == INTER else self.phase[at] - self.phase_i[at])
+        total, blocks, entries = n, dec_blocks, []
+        for r in self.pre:
+            if inter[r] == want:
+                c = comp[r]
+                need = self.demand(r, c, cap)
+                entries.append((r, need, c))
+                total += need
+                blocks += cdiv(c + need, bs) - cdiv(c, bs)
+        if not total:
+            return budget
+        if total > budget or blocks > self._room(lane):
+            return None
+        self._grow_running(blocks, dec_blocks, entries,
+                           [r for r in self.first_due if inter[r] == want])
+        self.held[lane] += blocks
+        if lane == INTER:
+            self.inter_new += dec_blocks
+        p.n_dec += n
+        p.dec_ctx += base + n * g
+        p.entries += entries
+        return budget - total
+
+    def _serve_exact(self, p: Planned, lane: int, budget: int, cap: int) -> int:
+        """The lane's requests one by one in running order (FastScheduler._running_exact
+        inside the lane's room)."""
+        bs, want, i = self.bs, 1 - lane, 0
+        order = [r for r in self.running if self.inter[r] == want]
         while i < len(order) and budget > 0:
             r = order[i]
             c = self.ctx(r)
@@ -117,7 +199,8 @@ class FastLanes(FastScheduler):
             while nb > self._room(lane):
                 self.alloc_failures += 1
                 victim = self._victim()
-                orders[self._lane(victim)].remove(victim)
+                if self.inter[victim] == want:
+                    order.remove(victim)
                 self._preempt(victim)
                 p.preempted.append(victim)
                 if victim == r:
@@ -145,7 +228,11 @@ class FastLanes(FastScheduler):
         """The lane's queue (the general scheduler swaps its queue the same way, so the
         long-prefill cap counts that queue only)."""
         full = self.waiting
-        self.waiting = q = full.lanes[lane]
+        q = full.lanes[lane]
+        if not q:
+            p.blocked = self.blocked = EMPTY
+            return budget
+        self.waiting = q
         try:
             budget = self._waiting(p, budget, self.cap(len(self.running) + len(q)))
         finally:
@@ -180,13 +267,17 @@ class FastLanes(FastScheduler):
         return self.running[-1]
 
     def _preempt(self, v: int, granted: int = 0) -> None:
-        lane = self._lane(v)
-        self.held[lane] -= cdiv(self.ctx(v), self.bs)
-        self.nrun[lane] -= 1
+        self.held[self._lane(v)] -= cdiv(self.ctx(v), self.bs)
+        self.nrun_i -= self.inter[v]
         super()._preempt(v, granted)
 
+    def release_finished(self, reqs):
+        inter = self.inter
+        self.nrun_i -= sum(inter[r] for r in reqs)
+        super().release_finished(reqs)
+
     def _admission_block(self, r: int) -> str:
-        if self.inter[r] or self.nrun[BATCH] < self.batch_seqs:
+        if self.inter[r] or len(self.running) - self.nrun_i < self.batch_seqs:
             return EMPTY
         return POLICY
 
@@ -197,8 +288,16 @@ class FastLanes(FastScheduler):
         if not super()._admit_blocks(r, upto, whole):
             return False
         self.held[lane] += cdiv(upto, self.bs)
-        self.nrun[lane] += 1
+        self.nrun_i += self.inter[r]
         return True
+
+    def check(self):
+        """The interactive lane's aggregates are its requests' (and the base checks)."""
+        super().check()
+        inter = [r for r in self.running if self.inter[r]]
+        dec = [r for r in inter if self.dec[r]]
+        assert (self.nrun_i, self.n_dec_i, self.sum_base_i) == (
+            len(inter), len(dec), sum(self.base[r] for r in dec)), "fast core: lane counts"
 
     def batch_order(self) -> list[int]:
         inter = self.inter
@@ -207,14 +306,10 @@ class FastLanes(FastScheduler):
     def run_steps(self, g: int, k: int) -> int:
         """Cut the run before the step whose batch-lane blocks the room lacks
         (LanesScheduler._run_length)."""
-        bs, base, inter = self.bs, self.base, self.inter
-        phase = [0] * bs
-        for r in self.running:
-            if not inter[r]:
-                phase[(-base[r]) % bs] += 1
-        if not any(phase):
+        if self.n_dec == self.n_dec_i:
             return k
-        i = (g + 1) % bs
+        phase = self._decoding(BATCH)[2]
+        i = (g + 1) % self.bs
         cum = list(accumulate(islice(cycle(phase[i:] + phase[:i]), k - 1)))
         room = self._room(BATCH)
         return 1 + bisect_right(cum, room) if cum[-1] > room else k
@@ -225,6 +320,9 @@ class CachingLanes(FastLanes, CachingScheduler):
     the lanes' block counts are physical; with sharing the interactive-only blocks are
     counted from the tables as LanesScheduler does (``interactive_only``), plus the
     interactive decode blocks not handed to their tables yet (``take_pending``)."""
+
+    def _held_batch(self, held_i):
+        return self._held_now(BATCH) if self.kv.shared_slots else super()._held_batch(held_i)
 
     def _lane_blocks(self):
         kv = self.kv

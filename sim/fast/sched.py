@@ -292,10 +292,11 @@ class FastScheduler(Progress):
         return deque()
 
     # ---- KV blocks: their count (sim/fast/caching.py keeps vLLM's prefix-caching pool) ---
-    def _grow_running(self, blocks: int, dec_blocks: int, entries) -> None:
-        """The running pass scheduled every running request: ``blocks`` new blocks, of which
-        ``dec_blocks`` for decoding requests and the rest for ``entries`` (request, tokens,
-        computed) in running order."""
+    def _grow_running(self, blocks: int, dec_blocks: int, entries, due=None) -> None:
+        """The running pass scheduled every running request (of a lane): ``blocks`` new
+        blocks, of which ``dec_blocks`` for decoding requests and the rest for ``entries``
+        (request, tokens, computed) in running order; ``due``: the decoding requests whose
+        step computes their prompt's last token (default: ``first_due``)."""
         self.used += blocks
 
     def _grow_one(self, r: int, nb: int, upto: int) -> None:
