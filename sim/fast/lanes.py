@@ -154,7 +154,11 @@ class FastLanes(FastScheduler):
     def _serve(self, p: Planned, lane: int, budget: int, cap: int) -> int:
         """The running requests of ``lane``; the budget left."""
         left = self._serve_all(p, lane, budget, cap)
-        return left if left is not None else self._serve_exact(p, lane, budget, cap)
+        if left is not None:
+            return left
+        want = 1 - lane
+        order = [r for r in self.running if self.inter[r] == want]
+        return self._running_exact(p, cap, order, budget, lane)
 
     def _serve_all(self, p: Planned, lane: int, budget: int, cap: int) -> int | None:
         """Every request of the lane gets all it asks and its blocks fit (the exact loop
@@ -186,44 +190,6 @@ class FastLanes(FastScheduler):
         p.entries += entries
         return budget - total
 
-    def _serve_exact(self, p: Planned, lane: int, budget: int, cap: int) -> int:
-        """The lane's requests one by one in running order (FastScheduler._running_exact
-        inside the lane's room)."""
-        bs, want, i = self.bs, 1 - lane, 0
-        order = [r for r in self.running if self.inter[r] == want]
-        while i < len(order) and budget > 0:
-            r = order[i]
-            c = self.ctx(r)
-            grant = min(self.demand(r, c, cap), budget)
-            nb = cdiv(c + grant, bs) - cdiv(c, bs)
-            while nb > self._room(lane):
-                self.alloc_failures += 1
-                victim = self._victim()
-                if self.inter[victim] == want:
-                    order.remove(victim)
-                self._preempt(victim)
-                p.preempted.append(victim)
-                if victim == r:
-                    break
-            else:
-                self._grow_one(r, nb, c + grant)
-                self.held[lane] += nb
-                if self.dec[r]:
-                    p.n_dec += 1
-                    p.dec_ctx += c
-                    if lane == INTER:
-                        self.inter_new += nb
-                else:
-                    p.entries.append((r, grant, c))
-                budget -= grant
-                i += 1
-                continue
-            break
-        skipped = [r for r in order[i:] if self.dec[r]]
-        if skipped:
-            p.skipped = [*p.skipped, *skipped]
-        return budget
-
     def _admit(self, p: Planned, lane: int, budget: int) -> int:
         """The lane's queue (the general scheduler swaps its queue the same way, so the
         long-prefill cap counts that queue only)."""
@@ -241,7 +207,7 @@ class FastLanes(FastScheduler):
         return budget
 
     # ---- the lanes' overrides -------------------------------------------------------------
-    def _room(self, lane: int) -> int:
+    def _room(self, lane: int = INTER) -> int:
         """Blocks a request of ``lane`` may take now: any free block (interactive), what the
         interactive reservation leaves (batch: LanesScheduler._batch_room)."""
         free = self.num_blocks - self.used
@@ -258,6 +224,13 @@ class FastLanes(FastScheduler):
     def _growth(self, r: int, upto: int) -> int:
         """Blocks the batch lane gains by admitting ``r`` with ``upto`` tokens."""
         return cdiv(upto, self.bs)
+
+    def _grow_one(self, r, nb, upto):
+        super()._grow_one(r, nb, upto)
+        lane = self._lane(r)
+        self.held[lane] += nb
+        if lane == INTER and self.dec[r]:
+            self.inter_new += nb
 
     def _victim(self) -> int:
         inter = self.inter

@@ -149,22 +149,32 @@ class FastScheduler(Progress):
         p.n_dec, p.dec_ctx = self.n_dec, self.sum_base + self.n_dec * g
         return self.lim.max_num_batched_tokens - total
 
-    def _running_exact(self, p: Planned, cap: int) -> int:
-        bs, run, budget, i = self.bs, self.running, self.lim.max_num_batched_tokens, 0
-        p.preempted = []
+    def _running_exact(self, p: Planned, cap: int, run: list[int] | None = None,
+                       budget: int | None = None, lane: int = 0) -> int:
+        """Request by request in running order (vLLM's loop): ``run`` (default: the running
+        list; a lane's requests for sim/fast/lanes.py, ``lane`` naming its KV room) with
+        ``budget`` (default: the step's); returns the budget left."""
+        run = self.running if run is None else run
+        bs, i = self.bs, 0
+        budget = self.lim.max_num_batched_tokens if budget is None else budget
+        if not p.preempted:
+            p.preempted = []
         while i < len(run) and budget > 0:
             r = run[i]
             c = self.ctx(r)
             grant = min(self.demand(r, c, cap), budget)
             nb = cdiv(c + grant, bs) - cdiv(c, bs)
             ok = True
-            while nb > self.free:
+            while nb > self._room(lane):
                 self.alloc_failures += 1
                 victim = self._victim()
-                at = run.index(victim) if victim != run[-1] else len(run) - 1
+                at = len(run) - 1 if victim == run[-1] else (
+                    run.index(victim) if victim in run else len(run))
                 granted = self._unschedule(p, victim) if at < i else 0
                 budget += granted
                 i -= at < i
+                if run is not self.running and at < len(run):
+                    del run[at]
                 self._preempt(victim, granted)
                 p.preempted.append(victim)
                 if victim == r:
@@ -180,8 +190,14 @@ class FastScheduler(Progress):
                 p.entries.append((r, grant, c))
             budget -= grant
             i += 1
-        p.skipped = [r for r in run[i:] if self.dec[r]]
+        skipped = [r for r in run[i:] if self.dec[r]]
+        if skipped:
+            p.skipped = [*p.skipped, *skipped]
         return budget
+
+    def _room(self, lane: int = 0) -> int:
+        """Blocks a running request may take now (vLLM: every free block)."""
+        return self.num_blocks - self.used
 
     def _victim(self) -> int:
         """The running request to preempt when blocks run out (vLLM FCFS: the tail)."""
