@@ -3,8 +3,14 @@ the work per step.
 
     sim/fast/state.py    request progress with implicit decode progress, emission runs
     sim/fast/sched.py    vLLM v1's schedule() on that state (a fast path and the exact loop)
+    sim/fast/blocks.py   paged KV as a block count (the scheduler's block seams)
+    sim/fast/caching.py  the same seams on vLLM's prefix-caching pool
+    sim/fast/priority.py vllm-priority: the heap queue, the least urgent victim
+    sim/fast/lanes.py    lanes: the step lane by lane, the batch lane's KV room
+    sim/fast/arrivals.py open loops and gated sources (closed loops, concurrency caps)
     sim/fast/engine.py   the event loop: the general engine's plans, priced from aggregates
     sim/fast/record.py   recording, turned into the general Recorder at the end
+    sim/fast/hooks.py    StepPlan / StepOutcome for per-plan hooks
 
 It runs a scenario when the general engine would run it with the ``vllm`` scheduler (FCFS),
 ``vllm-priority`` (sim/fast/priority.py) or ``lanes`` (sim/fast/lanes.py), optimistic

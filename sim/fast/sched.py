@@ -1,9 +1,9 @@
 """vLLM v1's schedule() on the fast core's state (sim/fast/state.py), step for step.
 
 The same rules as sim/sched/vllm.py (``VllmScheduler`` with FCFS, optimistic admission,
-paged KV, recompute preemption), in two paths (blocks are counted here; with prefix
-caching sim/fast/caching.py overrides the ``KV blocks`` methods at the end to drive the
-general engine's cache):
+paged KV, recompute preemption), in two paths (blocks are counted, sim/fast/blocks.py; with
+prefix caching sim/fast/caching.py overrides those methods to drive the general engine's
+cache):
 
 * fast: when every running request's demand fits the token budget and every new block
   fits the pool, order does not matter and the running pass is O(prefilling requests):
@@ -20,6 +20,7 @@ from __future__ import annotations
 from array import array
 from collections import deque
 
+from sim.fast.blocks import BlockCount
 from sim.fast.state import Progress, cdiv
 from sim.sched.base import SchedulerLimits
 from sim.sched.vllm import BUDGET, EMPTY, MEMORY, SEQS
@@ -44,7 +45,7 @@ class Planned:
         return self.n_dec + len(self.entries)
 
 
-class FastScheduler(Progress):
+class FastScheduler(BlockCount, Progress):
     def __init__(self, prompt, output, limits: SchedulerLimits, block_size: int,
                  num_blocks: int, admission_reserve: int, persists: dict[str, bool]):
         super().__init__(prompt, output, block_size, num_blocks)
@@ -195,10 +196,6 @@ class FastScheduler(Progress):
             p.skipped = [*p.skipped, *skipped]
         return budget
 
-    def _room(self, lane: int = 0) -> int:
-        """Blocks a running request may take now (vLLM: every free block)."""
-        return self.num_blocks - self.used
-
     def _victim(self) -> int:
         """The running request to preempt when blocks run out (vLLM FCFS: the tail)."""
         return self.running[-1]
@@ -306,53 +303,3 @@ class FastScheduler(Progress):
     def make_queue(self):
         """The waiting queue (vLLM FCFS: a deque; preempted requests go to its front)."""
         return deque()
-
-    # ---- KV blocks: their count (sim/fast/caching.py keeps vLLM's prefix-caching pool) ---
-    def _grow_running(self, blocks: int, dec_blocks: int, entries, due=None) -> None:
-        """The running pass scheduled every running request (of a lane): ``blocks`` new
-        blocks, of which ``dec_blocks`` for decoding requests and the rest for ``entries``
-        (request, tokens, computed) in running order; ``due``: the decoding requests whose
-        step computes their prompt's last token (default: ``first_due``)."""
-        self.used += blocks
-
-    def _grow_one(self, r: int, nb: int, upto: int) -> None:
-        """Running request ``r`` takes ``nb`` new blocks to hold ``upto`` tokens."""
-        self.used += nb
-
-    def grow_run(self, n: int) -> None:
-        """A decode run's steps after its first take ``n`` new blocks (at its commit, as
-        sim/sched/base.py update allocates them)."""
-        self.used += n
-
-    def _release(self, r: int, computed: int, preempted: bool = False) -> None:
-        """``r`` (finished or preempted, with ``computed`` tokens in KV) frees its blocks."""
-        self.used -= cdiv(computed, self.bs)
-
-    def release_finished(self, reqs: list[int]) -> None:
-        """Finished requests free their blocks (their computed tokens are explicit)."""
-        comp, bs = self.comp, self.bs
-        for r in reqs:
-            self.used -= cdiv(comp[r], bs)
-
-    def _hit(self, r: int, known: int) -> int:
-        """Tokens of waiting request ``r`` already in KV (its prefix-cache hit)."""
-        return 0
-
-    def _admit_blocks(self, r: int, upto: int, whole: int) -> bool:
-        """Admit ``r`` with blocks for ``upto`` tokens if they fit (False: KV memory refuses).
-        ``whole``: its known tokens capped at max_model_len, which must fit too with
-        ``scheduler_reserve_full_isl`` (sim/sched/vllm.py _whole_fits)."""
-        bs, free, reserve = self.bs, self.num_blocks - self.used, self.reserve
-        if self.lim.scheduler_reserve_full_isl:
-            w = -(-whole // bs)
-            if w > 0 and w + reserve > free:
-                return False
-        nb = -(-upto // bs)
-        if nb > 0 and nb + reserve > free:
-            return False
-        self.used += nb
-        return True
-
-    def shared_slots(self) -> int:
-        """Token slots counted in more than one request's table (prefix sharing)."""
-        return 0
