@@ -29,6 +29,7 @@ is split into values and weights).
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
 
 import numpy as np
@@ -119,7 +120,8 @@ def run(specs, sched: VllmScheduler, kv: PagedKV | PrefixCachingKV, cost: CostMo
                   step_tokens=sched.params.batch_step_tokens)
         fs = (CachingLanes if caching else FastLanes)(*args, **kw)
     elif type(sched) is VllmPriorityScheduler:
-        kw["key"] = list(zip(specs.priority.tolist(), sched.arrival_ns.tolist()))
+        kw.update(prio=array("q", specs.priority.tolist()),
+                  arrival=array("q", sched.arrival_ns.tolist()))
         fs = (CachingPriorityScheduler if caching else PriorityScheduler)(*args, **kw)
     else:
         fs = (CachingScheduler if caching else FastScheduler)(*args, **kw)

@@ -15,6 +15,7 @@ memory stop does not last a run, ``VllmScheduler.blocked_persists``) is the fast
 from __future__ import annotations
 
 import heapq
+from array import array
 
 from sim.fast.caching import CachingScheduler
 from sim.fast.sched import FastScheduler
@@ -23,14 +24,14 @@ from sim.fast.sched import FastScheduler
 class HeapQueue:
     """vLLM's priority queue (sim/sched/queues.py PriorityQueue) with a deque's names."""
 
-    __slots__ = ("heap", "key")
+    __slots__ = ("heap", "prio", "arrival")
 
-    def __init__(self, key: list[tuple[int, int]]):
-        self.heap: list[tuple[int, int, int]] = []
-        self.key = key  # (priority, arrival ns) per request
+    def __init__(self, prio: array, arrival: array):
+        self.heap: list[tuple[int, int, int]] = []  # the queued requests' keys only
+        self.prio, self.arrival = prio, arrival  # per request (arrival: ns)
 
     def append(self, r: int) -> None:
-        heapq.heappush(self.heap, (*self.key[r], r))
+        heapq.heappush(self.heap, (self.prio[r], self.arrival[r], r))
 
     appendleft = append  # a preempted request goes back by its key
 
@@ -46,19 +47,20 @@ class HeapQueue:
 
 
 class PriorityOrder:
-    """The two overrides (mixed into a fast scheduler); ``key``: (priority, arrival ns) per
-    request."""
+    """The two overrides (mixed into a fast scheduler); ``prio``, ``arrival``: each
+    request's priority and arrival time (ns)."""
 
-    def __init__(self, *args, key: list[tuple[int, int]], **kw):
-        self.key = key  # set before the base class makes the queue
+    def __init__(self, *args, prio: array, arrival: array, **kw):
+        self.prio, self.arrival = prio, arrival  # set before the base class makes the queue
         super().__init__(*args, **kw)
 
     def make_queue(self) -> HeapQueue:
-        return HeapQueue(self.key)
+        return HeapQueue(self.prio, self.arrival)
 
     def _victim(self) -> int:
-        key = self.key
-        return max(self.running, key=key.__getitem__)  # max keeps the first of equals
+        prio, arrival = self.prio, self.arrival
+        # max keeps the first of equal keys, as vLLM's max(self.running, key=...)
+        return max(self.running, key=lambda r: (prio[r], arrival[r]))
 
 
 class PriorityScheduler(PriorityOrder, FastScheduler):
