@@ -131,7 +131,39 @@ class FastLanes(FastScheduler):
 
     # ---- the step -----------------------------------------------------------------------
     def _pure_decode(self) -> Planned | None:
-        return None  # the lanes' budget and room are checked lane by lane
+        """Every running request decodes and none waits: both lanes' passes without their
+        loops, when every decode token and block fits (checked before anything changes);
+        None otherwise (``_passes`` then)."""
+        lim, at = self.lim, self.g % self.bs
+        n_i, bi = self.n_dec_i, self.phase_i[at]
+        n_b, bb = self.n_dec - n_i, self.phase[at] - bi
+        budget = lim.max_num_batched_tokens - n_i  # left after the interactive lane
+        batch_budget = min(budget, self.step_tokens) if n_i and self.step_tokens else budget
+        free = self.num_blocks - self.used
+        if budget < 0 or bi > free or n_b > batch_budget or not self._counted():
+            return None
+        held_i = self._held_now(INTER)
+        held_b = self._held_batch(held_i)
+        room = min(free - bi, self.num_blocks - max(self.kv_reserve, held_i + bi) - held_b)
+        if bb > max(0, room):
+            return None
+        due = self.first_due
+        if due:  # published lane by lane, as the passes do
+            self._grow_running(bi, bi, (), [r for r in due if self.inter[r]])
+            self._grow_running(bb, bb, (), [r for r in due if not self.inter[r]])
+        else:
+            self._grow_running(bi + bb, bi + bb, (), ())
+        self.held, self.inter_new = [held_i + bi, held_b + bb], bi
+        self.budget_left = budget
+        self.persists[BUDGET] = budget <= 0
+        self.blocked = EMPTY
+        p = self._pure
+        p.n_dec, p.dec_ctx = self.n_dec, self.sum_base + self.n_dec * self.g
+        return p
+
+    def _counted(self) -> bool:
+        """Whether the lanes' block counts are physical (no block in two tables)."""
+        return True
 
     def _passes(self) -> Planned:
         p = Planned()
@@ -296,6 +328,9 @@ class CachingLanes(FastLanes, CachingScheduler):
 
     def _held_batch(self, held_i):
         return self._held_now(BATCH) if self.kv.shared_slots else super()._held_batch(held_i)
+
+    def _counted(self):
+        return not self.kv.shared_slots
 
     def _lane_blocks(self):
         kv = self.kv
