@@ -60,6 +60,19 @@ def test_lanes_with_prefix_caching(overrides):
         assert a.counters["prefix_hits"] > 0
 
 
+@pytest.mark.parametrize("caching", ["true", "false"])
+def test_batch_decodes_beyond_the_step_cap(caching):
+    # 3 interactive and 9 batch requests decode together; a step carrying interactive work
+    # lets the batch lane compute 4 tokens: 5 batch decodes fall behind in each such step
+    r, _ = prepared(None, "scheduler={name: lanes, batch_step_tokens: 4}",
+                    f"engine.enable_prefix_caching={caching}", "engine.max_num_seqs=16")
+    lanes = ["interactive"] * 3 + ["batch"] * 9
+    specs = RequestSpecs.from_arrays([0.0] * 12, [30] * 12, [40 + 3 * i for i in range(12)],
+                                     lane=lanes)
+    a, _ = same_runs(r, specs)
+    assert (a.status == 3).all()
+
+
 def with_lanes(specs: RequestSpecs, lanes) -> RequestSpecs:
     names, codes = np.unique(np.asarray(lanes, dtype=str), return_inverse=True)
     return dataclasses.replace(specs, lane=codes.astype(np.int64),
@@ -80,7 +93,7 @@ def lanes_run(data, sets, specs, caching: bool) -> None:
                                max_size=len(specs)))
     share = data.draw(st.sampled_from([0.0, 0.25, 0.5]))
     kv_share = data.draw(st.sampled_from([0.0, 0.25, 0.6]))
-    step = data.draw(st.sampled_from([0, 16, 64, 1024]))
+    step = data.draw(st.sampled_from([0, 4, 16, 64, 1024]))
     policy = (f"scheduler={{name: lanes, interactive_seq_share: {share}, "
               f"interactive_kv_share: {kv_share}, batch_step_tokens: {step}}}")
     try:
