@@ -7,6 +7,7 @@ the work per step.
     sim/fast/caching.py  the same seams on vLLM's prefix-caching pool
     sim/fast/priority.py vllm-priority: the heap queue, the least urgent victim
     sim/fast/lanes.py    lanes: the step lane by lane, the batch lane's KV room
+    sim/fast/lane_counts.py  the two lane queues, the interactive lane's aggregates
     sim/fast/arrivals.py open loops and gated sources (closed loops, concurrency caps)
     sim/fast/engine.py   the event loop: the general engine's plans, priced from aggregates
     sim/fast/record.py   recording, turned into the general Recorder at the end

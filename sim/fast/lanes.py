@@ -19,54 +19,23 @@ the only overrides of ``FastScheduler``.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections import deque
 from itertools import accumulate, cycle, islice
 
 from sim.fast.caching import CachingScheduler
+from sim.fast.lane_counts import BATCH, INTER, LaneCounts, LaneDeque
 from sim.fast.sched import FastScheduler, Planned
 from sim.fast.state import cdiv
 from sim.sched.lanes import batch_growth, interactive_only
 from sim.sched.vllm import ADMISSION, BUDGET, EMPTY, MEMORY, POLICY, SEQS
 
-INTER, BATCH = 0, 1
 
-
-class LaneDeque:
-    """Two FCFS queues, the interactive one first (sim/sched/lanes.py LaneQueue), with a
-    deque's names."""
-
-    __slots__ = ("lanes", "inter")
-
-    def __init__(self, inter: bytearray):
-        self.inter = inter
-        self.lanes = (deque(), deque())  # INTER, BATCH
-
-    def append(self, r: int) -> None:
-        self.lanes[BATCH - self.inter[r]].append(r)
-
-    def appendleft(self, r: int) -> None:
-        self.lanes[BATCH - self.inter[r]].appendleft(r)
-
-    def __getitem__(self, i: int) -> int:
-        return (self.lanes[INTER] or self.lanes[BATCH])[i]
-
-    def popleft(self) -> int:
-        return (self.lanes[INTER] or self.lanes[BATCH]).popleft()
-
-    def __len__(self) -> int:
-        return len(self.lanes[INTER]) + len(self.lanes[BATCH])
-
-
-class FastLanes(FastScheduler):
+class FastLanes(LaneCounts, FastScheduler):
     def __init__(self, *args, inter: bytearray, batch_seqs: int, kv_reserve: int,
                  step_tokens: int, **kw):
         self.inter = inter  # 1 = the interactive lane (set before the queue is made)
         super().__init__(*args, **kw)
         self.batch_seqs, self.kv_reserve, self.step_tokens = batch_seqs, kv_reserve, step_tokens
-        # the interactive lane's share of Progress's decoding aggregates (the batch lane's:
-        # the totals less these) and its running requests
-        self.n_dec_i, self.sum_base_i, self.phase_i = 0, 0, [0] * self.bs
-        self.nrun_i = 0
+        self.nrun_i = 0  # running interactive requests
         self.held = [0, 0]  # blocks the running requests of each lane hold (this plan)
         self.inter_new = 0  # of which new blocks of interactive decoding requests (this plan)
         self.budget_left = 0  # step tokens left for interactive admissions (tokens)
@@ -79,50 +48,6 @@ class FastLanes(FastScheduler):
 
     def _lane(self, r: int) -> int:
         return BATCH - self.inter[r]
-
-    # ---- the interactive lane's aggregates -------------------------------------------------
-    def add_dec(self, r, computed, g_next):
-        super().add_dec(r, computed, g_next)
-        if self.inter[r]:
-            b = self.base[r]
-            self.n_dec_i += 1
-            self.sum_base_i += b
-            self.phase_i[(-b) % self.bs] += 1
-
-    def drop_dec(self, r):
-        if self.inter[r]:
-            b = self.base[r]
-            self.n_dec_i -= 1
-            self.sum_base_i -= b
-            self.phase_i[(-b) % self.bs] -= 1
-        super().drop_dec(r)
-
-    def skip(self, r):
-        if self.inter[r]:
-            b, bs = self.base[r], self.bs
-            self.phase_i[(-b) % bs] -= 1
-            self.phase_i[(1 - b) % bs] += 1
-            self.sum_base_i -= 1
-        super().skip(r)
-
-    def _decoding(self, lane: int) -> tuple[int, int, list[int]]:
-        """(decoding requests, sum of their bases, their count by block phase) of ``lane``."""
-        if lane == INTER:
-            return self.n_dec_i, self.sum_base_i, self.phase_i
-        return (self.n_dec - self.n_dec_i, self.sum_base - self.sum_base_i,
-                [a - b for a, b in zip(self.phase, self.phase_i)])
-
-    def _held_now(self, lane: int) -> int:
-        """Blocks ``lane``'s running requests hold before the step: sum of ceil(computed /
-        block_size); a decoding request computed base + g tokens, so its term follows from
-        its phase."""
-        n, base, phase = self._decoding(lane)
-        bs, g, comp, want = self.bs, self.g, self.comp, 1 - lane
-        held = sum(cdiv(comp[r], bs) for r in self.pre if self.inter[r] == want)
-        if n:  # ceil((b + g) / bs) = 1 + (b + g - 1 - (b + g - 1) % bs) / bs, b = -x mod bs
-            rest = sum(k * ((g - 1 - x) % bs) for x, k in enumerate(phase) if k)
-            held += n + (base + n * (g - 1) - rest) // bs
-        return held
 
     def _held_batch(self, held_i: int) -> int:
         """Blocks the batch lane's running requests hold before the step (``held_i``: the
@@ -297,12 +222,8 @@ class FastLanes(FastScheduler):
         return True
 
     def check(self):
-        """The interactive lane's aggregates are its requests' (and the base checks)."""
         super().check()
-        inter = [r for r in self.running if self.inter[r]]
-        dec = [r for r in inter if self.dec[r]]
-        assert (self.nrun_i, self.n_dec_i, self.sum_base_i) == (
-            len(inter), len(dec), sum(self.base[r] for r in dec)), "fast core: lane counts"
+        assert self.nrun_i == sum(self.inter[r] for r in self.running), "fast core: lanes"
 
     def batch_order(self) -> list[int]:
         inter = self.inter
