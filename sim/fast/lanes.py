@@ -232,12 +232,15 @@ class FastLanes(LaneCounts, FastScheduler):
     def run_steps(self, g: int, k: int) -> int:
         """Cut the run before the step whose batch-lane blocks the room lacks
         (LanesScheduler._run_length)."""
-        if self.n_dec == self.n_dec_i:
+        n_b, bs = self.n_dec - self.n_dec_i, self.bs
+        if not n_b:
+            return k
+        room = self._room(BATCH)
+        if n_b * -(-(k - 1) // bs) <= room:  # each takes at most one block per bs steps
             return k
         phase = self._decoding(BATCH)[2]
-        i = (g + 1) % self.bs
+        i = (g + 1) % bs
         cum = list(accumulate(islice(cycle(phase[i:] + phase[:i]), k - 1)))
-        room = self._room(BATCH)
         return 1 + bisect_right(cum, room) if cum[-1] > room else k
 
 
