@@ -30,7 +30,6 @@ is split into values and weights).
 
 from __future__ import annotations
 
-from array import array
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,11 +59,11 @@ CORES = ("auto", "general", "fast")
 def unsupported(sc, sched, kv, cost, source) -> str:
     """Why the fast core cannot run this configuration ('' = it can), in the scenario's
     words (``sc``: the resolved Scenario)."""
-    queue = _QUEUES.get(type(sched))
-    if queue is None:
+    policy = _POLICIES.get(type(sched))
+    if policy is None:
         return (f"scheduler {sc.scheduler.name} (the fast core runs vllm, vllm-priority and "
                 "lanes)")
-    if type(sched.admission) is not Optimistic or type(sched.waiting) is not queue:
+    if type(sched.admission) is not Optimistic or type(sched.waiting) is not policy[0]:
         return f"admission rule {sc.admission.name} (the fast core runs optimistic)"
     if sc.engine.async_scheduling:
         return "async scheduling (engine.async_scheduling)"
@@ -84,9 +83,13 @@ def unsupported(sc, sched, kv, cost, source) -> str:
     return ""
 
 
-# the schedulers the fast core runs, and their queues
-_QUEUES = {VllmScheduler: FCFSQueue, VllmPriorityScheduler: PriorityQueue,
-           LanesScheduler: LaneQueue}
+# the general schedulers the fast core runs: their queue, and the fast scheduler of each
+# (paged KV counted, and with vLLM's prefix cache)
+_POLICIES = {
+    VllmScheduler: (FCFSQueue, FastScheduler, CachingScheduler),
+    VllmPriorityScheduler: (PriorityQueue, PriorityScheduler, CachingPriorityScheduler),
+    LanesScheduler: (LaneQueue, FastLanes, CachingLanes),
+}
 
 
 @dataclass(frozen=True)
@@ -113,19 +116,11 @@ def run(specs, sched: VllmScheduler, kv: PagedKV | PrefixCachingKV, cost: CostMo
     persists = {r: sched.blocked_persists(r) for r in (EMPTY, SEQS, BUDGET, MEMORY)}
     args = (specs.prompt_tokens, specs.output_tokens, sched.limits, kv.block_size,
             kv.num_blocks, kv.admission_reserve, persists)
+    _, plain, cached = _POLICIES[type(sched)]
     caching = type(kv) is PrefixCachingKV
-    kw = {"kv": kv} if caching else {}
-    if type(sched) is LanesScheduler:
-        kw.update(inter=bytearray(sched.interactive.astype("u1").tobytes()),
-                  batch_seqs=sched.batch_seqs, kv_reserve=sched.kv_reserve,
-                  step_tokens=sched.params.batch_step_tokens)
-        fs = (CachingLanes if caching else FastLanes)(*args, **kw)
-    elif type(sched) is VllmPriorityScheduler:
-        kw.update(prio=array("q", specs.priority.tolist()),
-                  arrival=array("q", sched.arrival_ns.tolist()))
-        fs = (CachingPriorityScheduler if caching else PriorityScheduler)(*args, **kw)
-    else:
-        fs = (CachingScheduler if caching else FastScheduler)(*args, **kw)
+    cls = cached if caching else plain
+    kw = cls.policy_args(sched, specs) | ({"kv": kv} if caching else {})
+    fs = cls(*args, **kw)
     rec = FastRecord(len(specs), egress_s)
     engine = FastEngine(fs, cost, source, admissible(specs, sched), rec,
                         stop_ns=min(ns(stop_s), MAX_NS), drain=drain, progress=progress,

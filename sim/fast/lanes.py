@@ -43,6 +43,12 @@ class FastLanes(LaneCounts, FastScheduler):
         self.persists = {EMPTY: False, SEQS: True, BUDGET: True, MEMORY: False,
                          POLICY: False, ADMISSION: False}
 
+    @classmethod
+    def policy_args(cls, sched, specs) -> dict:
+        return {"inter": bytearray(sched.interactive.astype("u1").tobytes()),
+                "batch_seqs": sched.batch_seqs, "kv_reserve": sched.kv_reserve,
+                "step_tokens": sched.params.batch_step_tokens}
+
     def make_queue(self) -> LaneDeque:
         return LaneDeque(self.inter)
 

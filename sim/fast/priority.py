@@ -54,6 +54,11 @@ class PriorityOrder:
         self.prio, self.arrival = prio, arrival  # set before the base class makes the queue
         super().__init__(*args, **kw)
 
+    @classmethod
+    def policy_args(cls, sched, specs) -> dict:
+        return {"prio": array("q", specs.priority.tolist()),
+                "arrival": array("q", sched.arrival_ns.tolist())}
+
     def make_queue(self) -> HeapQueue:
         return HeapQueue(self.prio, self.arrival)
 

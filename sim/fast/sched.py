@@ -300,6 +300,12 @@ class FastScheduler(BlockCount, Progress):
         own reasons (vLLM: ``k``)."""
         return k
 
+    @classmethod
+    def policy_args(cls, sched, specs) -> dict:
+        """The policy's own constructor arguments, from the general scheduler ``sched`` it
+        stands for (vllm: none)."""
+        return {}
+
     def make_queue(self):
         """The waiting queue (vLLM FCFS: a deque; preempted requests go to its front)."""
         return deque()
