@@ -18,7 +18,8 @@ It runs a scenario when the general engine would run it with the ``vllm`` schedu
 admission, paged KV with or without
 prefix caching (sim/fast/caching.py), no swap, open-loop or gated arrivals (closed loops,
 concurrency caps: sim/fast/arrivals.py), a cost model that prices step shapes (``fitted``
-ops profiles, ``roofline``) and no executor hooks (live mode). A caller's per-plan hook
+ops profiles, ``roofline``), with or without async scheduling, and no executor hooks (live
+mode). A caller's per-plan hook
 (the step log, the conformance comparer) gets the general engine's StepPlan and
 StepOutcome (sim/fast/hooks.py).
 ``core: auto`` (the default) uses it then, the general engine otherwise; ``core:
@@ -65,8 +66,6 @@ def unsupported(sc, sched, kv, cost, source) -> str:
                 "lanes)")
     if type(sched.admission) is not Optimistic or type(sched.waiting) is not policy[0]:
         return f"admission rule {sc.admission.name} (the fast core runs optimistic)"
-    if sc.engine.async_scheduling:
-        return "async scheduling (engine.async_scheduling)"
     if type(kv) not in (PagedKV, PrefixCachingKV):
         return f"KV policy {sc.kv.name} (the fast core runs paged KV)"
     if kv.host is not None:
@@ -121,6 +120,7 @@ def run(specs, sched: VllmScheduler, kv: PagedKV | PrefixCachingKV, cost: CostMo
     cls = cached if caching else plain
     kw = cls.policy_args(sched, specs) | ({"kv": kv} if caching else {})
     fs = cls(*args, **kw)
+    fs.async_frees = sched.async_scheduling
     rec = FastRecord(len(specs), egress_s)
     engine = FastEngine(fs, cost, source, admissible(specs, sched), rec,
                         stop_ns=min(ns(stop_s), MAX_NS), drain=drain, progress=progress,

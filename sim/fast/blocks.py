@@ -14,6 +14,9 @@ class BlockCount:
     """Mixed into FastScheduler (``used``, ``num_blocks``, ``bs``, ``comp``, ``lim``,
     ``reserve`` are its)."""
 
+    async_frees = False  # engine.async_scheduling: a step's finishes free a plan later
+    deferred: list[int]  # finished requests whose blocks are not freed yet
+
     def _room(self, lane: int = 0) -> int:
         """Blocks a running request may take now (vLLM: every free block; ``lane``: a
         policy's lane, sim/fast/lanes.py)."""
@@ -44,6 +47,21 @@ class BlockCount:
         comp, bs = self.comp, self.bs
         for r in reqs:
             self.used -= cdiv(comp[r], bs)
+
+    def free_finished(self, reqs: list[int]) -> None:
+        """Requests ``reqs`` finished in the step just committed: their blocks are freed now,
+        or with async scheduling when the next plan is committed (``deferred``), as vLLM's
+        scheduler learns of them a step later (sim/sched/base.py flush_frees)."""
+        if self.async_frees:
+            self.deferred += reqs
+        else:
+            self.release_finished(reqs)
+
+    def flush_frees(self) -> None:
+        """Free the blocks held back by async scheduling."""
+        if self.deferred:
+            reqs, self.deferred = self.deferred, []
+            self.release_finished(reqs)
 
     def _hit(self, r: int, known: int) -> int:
         """Tokens of waiting request ``r`` already in KV (its prefix-cache hit)."""

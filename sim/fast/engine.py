@@ -37,7 +37,7 @@ class FastEngine:
         self.ok = bytearray(admissible.astype(np.uint8).tobytes())  # accepted at arrival
         self.src = arrivals.view(source)  # .nxt: the next arrival (ns; NEVER: none known)
         self.all_in = self.src.exhausted()  # every request handed over (the drain begun)
-        self.stop, self.clock, self.last_start = stop_ns, 0, None
+        self.stop, self.clock, self.last_start, self.last_end = stop_ns, 0, None, None
         self.last_d = 1  # the last decode run's last step (ns): guesses how long a run lasts
         self.progress, self.hook = progress, hook  # hook(plan, starts, durations, outcome)
         # the drain limit (sim/runner.py _DrainLimit): plans after the last arrival
@@ -55,23 +55,34 @@ class FastEngine:
                 gc.enable()
 
     def _run(self) -> RunStatus:
-        s, src = self.s, self.src
+        s, src, lag = self.s, self.src, self.s.async_frees
         while self.clock < self.stop:
-            if src.nxt <= self.clock:
-                self._deliver(self.clock)
+            # async scheduling: the plan starting at a step's end was made when that step
+            # started, so it sees the arrivals up to that start (sim/engine/engine.py _lagging)
+            lagging = lag and self.last_end == self.clock
+            upto = self.last_start if lagging else self.clock
+            if src.nxt <= upto:
+                self._deliver(upto)
             p = s.schedule()
+            if p is None and lagging:  # nothing in flight to plan behind: at once, as vLLM
+                s.flush_frees()
+                self._deliver(self.clock)
+                p = s.schedule()
             if p is None:
                 t = self._next_time()
                 if t is None:
                     break
                 self.clock = max(self.clock, t)
                 continue
-            if not p.entries and not p.skipped and not p.preempted and not s.pre:
+            if not p.entries and not p.skipped and not p.preempted and not s.pre \
+                    and not s.deferred:
                 self._decode_run(p)
             else:
                 self._step(p)
+            self.last_end = self.clock
             if self.progress is not None:
                 self.progress(self.clock / NS_PER_S)
+        s.flush_frees()  # the run is over: nothing plans behind the last finishes
         if self.clock >= self.stop and self.last_start is not None:
             self._deliver(self.last_start)  # as the general engine hands them over
         s.open_runs()
@@ -135,7 +146,8 @@ class FastEngine:
         view = None
         if self.hook is not None:
             view = hooks.batch_view(s, p)
-            pure = not p.entries and not p.skipped and not p.preempted and not s.pre
+            pure = (not p.entries and not p.skipped and not p.preempted and not s.pre
+                    and not s.deferred)
             interruptible = not s.persists[p.blocked] if pure else True  # as _plan sets it
         first, finished = self._commit(p)
         self._finished(len(finished))
@@ -152,6 +164,7 @@ class FastEngine:
     def _commit(self, p: Planned) -> tuple[list, list]:
         """Advance progress by the step just executed (sim/sched/base.py update)."""
         s = self.s
+        s.flush_frees()  # the previous plan's finishes (async scheduling)
         g = s.g
         first, done = [], []
         if s.stale:
@@ -217,7 +230,7 @@ class FastEngine:
         for r in done:
             s.close_run(r, g)
         out = done + ending if ending else done
-        s.release_finished(out)
+        s.free_finished(out)
         running, status = s.running, s.status
         for r in out:
             running.remove(r)
@@ -243,7 +256,7 @@ class FastEngine:
         if interruptible and nxt < limit:
             limit = nxt
         # a guess at where the run will be cut, at least 2 steps (a run may be cut to 1)
-        k = min(k_max, (limit - self.clock) // (self.last_d or 1) + 2)
+        k = min(k_max, max(2, (limit - self.clock) // (self.last_d or 1) + 2))
         used = self._run_blocks(g, k)  # blocks in use at each step of the run
         if used is None:  # step 1 of the run would not find a free block
             return self._step(p)

@@ -57,8 +57,10 @@ class FastLanes(LaneCounts, FastScheduler):
 
     def _held_batch(self, held_i: int) -> int:
         """Blocks the batch lane's running requests hold before the step (``held_i``: the
-        interactive lane's): the rest of the blocks in use."""
-        return self.used - held_i
+        interactive lane's): the rest of the blocks in use, less those of finished requests
+        not freed yet (async scheduling; no lane counts them, as in LanesScheduler)."""
+        bs, comp = self.bs, self.comp
+        return self.used - held_i - sum(cdiv(comp[r], bs) for r in self.deferred)
 
     # ---- the step -----------------------------------------------------------------------
     def _pure_decode(self) -> Planned | None:
@@ -207,10 +209,10 @@ class FastLanes(LaneCounts, FastScheduler):
         self.nrun_i -= self.inter[v]
         super()._preempt(v, granted)
 
-    def release_finished(self, reqs):
+    def free_finished(self, reqs):
         inter = self.inter
         self.nrun_i -= sum(inter[r] for r in reqs)
-        super().release_finished(reqs)
+        super().free_finished(reqs)
 
     def _admission_block(self, r: int) -> str:
         if self.inter[r] or len(self.running) - self.nrun_i < self.batch_seqs:

@@ -59,6 +59,7 @@ class FastScheduler(BlockCount, Progress):
         self.memory_blocked = bytearray(n)
         self.recomputed = 0  # tokens thrown away by preemption (tokens)
         self.alloc_failures = 0
+        self.deferred: list[int] = []  # finished, blocks not freed yet (async scheduling)
         self._victims: list[int] = []
         self._pure = Planned()  # the plan of a step where every request decodes
         # why admission stopped at the last waiting pass; a step that preempted skips the
