@@ -256,7 +256,7 @@ def _simulate_fast(r, specs, seen, sched, kv, cost, source, stop, t0, progress, 
     said = tuple(cost.run_warnings())
     for w in said:
         warnings.warn(w, RunWarning, stacklevel=3)
-    return RunResult(
+    res = RunResult(
         resolved=r, specs=specs, recorder=out.recorder, status=_arrived_as_waiting(out.status),
         num_preemptions=out.num_preemptions, cached_tokens=out.cached_tokens,
         generated=out.generated, recomputed_tokens=out.recomputed_tokens,
@@ -267,6 +267,8 @@ def _simulate_fast(r, specs, seen, sched, kv, cost, source, stop, t0, progress, 
         wall_s=time.perf_counter() - t0, drain_cut=out.drain_cut, shortened=shortened,
         ingress_s=ingress, egress_s=egress, warnings=said, core="fast",
     )
+    return res if isinstance(source, OpenLoop) else _as_sent(
+        res, source.arrival_times() - ingress)
 
 
 def _observed(cost: CostModel, on_plan):

@@ -3,15 +3,25 @@ the work per step.
 
     sim/fast/state.py    request progress with implicit decode progress, emission runs
     sim/fast/sched.py    vLLM v1's schedule() on that state (a fast path and the exact loop)
+    sim/fast/blocks.py   paged KV as a block count (the scheduler's block seams)
+    sim/fast/caching.py  the same seams on vLLM's prefix-caching pool
+    sim/fast/priority.py vllm-priority: the heap queue, the least urgent victim
+    sim/fast/lanes.py    lanes: the step lane by lane, the batch lane's KV room
+    sim/fast/lane_counts.py  the two lane queues, the interactive lane's aggregates
+    sim/fast/arrivals.py open loops and gated sources (closed loops, concurrency caps)
     sim/fast/engine.py   the event loop: the general engine's plans, priced from aggregates
     sim/fast/record.py   recording, turned into the general Recorder at the end
+    sim/fast/hooks.py    StepPlan / StepOutcome for per-plan hooks
 
-It runs a scenario when the general engine would run it with the ``vllm`` scheduler (FCFS,
-optimistic admission), paged KV with or without prefix caching (sim/fast/caching.py), no
-swap, open-loop arrivals, a
-cost model that prices step shapes (``fitted`` ops profiles, ``roofline``) and no
-executor hooks (live mode). A caller's per-plan hook (the step log, the conformance
-comparer) gets the general engine's StepPlan and StepOutcome (sim/fast/hooks.py).
+It runs a scenario when the general engine would run it with the ``vllm`` scheduler (FCFS),
+``vllm-priority`` (sim/fast/priority.py) or ``lanes`` (sim/fast/lanes.py), optimistic
+admission, paged KV with or without
+prefix caching (sim/fast/caching.py), no swap, open-loop or gated arrivals (closed loops,
+concurrency caps: sim/fast/arrivals.py), a cost model that prices step shapes (``fitted``
+ops profiles, ``roofline``), with or without async scheduling, and no executor hooks (live
+mode). A caller's per-plan hook
+(the step log, the conformance comparer) gets the general engine's StepPlan and
+StepOutcome (sim/fast/hooks.py).
 ``core: auto`` (the default) uses it then, the general engine otherwise; ``core:
 general`` always uses the general engine. Its results equal the general engine's
 (tests/fast compares them column by column; the conformance references replay through
@@ -26,18 +36,22 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim.cost.base import CostModel
-from sim.engine.arrivals import OpenLoop
+from sim.engine.arrivals import ArrivalSource, Gated, OpenLoop
 from sim.engine.clock import MAX_NS, ns
 from sim.engine.engine import RunStatus, admissible
 from sim.fast.caching import CachingScheduler
 from sim.fast.engine import FastEngine
+from sim.fast.lanes import CachingLanes, FastLanes
+from sim.fast.priority import CachingPriorityScheduler, PriorityScheduler
 from sim.fast.record import FastRecord
 from sim.fast.sched import FastScheduler
 from sim.kv.paged import PagedKV
 from sim.kv.prefix_cache import PrefixCachingKV
 from sim.metrics.recorder import Recorder
 from sim.sched.admission import Optimistic
-from sim.sched.queues import FCFSQueue
+from sim.sched.lanes import LaneQueue, LanesScheduler
+from sim.sched.priority import VllmPriorityScheduler
+from sim.sched.queues import FCFSQueue, PriorityQueue
 from sim.sched.vllm import BUDGET, EMPTY, MEMORY, SEQS, VllmScheduler
 
 CORES = ("auto", "general", "fast")
@@ -46,12 +60,12 @@ CORES = ("auto", "general", "fast")
 def unsupported(sc, sched, kv, cost, source) -> str:
     """Why the fast core cannot run this configuration ('' = it can), in the scenario's
     words (``sc``: the resolved Scenario)."""
-    if type(sched) is not VllmScheduler:
-        return f"scheduler {sc.scheduler.name} (the fast core runs vllm)"
-    if type(sched.admission) is not Optimistic or type(sched.waiting) is not FCFSQueue:
+    policy = _POLICIES.get(type(sched))
+    if policy is None:
+        return (f"scheduler {sc.scheduler.name} (the fast core runs vllm, vllm-priority and "
+                "lanes)")
+    if type(sched.admission) is not Optimistic or type(sched.waiting) is not policy[0]:
         return f"admission rule {sc.admission.name} (the fast core runs optimistic)"
-    if sc.engine.async_scheduling:
-        return "async scheduling (engine.async_scheduling)"
     if type(kv) not in (PagedKV, PrefixCachingKV):
         return f"KV policy {sc.kv.name} (the fast core runs paged KV)"
     if kv.host is not None:
@@ -63,9 +77,18 @@ def unsupported(sc, sched, kv, cost, source) -> str:
     if any(getattr(type(cost), m) is not getattr(base, m)
            for m in ("after_plan", "start_run", "end_run")):
         return "an executor with run hooks (live mode)"
-    if not isinstance(source, OpenLoop):
-        return "gated (closed-loop) arrivals (workload.arrival.concurrency)"
+    if type(source) not in (OpenLoop, Gated):
+        return f"arrival source {type(source).__name__} (the fast core runs open and gated)"
     return ""
+
+
+# the general schedulers the fast core runs: their queue, and the fast scheduler of each
+# (paged KV counted, and with vLLM's prefix cache)
+_POLICIES = {
+    VllmScheduler: (FCFSQueue, FastScheduler, CachingScheduler),
+    VllmPriorityScheduler: (PriorityQueue, PriorityScheduler, CachingPriorityScheduler),
+    LanesScheduler: (LaneQueue, FastLanes, CachingLanes),
+}
 
 
 @dataclass(frozen=True)
@@ -86,13 +109,18 @@ class FastRun:
 
 
 def run(specs, sched: VllmScheduler, kv: PagedKV | PrefixCachingKV, cost: CostModel,
-        source: OpenLoop, *, stop_s: float, egress_s: float, drain: tuple[int, int],
+        source: ArrivalSource, *, stop_s: float, egress_s: float, drain: tuple[int, int],
         progress=None, on_plan=None) -> FastRun:
     """Simulate ``specs`` (as the engine sees them) with the general components' settings."""
     persists = {r: sched.blocked_persists(r) for r in (EMPTY, SEQS, BUDGET, MEMORY)}
     args = (specs.prompt_tokens, specs.output_tokens, sched.limits, kv.block_size,
             kv.num_blocks, kv.admission_reserve, persists)
-    fs = CachingScheduler(*args, kv=kv) if type(kv) is PrefixCachingKV else FastScheduler(*args)
+    _, plain, cached = _POLICIES[type(sched)]
+    caching = type(kv) is PrefixCachingKV
+    cls = cached if caching else plain
+    kw = cls.policy_args(sched, specs) | ({"kv": kv} if caching else {})
+    fs = cls(*args, **kw)
+    fs.async_frees = sched.async_scheduling
     rec = FastRecord(len(specs), egress_s)
     engine = FastEngine(fs, cost, source, admissible(specs, sched), rec,
                         stop_ns=min(ns(stop_s), MAX_NS), drain=drain, progress=progress,

@@ -53,13 +53,14 @@ class CachingScheduler(FastScheduler):
             self.owed = 0
 
     # ---- the running pass ----------------------------------------------------------------
-    def _grow_running(self, blocks, dec_blocks, entries):
+    def _grow_running(self, blocks, dec_blocks, entries, due=None):
         kv = self.kv
         self.owed += dec_blocks
-        if self.first_due:  # publish in running order: it decides which of two equal
+        due = self.first_due if due is None else due
+        if due:  # publish in running order: it decides which of two equal
             seq = self.seq  # blocks the cache keeps (the other waits in dups)
             grown = [(seq[r], r, c + t, False) for r, t, c in entries]
-            due = [(seq[r], r, self.ctx(r) + 1, True) for r in self.first_due]
+            due = [(seq[r], r, self.ctx(r) + 1, True) for r in due]
             for _, r, upto, decoding in sorted(grown + due):
                 if decoding:
                     kv.note_one(r, upto)
@@ -100,13 +101,17 @@ class CachingScheduler(FastScheduler):
 
     def release_finished(self, reqs):
         if len(reqs) > 1:
-            reqs = sorted(reqs, key=self.seq.__getitem__)
+            reqs = self._free_order(reqs)
         self._flush()
         comp, kv = self.comp, self.kv
         for r in reqs:
             self._settle(r, comp[r])
             kv.free(r)
         self._sync()
+
+    def _free_order(self, reqs: list[int]) -> list[int]:
+        """A step's finished requests in batch order (running order: admission order)."""
+        return sorted(reqs, key=self.seq.__getitem__)
 
     # ---- admission -------------------------------------------------------------------
     def _hit(self, r, known):

@@ -18,10 +18,10 @@ from itertools import accumulate, cycle, islice
 
 import numpy as np
 
-from sim.engine.arrivals import OpenLoop
+from sim.engine.arrivals import ArrivalSource
 from sim.engine.clock import MAX_NS, NS_PER_S
 from sim.engine.engine import RunStatus
-from sim.fast import hooks
+from sim.fast import arrivals, hooks
 from sim.fast.record import FastRecord
 from sim.fast.sched import FastScheduler, Planned
 from sim.sched.vllm import MAX_RUN_STEPS
@@ -30,15 +30,14 @@ _MAX_S = MAX_NS / NS_PER_S
 
 
 class FastEngine:
-    def __init__(self, sched: FastScheduler, cost, source: OpenLoop, admissible: np.ndarray,
-                 record: FastRecord, *, stop_ns: int, drain: tuple[int, int], progress=None,
-                 hook=None):
+    def __init__(self, sched: FastScheduler, cost, source: ArrivalSource,
+                 admissible: np.ndarray, record: FastRecord, *, stop_ns: int,
+                 drain: tuple[int, int], progress=None, hook=None):
         self.s, self.cost, self.rec = sched, cost, record
         self.ok = bytearray(admissible.astype(np.uint8).tobytes())  # accepted at arrival
-        self.arrival = source.arrival.tolist()  # arrival times (ns), sorted
-        self.cum_ok = source.cum_admissible.tolist()  # admissible arrivals before index i
-        self.delivered, self.n_arr = 0, len(self.arrival)  # arrivals [0, delivered) handed over
-        self.stop, self.clock, self.last_start = stop_ns, 0, None
+        self.src = arrivals.view(source)  # .nxt: the next arrival (ns; NEVER: none known)
+        self.all_in = self.src.exhausted()  # every request handed over (the drain begun)
+        self.stop, self.clock, self.last_start, self.last_end = stop_ns, 0, None, None
         self.last_d = 1  # the last decode run's last step (ns): guesses how long a run lasts
         self.progress, self.hook = progress, hook  # hook(plan, starts, durations, outcome)
         # the drain limit (sim/runner.py _DrainLimit): plans after the last arrival
@@ -56,24 +55,34 @@ class FastEngine:
                 gc.enable()
 
     def _run(self) -> RunStatus:
-        s = self.s
-        arrival, n_arr = self.arrival, self.n_arr
+        s, src, lag = self.s, self.src, self.s.async_frees
         while self.clock < self.stop:
-            if self.delivered < n_arr and arrival[self.delivered] <= self.clock:
-                self._deliver(self.clock)
+            # async scheduling: the plan starting at a step's end was made when that step
+            # started, so it sees the arrivals up to that start (sim/engine/engine.py _lagging)
+            lagging = lag and self.last_end == self.clock
+            upto = self.last_start if lagging else self.clock
+            if src.nxt <= upto:
+                self._deliver(upto)
             p = s.schedule()
+            if p is None and lagging:  # nothing in flight to plan behind: at once, as vLLM
+                s.flush_frees()
+                self._deliver(self.clock)
+                p = s.schedule()
             if p is None:
                 t = self._next_time()
                 if t is None:
                     break
                 self.clock = max(self.clock, t)
                 continue
-            if not p.entries and not p.skipped and not p.preempted and not s.pre:
+            if not p.entries and not p.skipped and not p.preempted and not s.pre \
+                    and not s.deferred:
                 self._decode_run(p)
             else:
                 self._step(p)
+            self.last_end = self.clock
             if self.progress is not None:
                 self.progress(self.clock / NS_PER_S)
+        s.flush_frees()  # the run is over: nothing plans behind the last finishes
         if self.clock >= self.stop and self.last_start is not None:
             self._deliver(self.last_start)  # as the general engine hands them over
         s.open_runs()
@@ -81,27 +90,31 @@ class FastEngine:
         return RunStatus(self.clock / NS_PER_S, self.clock >= self.stop, len(s.waiting))
 
     def _next_time(self) -> int | None:
-        return self.arrival[self.delivered] if self.delivered < len(self.arrival) else None
+        return self.src.nxt if self.src.nxt != arrivals.NEVER else None
 
     def _deliver(self, now: int) -> None:
-        i, arrival = self.delivered, self.arrival
-        if i >= len(arrival) or arrival[i] > now:
+        if self.src.nxt > now:
             return
-        end = bisect_right(arrival, now, i)
-        self.delivered = end
         s, ok = self.s, self.ok
-        for r in range(i, end):
+        for r in self.src.due(now):
             if ok[r]:
                 s.status[r] = 1  # WAITING
                 s.waiting.append(r)
             else:
                 s.status[r] = 4  # REJECTED
+        self.all_in = self.src.exhausted()
+
+    def _finished(self, n: int) -> None:
+        """``n`` requests finished at the end of the plan just run (the clock): a gated
+        source lets their clients send again."""
+        if n:
+            self.src.finished(n, self.clock)
 
     def _drain(self) -> None:
         """Count a plan; once every request has arrived, past the drain budget the run stops
         after this plan's first step."""
         self.plans += 1
-        if self.delivered < self.n_arr:
+        if not self.all_in:
             return
         if self.drain_limit is None:
             self.drain_budget = max(self.drain_min, self.drain_factor * self.plans)
@@ -133,9 +146,11 @@ class FastEngine:
         view = None
         if self.hook is not None:
             view = hooks.batch_view(s, p)
-            pure = not p.entries and not p.skipped and not p.preempted and not s.pre
+            pure = (not p.entries and not p.skipped and not p.preempted and not s.pre
+                    and not s.deferred)
             interruptible = not s.persists[p.blocked] if pure else True  # as _plan sets it
         first, finished = self._commit(p)
+        self._finished(len(finished))
         rec = self.rec
         rec.plan(sum(pq), p.n_dec + n1, p.num_reqs, running, len(p.preempted), 1, p.blocked)
         rec.step(start, d, used, stored, waiting)
@@ -149,6 +164,7 @@ class FastEngine:
     def _commit(self, p: Planned) -> tuple[list, list]:
         """Advance progress by the step just executed (sim/sched/base.py update)."""
         s = self.s
+        s.flush_frees()  # the previous plan's finishes (async scheduling)
         g = s.g
         first, done = [], []
         if s.stale:
@@ -214,7 +230,7 @@ class FastEngine:
         for r in done:
             s.close_run(r, g)
         out = done + ending if ending else done
-        s.release_finished(out)
+        s.free_finished(out)
         running, status = s.running, s.status
         for r in out:
             running.remove(r)
@@ -231,14 +247,16 @@ class FastEngine:
         s = self.s
         n, g = s.n_dec, s.g
         k_max = min(s.next_finish() - g + 1, MAX_RUN_STEPS)
+        if k_max > 1:
+            k_max = s.run_steps(g, k_max)
         if k_max <= 1:
             return self._step(p)
         interruptible = not s.persists[p.blocked]
-        limit, i = self.stop, self.delivered
-        if interruptible and i < self.n_arr and self.arrival[i] < limit:
-            limit = self.arrival[i]
+        limit, nxt = self.stop, self.src.nxt
+        if interruptible and nxt < limit:
+            limit = nxt
         # a guess at where the run will be cut, at least 2 steps (a run may be cut to 1)
-        k = min(k_max, (limit - self.clock) // (self.last_d or 1) + 2)
+        k = min(k_max, max(2, (limit - self.clock) // (self.last_d or 1) + 2))
         used = self._run_blocks(g, k)  # blocks in use at each step of the run
         if used is None:  # step 1 of the run would not find a free block
             return self._step(p)
@@ -262,7 +280,7 @@ class FastEngine:
             k = max(1, bisect_left(starts, limit))
             del starts[k:], d[k:]
         if k > 1 and not interruptible:
-            wait = self._waiting_by(waiting, starts)
+            wait = self.src.waiting_by(waiting, starts)
         else:  # an interruptible run ends before the next arrival: nobody joins the queue
             wait = [waiting] * k
         kv_used = used if len(used) == k else used[:k]
@@ -285,6 +303,7 @@ class FastEngine:
         finished = self._finish([], ending, gl) if ending else ()
         last, d_last = starts[-1], d[-1]
         self.last_start, self.clock, self.last_d = last, last + d_last, d_last
+        self._finished(len(finished))
         rec = self.rec
         rec.plan(0, n, n, running, 0, k, p.blocked)
         rec.steps(starts, d, kv_used, kv_tokens, wait)
@@ -311,9 +330,3 @@ class FastEngine:
         """Durations (ns) of steps j..j+k-1 of the run (step i's decode contexts sum to
         ``dec_ctx + n * i``)."""
         return self.cost.run_ns(n, p.dec_ctx + n * j, k)
-
-    def _waiting_by(self, base: int, starts: list[int]) -> list[int]:
-        """Waiting requests at each step start of a run no arrival interrupts."""
-        arrival, cum = self.arrival, self.cum_ok
-        lo = cum[bisect_right(arrival, starts[0])]
-        return [base + cum[bisect_right(arrival, t)] - lo for t in starts]

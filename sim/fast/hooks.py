@@ -12,11 +12,11 @@ from sim.engine.plan import StepOutcome, StepPlan
 
 def batch_view(s, p) -> tuple[list[int], list[int], list[int], list[int]]:
     """(requests, tokens, contexts, emitting requests) of planned step ``p`` in batch order
-    (running order, the admitted last), before it is committed."""
+    (``s.batch_order()``), before it is committed."""
     grant = {r: (t, c) for r, t, c in p.entries}
     skipped = set(p.skipped)
     ids, tok, ctx, emit = [], [], [], []
-    for r in s.running:
+    for r in s.batch_order():
         if s.dec[r]:
             if r in skipped:
                 continue

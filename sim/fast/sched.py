@@ -1,9 +1,9 @@
 """vLLM v1's schedule() on the fast core's state (sim/fast/state.py), step for step.
 
 The same rules as sim/sched/vllm.py (``VllmScheduler`` with FCFS, optimistic admission,
-paged KV, recompute preemption), in two paths (blocks are counted here; with prefix
-caching sim/fast/caching.py overrides the ``KV blocks`` methods at the end to drive the
-general engine's cache):
+paged KV, recompute preemption), in two paths (blocks are counted, sim/fast/blocks.py; with
+prefix caching sim/fast/caching.py overrides those methods to drive the general engine's
+cache):
 
 * fast: when every running request's demand fits the token budget and every new block
   fits the pool, order does not matter and the running pass is O(prefilling requests):
@@ -20,6 +20,7 @@ from __future__ import annotations
 from array import array
 from collections import deque
 
+from sim.fast.blocks import BlockCount
 from sim.fast.state import Progress, cdiv
 from sim.sched.base import SchedulerLimits
 from sim.sched.vllm import BUDGET, EMPTY, MEMORY, SEQS
@@ -44,13 +45,13 @@ class Planned:
         return self.n_dec + len(self.entries)
 
 
-class FastScheduler(Progress):
+class FastScheduler(BlockCount, Progress):
     def __init__(self, prompt, output, limits: SchedulerLimits, block_size: int,
                  num_blocks: int, admission_reserve: int, persists: dict[str, bool]):
         super().__init__(prompt, output, block_size, num_blocks)
         self.lim = limits
         self.reserve = admission_reserve  # blocks admissions leave free (watermark)
-        self.waiting: deque[int] = deque()
+        self.waiting = self.make_queue()  # deque-like: [0], popleft, append, appendleft
         n = len(prompt)
         self.status = bytearray(n)  # sim.sched.base.Status codes
         self.npre = array("q", bytes(8 * n))  # preemptions per request
@@ -58,6 +59,7 @@ class FastScheduler(Progress):
         self.memory_blocked = bytearray(n)
         self.recomputed = 0  # tokens thrown away by preemption (tokens)
         self.alloc_failures = 0
+        self.deferred: list[int] = []  # finished, blocks not freed yet (async scheduling)
         self._victims: list[int] = []
         self._pure = Planned()  # the plan of a step where every request decodes
         # why admission stopped at the last waiting pass; a step that preempted skips the
@@ -68,9 +70,11 @@ class FastScheduler(Progress):
         self.persists = persists
 
     # ---- the long-prefill cap (sim/sched/vllm.py: long_prefill_cap) --------------------
-    def cap(self) -> int:
+    def cap(self, eligible: int | None = None) -> int:
+        """The cap for ``eligible`` running + waiting requests (default: all of them)."""
         lim = self.lim
-        eligible = len(self.running) + len(self.waiting)
+        if eligible is None:
+            eligible = len(self.running) + len(self.waiting)
         if lim.long_prefill_token_threshold <= 0 or eligible <= 1:
             return 0
         if lim.long_prefill_token_threshold_adaptive:
@@ -87,25 +91,13 @@ class FastScheduler(Progress):
     def schedule(self) -> Planned | None:
         """Plan the next step (None: nothing can run)."""
         if not self.pre and not self.waiting and self.n_dec and not self._victims:
-            blocks = self.phase[self.g % self.bs]
-            if blocks <= self.num_blocks - self.used:  # every request decodes; none waits
-                self._grow_running(blocks, blocks, ())
-                p = self._pure  # reused: a pure decode plan is consumed before the next
-                p.n_dec, p.dec_ctx = self.n_dec, self.sum_base + self.n_dec * self.g
-                self.blocked = EMPTY
+            p = self._pure_decode()
+            if p is not None:
                 return p
         while True:
             if not self.running and not self.waiting:
                 return None
-            p = Planned()
-            cap = self.cap()
-            budget = self._running_fast(p, cap)
-            if budget is None:
-                p = Planned()
-                budget = self._running_exact(p, cap)
-            if not p.preempted:
-                self._waiting(p, budget, cap)
-                self.blocked = p.blocked
+            p = self._passes()
             p.blocked = self.blocked
             if p.preempted and not p.num_reqs:
                 self._victims += p.preempted  # vLLM schedules again at once
@@ -113,8 +105,33 @@ class FastScheduler(Progress):
             if not p.num_reqs:
                 return None
             if self._victims:
-                p.preempted, self._victims = self._victims + p.preempted, []
+                p.preempted, self._victims = self._victims + list(p.preempted), []
             return p
+
+    def _pure_decode(self) -> Planned | None:
+        """Every running request decodes and none waits: the plan, if the blocks fit."""
+        blocks = self.phase[self.g % self.bs]
+        if blocks > self.num_blocks - self.used:
+            return None
+        self._grow_running(blocks, blocks, ())
+        p = self._pure  # reused: a pure decode plan is consumed before the next
+        p.n_dec, p.dec_ctx = self.n_dec, self.sum_base + self.n_dec * self.g
+        self.blocked = EMPTY
+        return p
+
+    def _passes(self) -> Planned:
+        """vLLM's two passes: the running requests, then (if none was preempted) the queue;
+        sets ``blocked`` when the queue's pass ran."""
+        p = Planned()
+        cap = self.cap()
+        budget = self._running_fast(p, cap)
+        if budget is None:
+            p = Planned()
+            budget = self._running_exact(p, cap)
+        if not p.preempted:
+            self._waiting(p, budget, cap)
+            self.blocked = p.blocked
+        return p
 
     def _running_fast(self, p: Planned, cap: int) -> int | None:
         """Everyone's demand fits: O(prefilling). None when the exact loop is needed."""
@@ -134,19 +151,33 @@ class FastScheduler(Progress):
         p.n_dec, p.dec_ctx = self.n_dec, self.sum_base + self.n_dec * g
         return self.lim.max_num_batched_tokens - total
 
-    def _running_exact(self, p: Planned, cap: int) -> int:
-        bs, run, budget, i = self.bs, self.running, self.lim.max_num_batched_tokens, 0
-        p.preempted = []
+    def _running_exact(self, p: Planned, cap: int, run: list[int] | None = None,
+                       budget: int | None = None, lane: int = 0) -> int:
+        """Request by request in running order (vLLM's loop): ``run`` (default: the running
+        list; a lane's requests for sim/fast/lanes.py, ``lane`` naming its KV room) with
+        ``budget`` (default: the step's); returns the budget left."""
+        run = self.running if run is None else run
+        bs, i = self.bs, 0
+        budget = self.lim.max_num_batched_tokens if budget is None else budget
+        if not p.preempted:
+            p.preempted = []
         while i < len(run) and budget > 0:
             r = run[i]
             c = self.ctx(r)
             grant = min(self.demand(r, c, cap), budget)
             nb = cdiv(c + grant, bs) - cdiv(c, bs)
             ok = True
-            while nb > self.free:
+            while nb > self._room(lane):
                 self.alloc_failures += 1
-                victim = run[-1]
-                self._preempt(victim)
+                victim = self._victim()
+                at = len(run) - 1 if victim == run[-1] else (
+                    run.index(victim) if victim in run else len(run))
+                granted = self._unschedule(p, victim) if at < i else 0
+                budget += granted
+                i -= at < i
+                if run is not self.running and at < len(run):
+                    del run[at]
+                self._preempt(victim, granted)
                 p.preempted.append(victim)
                 if victim == r:
                     ok = False
@@ -161,14 +192,34 @@ class FastScheduler(Progress):
                 p.entries.append((r, grant, c))
             budget -= grant
             i += 1
-        p.skipped = [r for r in run[i:] if self.dec[r]]
+        skipped = [r for r in run[i:] if self.dec[r]]
+        if skipped:
+            p.skipped = [*p.skipped, *skipped]
         return budget
 
-    def _preempt(self, v: int) -> None:
-        """Recompute preemption of the tail of the running list (vLLM v1)."""
+    def _victim(self) -> int:
+        """The running request to preempt when blocks run out (vLLM FCFS: the tail)."""
+        return self.running[-1]
+
+    def _unschedule(self, p: Planned, v: int) -> int:
+        """Take ``v``, scheduled earlier in this step, out of ``p``; its granted tokens."""
+        if self.dec[v]:
+            p.n_dec -= 1
+            p.dec_ctx -= self.ctx(v)
+            return 1
+        e = next(e for e in p.entries if e[0] == v)
+        p.entries.remove(e)
+        return e[1]
+
+    def _preempt(self, v: int, granted: int = 0) -> None:
+        """Recompute preemption (vLLM v1); ``granted``: the tokens this step had given it
+        (its blocks for them are freed too)."""
         self.npre[v] += 1
         self.status[v] = 1  # WAITING
-        self.running.pop()  # v is the tail
+        if v == self.running[-1]:
+            self.running.pop()
+        else:
+            self.running.remove(v)
         c = self.ctx(v)
         if self.dec[v]:
             if v not in self.stale:
@@ -178,28 +229,33 @@ class FastScheduler(Progress):
             self.drop_dec(v)
         else:
             self.pre.remove(v)
-        self._release(v, c, preempted=True)
+        self._release(v, c + granted, preempted=True)
         self.recomputed += c
         self.comp[v] = 0
         self.waiting.appendleft(v)
 
-    def _waiting(self, p: Planned, budget: int, cap: int) -> None:
+    def _waiting(self, p: Planned, budget: int, cap: int) -> int:
         """Admit in queue order (VllmScheduler._schedule_waiting): stop at the first request
-        the budget, max_num_seqs or the free blocks refuse; ``p.blocked`` says which."""
+        the budget, max_num_seqs, the policy or the free blocks refuse; ``p.blocked`` says
+        which. Returns the budget left."""
         q = self.waiting
         if not q:
             p.blocked = EMPTY
-            return
+            return budget
         lim, known, comp, running = self.lim, self.known, self.comp, self.running
         seqs, mml, chunked = lim.max_num_seqs, lim.max_model_len, lim.enable_chunked_prefill
         while q:
             r = q[0]
             if budget <= 0:
                 p.blocked = BUDGET
-                return
+                return budget
             if len(running) >= seqs:
                 p.blocked = SEQS
-                return
+                return budget
+            why = self._admission_block(r)
+            if why:
+                p.blocked = why
+                return budget
             kr = known[r]
             c = comp[r] or self._hit(r, kr)  # comp 0: preemption recomputes
             need = kr - c  # demand(): capped by the long-prefill cap and max_model_len
@@ -209,13 +265,13 @@ class FastScheduler(Progress):
                 need = mml - 1 - c
             if not chunked and need > budget:
                 p.blocked = BUDGET
-                return
+                return budget
             if need > budget:
                 need = budget
             if not self._admit_blocks(r, c + need, kr if kr < mml else mml):
                 p.blocked = MEMORY
                 self.memory_blocked[r] = 1
-                return
+                return budget
             q.popleft()
             comp[r] = c
             running.append(r)
@@ -229,52 +285,28 @@ class FastScheduler(Progress):
             p.entries.append((r, need, c))
             budget -= need
         p.blocked = EMPTY
+        return budget
 
-    # ---- KV blocks: their count (sim/fast/caching.py keeps vLLM's prefix-caching pool) ---
-    def _grow_running(self, blocks: int, dec_blocks: int, entries) -> None:
-        """The running pass scheduled every running request: ``blocks`` new blocks, of which
-        ``dec_blocks`` for decoding requests and the rest for ``entries`` (request, tokens,
-        computed) in running order."""
-        self.used += blocks
+    def _admission_block(self, r: int) -> str:
+        """A policy's reason not to admit waiting request ``r`` now ('' = no objection)."""
+        return EMPTY
 
-    def _grow_one(self, r: int, nb: int, upto: int) -> None:
-        """Running request ``r`` takes ``nb`` new blocks to hold ``upto`` tokens."""
-        self.used += nb
+    def batch_order(self) -> list[int]:
+        """The running requests in the order a step's batch lists them (vLLM: running
+        order, the admitted last)."""
+        return self.running
 
-    def grow_run(self, n: int) -> None:
-        """A decode run's steps after its first take ``n`` new blocks (at its commit, as
-        sim/sched/base.py update allocates them)."""
-        self.used += n
+    def run_steps(self, g: int, k: int) -> int:
+        """The most steps (<= ``k``) a decode run from step ``g`` may take for the policy's
+        own reasons (vLLM: ``k``)."""
+        return k
 
-    def _release(self, r: int, computed: int, preempted: bool = False) -> None:
-        """``r`` (finished or preempted, with ``computed`` tokens in KV) frees its blocks."""
-        self.used -= cdiv(computed, self.bs)
+    @classmethod
+    def policy_args(cls, sched, specs) -> dict:
+        """The policy's own constructor arguments, from the general scheduler ``sched`` it
+        stands for (vllm: none)."""
+        return {}
 
-    def release_finished(self, reqs: list[int]) -> None:
-        """Finished requests free their blocks (their computed tokens are explicit)."""
-        comp, bs = self.comp, self.bs
-        for r in reqs:
-            self.used -= cdiv(comp[r], bs)
-
-    def _hit(self, r: int, known: int) -> int:
-        """Tokens of waiting request ``r`` already in KV (its prefix-cache hit)."""
-        return 0
-
-    def _admit_blocks(self, r: int, upto: int, whole: int) -> bool:
-        """Admit ``r`` with blocks for ``upto`` tokens if they fit (False: KV memory refuses).
-        ``whole``: its known tokens capped at max_model_len, which must fit too with
-        ``scheduler_reserve_full_isl`` (sim/sched/vllm.py _whole_fits)."""
-        bs, free, reserve = self.bs, self.num_blocks - self.used, self.reserve
-        if self.lim.scheduler_reserve_full_isl:
-            w = -(-whole // bs)
-            if w > 0 and w + reserve > free:
-                return False
-        nb = -(-upto // bs)
-        if nb > 0 and nb + reserve > free:
-            return False
-        self.used += nb
-        return True
-
-    def shared_slots(self) -> int:
-        """Token slots counted in more than one request's table (prefix sharing)."""
-        return 0
+    def make_queue(self):
+        """The waiting queue (vLLM FCFS: a deque; preempted requests go to its front)."""
+        return deque()

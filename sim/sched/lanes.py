@@ -154,16 +154,8 @@ class LanesScheduler(VllmScheduler):
         if not self.kv.shared_slots:  # no block in two tables: held counts are physical
             held = self.kv.held[r]
             return int(held[~inter].sum()), int(held[inter].sum())
-        blocks, counts = self._interactive_blocks()
-        only_inter = int((counts == self.kv.block_refs(blocks)).sum())
+        only_inter = interactive_only(self.kv, r[inter].tolist())
         return self.kv.num_used - only_inter, only_inter
-
-    def _interactive_blocks(self) -> tuple[np.ndarray, np.ndarray]:
-        """Block ids in interactive requests' tables (sorted) and how many hold each."""
-        r = self.running[self.interactive[self.running]]
-        ids = np.fromiter(chain.from_iterable(map(self.kv.block_table, r.tolist())),
-                          dtype=np.int64)
-        return np.unique(ids, return_counts=True)
 
     def _batch_room(self, lane: tuple | None = None) -> int:
         """Blocks batch requests may still take: what the interactive lane leaves."""
@@ -180,15 +172,8 @@ class LanesScheduler(VllmScheduler):
         return super().allocate(req, total, admitting)
 
     def _batch_growth(self, req: int, total: int) -> int:
-        """Physical blocks the batch lane gains if ``req`` grows to ``total`` slots: new
-        blocks, plus prefix-cache hits that no batch request holds yet."""
-        hits = np.asarray(self.kv.pending_hits(req), dtype=np.int64)
-        new = int(self.kv.extra_blocks(np.array([req]), np.array([total]))[0]) - len(hits)
-        if not len(hits):
-            return new
-        held_by_inter = dict(zip(*(a.tolist() for a in self._interactive_blocks())))
-        inter = np.array([held_by_inter.get(h, 0) for h in hits.tolist()], dtype=np.int64)
-        return new + int((self.kv.block_refs(hits) == inter).sum())  # no batch table has it
+        r = self.running
+        return batch_growth(self.kv, req, total, r[self.interactive[r]].tolist())
 
     def admission_block(self, req: int) -> str:
         if self.interactive[req]:
@@ -267,6 +252,33 @@ class LanesScheduler(VllmScheduler):
             k = 1 + int(np.searchsorted(cum, room, side="right"))
             self.run_blocks = self.run_blocks[: k - 1]
         return k
+
+
+# ---- physical block counts with prefix sharing (also the fast core's, sim/fast/lanes.py) ----
+def _blocks_of(kv, reqs: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Block ids in the tables of ``reqs`` (sorted) and how many of them hold each."""
+    ids = np.fromiter(chain.from_iterable(map(kv.block_table, reqs)), dtype=np.int64)
+    return np.unique(ids, return_counts=True)
+
+
+def interactive_only(kv, inter: list[int]) -> int:
+    """Blocks in the tables of ``inter`` (the interactive lane's running requests) that no
+    other table holds."""
+    blocks, counts = _blocks_of(kv, inter)
+    return int((counts == kv.block_refs(blocks)).sum())
+
+
+def batch_growth(kv, req: int, total: int, inter: list[int]) -> int:
+    """Physical blocks the batch lane gains if ``req`` grows to ``total`` slots: new
+    blocks, plus prefix-cache hits that no batch request holds yet (``inter``: the
+    interactive lane's running requests)."""
+    hits = np.asarray(kv.pending_hits(req), dtype=np.int64)
+    new = int(kv.extra_blocks(np.array([req]), np.array([total]))[0]) - len(hits)
+    if not len(hits):
+        return new
+    held_by_inter = dict(zip(*(a.tolist() for a in _blocks_of(kv, inter))))
+    holders = np.array([held_by_inter.get(h, 0) for h in hits.tolist()], dtype=np.int64)
+    return new + int((kv.block_refs(hits) == holders).sum())  # no batch table has it
 
 
 def _tokens(batch: BatchBuilder) -> int:

@@ -4,8 +4,8 @@ The references (benchmarks/conformance/refs/*.jsonl.gz) come from driving vLLM's
 ``Scheduler`` over each case (``make conformance``); comparing needs no vLLM. A step is
 identical when the start time (ns), the tokens per request, the preemptions, the finishes and
 the KV blocks in use all agree. Every case replays through both simulation cores: the general
-engine and, for the cases it runs (the ``vllm`` scheduler, with or without prefix caching),
-the fast core (sim/fast); ``core: auto`` picks the fast core exactly for those.
+engine and the fast core (sim/fast), which runs every case (the ``vllm`` and ``vllm-priority``
+schedulers, with or without prefix caching); ``core: auto`` picks the fast core.
 """
 
 from __future__ import annotations
@@ -23,10 +23,9 @@ VLLM_VERSION = "0.32.0"
 
 
 def _fast_runs(name: str) -> bool:
-    """The fast core runs the case: the FCFS vllm scheduler (prefix caching or not), the
-    synchronous scheduler."""
-    sc = load_case(name).resolved.scenario
-    return sc.scheduler.name == "vllm" and not sc.engine.async_scheduling
+    """The fast core runs the case: the vllm or vllm-priority scheduler (prefix caching or
+    not), synchronous or async."""
+    return load_case(name).resolved.scenario.scheduler.name in ("vllm", "vllm-priority")
 
 
 FAST = [n for n in case_names() if _fast_runs(n)]
@@ -34,8 +33,8 @@ ASYNC = [n for n in case_names() if n.startswith("async_")]
 
 
 def test_the_fast_core_runs_most_cases():
-    assert len(FAST) == 18 and len(case_names()) == 26 and len(ASYNC) == 5
-    assert "priority_poisson" not in FAST
+    assert len(FAST) == len(case_names()) == 26 and len(ASYNC) == 5
+    assert {"priority_poisson", "priority_ties"} <= set(FAST)
     assert {"prefix_shared", "prefix_mooncake", "prefix_recompute_tight"} <= set(FAST)
 
 

@@ -33,11 +33,15 @@ def test_core_general_never_runs_the_fast_core(monkeypatch):
 @pytest.mark.parametrize("scenario,overrides,core", [
     (None, (), "fast"),
     (None, ("cost={name: linear}",), "fast"),
-    ("lanes", ("workload.mix.0.duration_s=2", "workload.mix.1.duration_s=2"), "general"),
+    ("lanes", ("workload.mix.0.duration_s=2", "workload.mix.1.duration_s=2"), "fast"),
+    ("lanes", ("workload.mix.0.duration_s=2", "workload.mix.1.duration_s=2",
+               "engine.enable_prefix_caching=false"), "fast"),
     (None, ("engine.enable_prefix_caching=true",), "fast"),
     (None, ("engine.enable_prefix_caching=false",), "fast"),
+    (None, ("scheduler=vllm-priority",), "fast"),
     ("prefix-cache-system-prompt", (), "fast"),
-    (None, ("workload.arrival.concurrency=4",), "general"),
+    (None, ("workload.arrival.concurrency=4",), "fast"),
+    (None, ("workload.arrival={process: closed, concurrency: 8}",), "fast"),
     ("swap-preemption", (), "general"),
 ])
 def test_auto_picks_the_fast_core_where_it_runs(scenario, overrides, core):
@@ -48,14 +52,11 @@ def test_auto_picks_the_fast_core_where_it_runs(scenario, overrides, core):
 
 
 UNSUPPORTED = [
-    ("lanes.yaml", (), ["scheduler lanes", "the fast core runs vllm"]),
-    ("static-offline.yaml", (), ["scheduler static", "the fast core runs vllm"]),
-    ("default.yaml", ("scheduler.name=vllm-priority",),
-     ["scheduler vllm-priority", "fast core runs vllm"]),
+    ("static-offline.yaml", (), ["scheduler static", "the fast core runs vllm, vllm-priority"]),
+    ("default.yaml", ("scheduler=sarathi",), ["scheduler sarathi"]),
     ("contiguous-vs-paged.yaml", (), ["KV policy contiguous"]),
     ("swap-preemption.yaml", (), ["swap preemption"]),
     ("reserve-admission.yaml", (), ["admission rule reserve"]),
-    ("default.yaml", ("workload.arrival.concurrency=4",), ["closed-loop"]),
 ]
 
 

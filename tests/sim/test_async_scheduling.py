@@ -6,13 +6,11 @@ with the linear cost model (10 ms a step + 1 ms per prefill token)."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from sim.config.load import LoadedScenario, validate
 from sim.pipeline import prepare
 from sim.runner import simulate
 from tests.sim.test_engine_delays import LINEAR, run, trace
-from traces.errors import InputError
 
 
 def test_an_arrival_during_a_step_joins_one_step_later(tmp_path):
@@ -70,17 +68,17 @@ def test_requests_and_tokens_are_conserved(tmp_path):
         p for _, p, _ in rows)
 
 
-def test_the_fast_core_leaves_async_scheduling_to_the_general_engine(tmp_path):
+def test_both_cores_run_async_scheduling(tmp_path):
+    # the cases here run on the fast core (core: auto); tests/fast/test_async.py compares
+    # it with the general engine
     rows = [(0.0, 8, 4)]
     assert run(tmp_path, rows)[0].core == "fast"
-    assert run(tmp_path, rows, async_scheduling=True)[0].core == "general"
+    assert run(tmp_path, rows, async_scheduling=True)[0].core == "fast"
     data = {"name": "d", "model": "llama-3-8b", "gpu": "h100-sxm", "cost": LINEAR,
-            "core": "fast", "engine": {"async_scheduling": True},
+            "core": "general", "engine": {"async_scheduling": True},
             "workload": {"trace": str(trace(tmp_path, rows))}}
     r, specs, _ = prepare(LoadedScenario(validate(data, "test"), "test", tmp_path))
-    with pytest.raises(InputError, match=r"core: fast does not run this scenario: async "
-                                         r"scheduling \(engine.async_scheduling\)"):
-        simulate(r, specs)
+    assert simulate(r, specs).core == "general"
 
 
 def test_kv_freed_by_a_finish_reaches_the_scheduler_a_step_later(tmp_path):

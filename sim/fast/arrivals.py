@@ -1,0 +1,78 @@
+"""The fast core's view of an arrival source (sim/engine/arrivals.py): the same answers,
+with the next arrival time kept as a plain int (``nxt``, ``NEVER`` when none is known), so
+the event loop compares it with the clock without a call.
+
+* ``Open``: an open loop, its times and admissible counts as lists (bisect, no numpy);
+* ``GatedView``: a ``Gated`` source (closed loops, concurrency caps) used as is; a finish
+  frees a client's slot, so ``nxt`` is read again after every delivery and finish.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+
+import numpy as np
+
+from sim.engine.arrivals import ArrivalSource, Gated, OpenLoop
+
+NEVER = 1 << 63  # after every time the clock can reach (sim/engine/clock.py MAX_NS)
+
+
+class Open:
+    def __init__(self, source: OpenLoop):
+        self.arrival = source.arrival.tolist()  # arrival times (ns), sorted
+        self.cum_ok = source.cum_admissible.tolist()  # admissible arrivals before index i
+        self.delivered = 0  # arrivals [0, delivered) handed over
+        self.nxt = self.arrival[0] if self.arrival else NEVER
+
+    def due(self, now: int) -> range:
+        """The requests arriving at or before ``now`` (ns), in arrival order."""
+        i, arrival = self.delivered, self.arrival
+        end = bisect_right(arrival, now, i)
+        self.delivered = end
+        self.nxt = arrival[end] if end < len(arrival) else NEVER
+        return range(i, end)
+
+    def finished(self, n: int, now: int) -> None:
+        """``n`` requests finished at ``now``: an open loop's arrivals do not move."""
+
+    def exhausted(self) -> bool:
+        return self.delivered >= len(self.arrival)
+
+    def waiting_by(self, base: int, starts: list[int]) -> list[int]:
+        """Waiting requests at each step start of a run no arrival interrupts."""
+        arrival, cum = self.arrival, self.cum_ok
+        lo = cum[bisect_right(arrival, starts[0])]
+        return [base + cum[bisect_right(arrival, t)] - lo for t in starts]
+
+
+class GatedView:
+    def __init__(self, source: Gated):
+        self.src = source
+        self.nxt = self._next()
+
+    def _next(self) -> int:
+        t = self.src.next_time()
+        return NEVER if t is None else t
+
+    def due(self, now: int) -> list[int]:
+        out = self.src.due(now)
+        self.nxt = self._next()
+        return out
+
+    def finished(self, n: int, now: int) -> None:
+        if n:
+            self.src.finished(range(n), now)
+            self.nxt = self._next()
+
+    def exhausted(self) -> bool:
+        return self.src.exhausted()
+
+    def waiting_by(self, base: int, starts: list[int]) -> list[int]:
+        if not self.src.slots.free_at:  # every client has a request in the system
+            return [base] * len(starts)
+        return (base + self.src.arrivals_by(np.asarray(starts, dtype=np.int64))).tolist()
+
+
+def view(source: ArrivalSource) -> Open | GatedView:
+    return Open(source) if isinstance(source, OpenLoop) else GatedView(source)
