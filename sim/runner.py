@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,6 +55,9 @@ class RunResult:
     client_queue_s: np.ndarray | None = None  # gated arrivals: sent - ready, per request (s)
     extras: RunExtras | None = None  # what the executor adds (live mode: measurements)
     core: str = "general"  # the simulation core that ran (sim.fast: "fast")
+    # the cost model's host part of a step (s) from (tokens, requests) arrays, or None:
+    # the summary's schedule block (CostModel.host_times)
+    host_times: Callable | None = None
 
 
 class RunWarning(UserWarning):
@@ -221,6 +225,7 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
         kv_total_blocks=kv.num_blocks, run=status, never_sent=n_all - n,
         wall_s=time.perf_counter() - t0, drain_cut=drain.cut, shortened=shortened,
         ingress_s=ingress, egress_s=egress, warnings=said, extras=extras,
+        host_times=cost.host_times if cost is not None else None,
     )
     return res if isinstance(source, OpenLoop) else _as_sent(
         res, source.arrival_times() - ingress)
@@ -266,6 +271,7 @@ def _simulate_fast(r, specs, seen, sched, kv, cost, source, stop, t0, progress, 
         kv_total_blocks=kv.num_blocks, run=out.run, never_sent=never_sent,
         wall_s=time.perf_counter() - t0, drain_cut=out.drain_cut, shortened=shortened,
         ingress_s=ingress, egress_s=egress, warnings=said, core="fast",
+        host_times=cost.host_times,
     )
     return res if isinstance(source, OpenLoop) else _as_sent(
         res, source.arrival_times() - ingress)

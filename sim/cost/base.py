@@ -106,6 +106,12 @@ class CostModel(ABC):
         return float(self.shape_times(total, reqs, prefill_q, prefill_ctx, num_decode,
                                       decode_ctx0, 1)[0])
 
+    def host_times(self, total: np.ndarray, reqs: np.ndarray) -> np.ndarray | None:
+        """The host (CPU) part of each step's price (s): scheduling, input preparation and
+        the per-step launch, for steps of ``total`` tokens and ``reqs`` requests; None
+        when the model does not separate it (the summary's ``schedule`` block)."""
+        return None
+
     def fitted_delays_s(self) -> tuple[float, float] | None:
         """(ingress, egress) seconds fitted with this model (engine.ingress_ms/egress_ms
         default to them), or None when the model carries none."""

@@ -504,6 +504,16 @@ class FittedCost(ScalarPricing, CostModel):
             t += d
         return t
 
+    def host_times(self, total, reqs):
+        """The file's per-step host cost (base + per layer + per TP rank, or the measured
+        per-request / per-token / by-request-count terms); a steps-kind fit: None."""
+        if self.file.kind == "steps":
+            return None
+        reqs = np.asarray(reqs)
+        if self.over_by_req is not None:
+            return self.over_by_req.at(reqs) * 1e-3
+        return self.overhead + self.over_req * reqs + self.over_tok * np.asarray(total)
+
     def _eager(self, total: int) -> bool:
         """A step of ``total`` tokens runs without a CUDA graph and its launches are priced."""
         return total > self.graph_max and self.eager_s > 0.0

@@ -164,6 +164,10 @@ class RooflineCost(ShapeCost):
         nbytes = m.act_bytes * (m.hidden_size * n + rows * (m.hidden_size + n))
         return max(flops / self.peak_gemm, nbytes / self.bw)
 
+    def host_times(self, total, reqs):
+        """The fixed per-step overhead (the GPU's step_overhead_s or the override)."""
+        return np.full(len(total), self.overhead)
+
     def shape_times(self, total, reqs, prefill_q, prefill_ctx, num_decode, decode_ctx0,
                     num_steps):
         m = self.model

@@ -25,6 +25,7 @@ from sim.metrics.lanes import lane_blocks
 from sim.metrics.latency import latency_block, request_latencies, run_duration
 from sim.metrics.memory import concurrency_fields, prefix_cache_block, swap_fields
 from sim.metrics.occupancy import Window, busy_mean, run_window, waiting_area
+from sim.metrics.schedule import schedule_block
 from sim.metrics.slo import goodput_mask, slo_verdict
 from sim.metrics.stability import stability, too_short
 from sim.metrics.stats import describe_ms, weighted_percentiles
@@ -76,6 +77,7 @@ def summarize(res: RunResult) -> dict:
         "waiting": waiting_block(res, steps, window),
         "steps": steps_block(steps),
         "batch_limits": batch_limits(res, steps),
+        "schedule": schedule_block(res, steps),
         "cost_error": validation.band(res.resolved),
         "stability": stability(res),
         "lanes": lane_blocks(res, judged),

@@ -92,6 +92,11 @@ def memory_rows(s: dict) -> list[tuple[str, str]]:
         rows.append(("batch capped: max_num_seqs / KV / tokens (% busy)",
                      f"{100 * lim['at_max_num_seqs']:.0f} / {100 * lim['kv_cache_full']:.0f} / "
                      f"{100 * lim['token_budget_full']:.0f}"))
+    sch = (s.get("schedule") or {}).get("host_ms_per_step")
+    if sch:
+        rows.append(("host (schedule) per step ms: mean / p99 (% busy)",
+                     f"{sch['mean']:.2f} / {sch['p99']:.2f} "
+                     f"({100 * s['schedule']['host_share_of_busy_time']:.1f})"))
     if pre.get("mode") == "swap":
         rows.append(("swaps out / in (GiB moved)",
                      f"{pre['swap_out_events']:,} / {pre['swap_in_events']:,} "

@@ -1,0 +1,53 @@
+"""The CPU-side schedule time per step (summary ``schedule``): the cost model's host part
+of each step, its distribution and its share of busy time; the same on both cores."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sim.config.load import load_scenario
+from sim.metrics.summary import summarize
+from sim.pipeline import prepare
+from sim.runner import build_cost, simulate
+
+SMALL = ("workload.num_requests=200",)
+
+
+def run(*sets):
+    r, specs, _ = prepare(load_scenario(None, (*SMALL, *sets)))
+    res = simulate(r, specs)
+    return res, summarize(res)
+
+
+def test_the_fitted_host_cost_per_step_and_its_share():
+    # the default scenario: Llama-3-8B at tp 1 on H100, the shipped host cost 0.5591 ms
+    res, s = run()
+    sch = s["schedule"]
+    assert sch["host_ms_per_step"] == pytest.approx(
+        {"mean": 0.5591, "median": 0.5591, "p99": 0.5591, "max": 0.5591})
+    steps = res.recorder.steps()
+    busy = float(steps["duration_s"].sum())
+    assert sch["host_share_of_busy_time"] == pytest.approx(
+        len(steps["duration_s"]) * 0.5591e-3 / busy)
+    assert 0.01 < sch["host_share_of_busy_time"] < 0.2 and sch["async_scheduling"] is False
+
+
+def test_both_cores_report_the_same():
+    assert run("core=general")[1]["schedule"] == run("core=fast")[1]["schedule"]
+
+
+def test_roofline_reports_its_step_overhead_and_linear_reports_none():
+    res, s = run("cost={name: roofline, step_overhead_ms: 0.25}")
+    assert s["schedule"]["host_ms_per_step"]["max"] == pytest.approx(0.25)
+    _, lin = run("cost={name: linear, base_ms: 3, prefill_token_ms: 0.05, "
+                 "decode_seq_ms: 0.1, context_token_ms: 0.0}")
+    assert lin["schedule"] == {}
+
+
+def test_a_per_request_host_term_grows_with_the_batch():
+    r, _, _ = prepare(load_scenario(None, SMALL))
+    cost = build_cost(r)
+    cost.over_req = 1e-5  # 10 us per request, as a CPU step fit has (fit-steps)
+    got = cost.host_times(np.array([10, 100]), np.array([1, 100]))
+    assert got == pytest.approx([0.5591e-3 + 1e-5, 0.5591e-3 + 1e-3])
