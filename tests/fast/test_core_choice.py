@@ -41,7 +41,8 @@ def test_core_general_never_runs_the_fast_core(monkeypatch):
     (None, ("scheduler=vllm-priority",), "fast"),
     ("prefix-cache-system-prompt", (), "fast"),
     (None, ("workload.arrival.concurrency=4",), "fast"),
-    (None, ("workload.arrival={process: closed, concurrency: 8}",), "fast"),
+    (None, ("workload.arrival={process: closed, concurrency: 8}", "workload.num_requests=200"),
+     "fast"),
     ("swap-preemption", (), "general"),
 ])
 def test_auto_picks_the_fast_core_where_it_runs(scenario, overrides, core):
