@@ -125,7 +125,8 @@ def result(rep: Replica, never_sent: int, wall_s: float) -> RunResult:
                   "preemption_mode": r.scenario.engine.preemption_mode, **rep.kv.counters()},
         kv_total_blocks=rep.kv.num_blocks, run=rep.status, never_sent=never_sent,
         wall_s=wall_s, drain_cut=rep.drain.cut, shortened=0,
-        ingress_s=rep.specs.ingress_s, egress_s=rep.specs.egress_s, warnings=said)
+        ingress_s=rep.specs.ingress_s, egress_s=rep.specs.egress_s, warnings=said,
+        host_times=cost.host_times)
 
 
 def pool_specs(pool: PoolPlan, specs: RequestSpecs, prefill: bool) -> PoolSpecs:
