@@ -9,7 +9,10 @@ of the tensor-parallel group costs
                        + elementwise(T, R)
 
 with T tokens computed, R requests (logit rows), L layers; ``host`` is the file's
-per-step host cost (base + per layer + per extra rank). Each operation is
+per-step host cost (base + per layer + per extra rank). A step of more tokens than vLLM's
+CUDA graphs hold (Resolved.cuda_graph_max_tokens) runs eager: the host launches every
+block's kernels while the GPU runs them, so it costs max(the above less host, L x
+eager_per_layer_ms) + host. Each operation is
 ``roofline * 2^table(coords)`` (sim/cost/profile/work.py); the tables are restricted to this
 model's shapes once, at construction, so pricing a step is a few 1-D/2-D interpolations:
 
