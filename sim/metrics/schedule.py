@@ -18,10 +18,9 @@ def schedule_block(res, steps: dict) -> dict:
     """The summary's ``schedule`` block (empty when the model gives no host time or the
     run took no step)."""
     dur = steps["duration_s"]
-    host_of = getattr(res, "host_times", None)
-    if host_of is None or not len(dur):
+    if res.host_times is None or not len(dur):
         return {}
-    host = host_of(steps["prefill_tokens"] + steps["decode_seqs"], steps["batch_size"])
+    host = res.host_times(steps["prefill_tokens"] + steps["decode_seqs"], steps["batch_size"])
     if host is None:
         return {}
     ms = np.asarray(host, dtype=np.float64) * 1e3
