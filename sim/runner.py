@@ -88,6 +88,10 @@ def build_scheduler(r: Resolved, specs: RequestSpecs, kv: KVManager) -> Schedule
     cls = SCHEDULERS.get(sc.scheduler.name)
     sched = cls(specs, r.limits, kv, sc.scheduler.params, admission=admission)
     sched.async_scheduling = sc.engine.async_scheduling
+    spec = sc.engine.speculative_config
+    if spec is not None:
+        sched.enable_spec(spec, sc.seed)
+        kv.drop_last_hit = spec.drops_last_hit_block
     return sched
 
 

@@ -93,6 +93,7 @@ def vllm_input(case: Case) -> dict:
     """The case as ``record.py`` reads it (JSON-ready)."""
     r, specs = case.resolved, case.specs
     lim = r.limits
+    spec = r.scenario.engine.speculative_config
     return {
         "name": case.name,
         "engine": {
@@ -108,7 +109,11 @@ def vllm_input(case: Case) -> dict:
             "policy": POLICY[r.scenario.scheduler.name],
             # only when on: the cases recorded before it keep their inputs
             **({"async_scheduling": True} if r.scenario.engine.async_scheduling else {}),
+            **({"speculative_config": spec.vllm_json()} if spec is not None else {}),
         },
+        **({"acceptance": {"seed": spec.acceptance_seed if spec.acceptance_seed is not None
+                           else r.scenario.seed, "rates": list(spec.conditional_rates())}}
+           if spec is not None else {}),
         "step_time_ns": step_time_ns(case),
         "requests": {
             "arrival_ns": to_ns(specs.arrival_s).tolist(),

@@ -91,6 +91,24 @@ def sampled_token(index: int, position: int) -> int:
     return _token(3, index, position)
 
 
+# ---- speculative decoding's acceptance (the same function as sim/sched/spec.py) -----------
+def _uniform(seed: int, req: int, step: int, pos: int) -> float:
+    m = (1 << 64) - 1
+    h = _mix(seed ^ 0x5EC0DE)
+    for k in (req, step, pos):
+        h = _mix((h ^ (k + 0x632BE59BD9B4E019)) & m)
+    return (h >> 11) * (1.0 / (1 << 53))
+
+
+def accepted(seed: int, rates, req: int, step: int, drafts: int) -> int:
+    """Drafts accepted of ``drafts`` at request ``req``'s verify step ``step``: the leading
+    positions whose keyed uniform is below the position's conditional rate."""
+    a = 0
+    while a < drafts and _uniform(seed, req, step, a) < rates[a]:
+        a += 1
+    return a
+
+
 # ---- vLLM objects -------------------------------------------------------------------------
 def vllm_config(case: dict, model_dir: str):
     from vllm.engine.arg_utils import EngineArgs
@@ -106,10 +124,24 @@ def vllm_config(case: dict, model_dir: str):
         scheduler_reserve_full_isl=e["scheduler_reserve_full_isl"],
         enable_prefix_caching=e["enable_prefix_caching"], scheduling_policy=e["policy"],
         num_gpu_blocks_override=e["num_gpu_blocks"], async_scheduling=False,
+        speculative_config=_spec_args(e.get("speculative_config")),
     )
     cfg = args.create_engine_config()
     cfg.cache_config.num_gpu_blocks = e["num_gpu_blocks"]  # the profiling run would set it
+    spec = e.get("speculative_config")
+    if spec and spec["method"] != "ngram":
+        # built as ngram (no drafter weights to load), then given the case's method: the
+        # scheduler and KV manager read only the method, K and what derives from them
+        # (use_eagle, num_lookahead_tokens, num_prefill_lookahead_tokens, draft slots)
+        cfg.speculative_config.method = spec["method"]
     return cfg
+
+
+def _spec_args(spec: dict | None) -> dict | None:
+    if not spec:
+        return None
+    return {"method": "ngram", "num_speculative_tokens": spec["num_speculative_tokens"],
+            "prompt_lookup_max": 3, "prompt_lookup_min": 1}
 
 
 def build_scheduler(case: dict, cfg):
@@ -181,6 +213,10 @@ class Driver:
         self.n = len(self.arrival)
         self.cost = case["step_time_ns"]
         self.usable = case["engine"]["num_gpu_blocks"] - 1
+        spec = case["engine"].get("speculative_config")
+        self.k = spec["num_speculative_tokens"] if spec else 0
+        self.acceptance = case.get("acceptance")  # {seed, rates}: per-position conditional
+        self.verifies: dict[str, int] = {}  # request id -> verify steps so far
         self.rejected: list[int] = []
         self.max_tokens: list[int] = []
         self.steps: list[dict] = []
@@ -230,9 +266,32 @@ class Driver:
         for rid in ids:
             req = self.sched.requests.get(rid)
             pos = req.num_tokens if req is not None else 0
-            sampled.append([sampled_token(int(rid), pos)] if samples[rid] else [])
+            n = 1 + self.accept(rid, out.scheduled_spec_decode_tokens.get(rid))
+            sampled.append([sampled_token(int(rid), pos + j) for j in range(n)]
+                           if samples[rid] else [])
         return ModelRunnerOutput(req_ids=ids, req_id_to_index={r: k for k, r in enumerate(ids)},
                                  sampled_token_ids=sampled)
+
+    def accept(self, rid: str, drafts) -> int:
+        """How many of a request's scheduled drafts the target model accepts: the case's
+        seeded process over real drafts; placeholders (-1, a padded resumed decode) never."""
+        if not drafts or all(t < 0 for t in drafts):
+            return 0
+        j = self.verifies.get(rid, 0)
+        self.verifies[rid] = j + 1
+        acc = self.acceptance
+        return accepted(acc["seed"], acc["rates"], int(rid), j, len(drafts))
+
+    def propose(self, out) -> None:
+        """The drafter after a step (EngineCore.post_step, sync): K drafts for every
+        request of the step; vLLM ignores those of mid-prefill chunks and finished ones."""
+        if not self.k:
+            return
+        from vllm.v1.outputs import DraftTokenIds
+
+        ids = list(out.num_scheduled_tokens)
+        drafts = [[_token(4, int(rid), j) for j in range(self.k)] for rid in ids]
+        self.sched.update_draft_token_ids(DraftTokenIds(ids, drafts))
 
     def run(self) -> None:
         if self.case["engine"].get("async_scheduling"):
@@ -324,11 +383,15 @@ class Driver:
             n_run, n_wait = self.sched.get_request_counts()
             tokens = {int(r): n for r, n in out.num_scheduled_tokens.items()}
             engine_out = self.sched.update_from_output(out, self.model_output(out))
+            self.propose(out)
             finished = sorted(int(o.request_id) for eo in engine_out.values()
                               for o in eo.outputs if o.finished)
             self.steps.append({"t_ns": now, "dur_ns": dur, "tokens": tokens,
                                "preempted": sorted(carried + preempted), "finished": finished,
-                               "kv_blocks_used": used, "running": n_run, "waiting": n_wait})
+                               "kv_blocks_used": used, "running": n_run, "waiting": n_wait,
+                               **({"drafts": {int(r): len(d) for r, d in
+                                              out.scheduled_spec_decode_tokens.items()}}
+                                  if self.k else {})})
             carried = []
             now += dur
 

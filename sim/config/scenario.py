@@ -40,6 +40,7 @@ from sim.config.limits import (
     TOKENS_WHY,
     why,
 )
+from sim.config.speculative import SpeculativeConfig
 from sim.cost.base import COST_MODELS
 from sim.fleet.config import ClusterConfig
 from sim.kv.base import KV_POLICIES
@@ -149,6 +150,13 @@ class EngineConfig(BaseModel):
         "conformance cases). vLLM 0.32 turns it on by default on CUDA; servesim's default "
         "is off, as vLLM's CPU build and the synchronous references: set it for a GPU "
         "server as deployed (the emitted flags say which).",
+    )
+    speculative_config: SpeculativeConfig | None = Field(
+        None, description="vLLM's --speculative-config: draft K tokens per decoding request "
+        "and verify them in the next step (method, num_speculative_tokens, model: vLLM's "
+        "keys), with servesim's acceptance process (acceptance_rates or "
+        "acceptance_histogram, seeded). Unset: off, as vLLM. Runs on the general engine; "
+        "not with async_scheduling yet.",
     )
     enforce_eager: bool = Field(
         False, description="vLLM's --enforce-eager: no CUDA graphs, so every step's kernels "
@@ -304,6 +312,22 @@ class Scenario(BaseModel):
             except CatalogError as e:
                 raise ValueError(str(e)) from None
         return v
+
+    @model_validator(mode="after")
+    def _speculative_supported(self):
+        spec = self.engine.speculative_config
+        if spec is None:
+            return self
+        if self.engine.async_scheduling:
+            raise ValueError("engine.speculative_config with engine.async_scheduling is not "
+                             "modelled yet (vLLM's placeholders for drafts); turn one off")
+        if self.scheduler.name not in ("vllm", "vllm-priority", "lanes"):
+            raise ValueError(f"engine.speculative_config needs a vLLM v1 scheduler (vllm, "
+                             f"vllm-priority, lanes), not {self.scheduler.name!r}")
+        if self.kv.name.lower() != "paged" or self.engine.preemption_mode != "recompute":
+            raise ValueError("engine.speculative_config needs kv policy paged and recompute "
+                             "preemption (vLLM v1)")
+        return self
 
     @model_validator(mode="after")
     def _memory_policies_agree(self):

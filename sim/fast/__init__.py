@@ -60,6 +60,8 @@ CORES = ("auto", "general", "fast")
 def unsupported(sc, sched, kv, cost, source) -> str:
     """Why the fast core cannot run this configuration ('' = it can), in the scenario's
     words (``sc``: the resolved Scenario)."""
+    if sc.engine.speculative_config is not None:
+        return "speculative decoding (engine.speculative_config)"
     policy = _POLICIES.get(type(sched))
     if policy is None:
         return (f"scheduler {sc.scheduler.name} (the fast core runs vllm, vllm-priority and "

@@ -92,11 +92,14 @@ class KVManager(ABC):
     reserves_up_front = False
 
     @abstractmethod
-    def allocate(self, req: int, total_tokens: int, admitting: bool = False) -> bool:
+    def allocate(self, req: int, total_tokens: int, admitting: bool = False,
+                 cached: int | None = None) -> bool:
         """Grow ``req``'s table to ``total_tokens`` slots; False (and no change) if short.
 
         ``admitting``: the request is being admitted from the waiting queue, so the
-        policy's ``admission_reserve`` must stay free as well.
+        policy's ``admission_reserve`` must stay free as well. ``cached``: the tokens
+        whose KV is final after the step (default ``total_tokens``; fewer when slots hold
+        speculative drafts or the drafter's lookahead, which a prefix cache must not hash).
         """
 
     def fits(self, req: int, total_tokens: int, admitting: bool = False) -> bool:

@@ -58,7 +58,7 @@ class PagedKV(KVManager):
     def num_free(self) -> int:
         return self.pool.num_free
 
-    def allocate(self, req, total_tokens, admitting=False):
+    def allocate(self, req, total_tokens, admitting=False, cached=None):
         if self._ceil_blocks:  # blocks_for in Python ints (no numpy call for one request)
             need = -(-int(total_tokens) // self.block_size) - int(self.held[req])
         else:

@@ -42,6 +42,10 @@ from sim.kv.paged import PagedKV
 class PrefixCachingKV(PagedKV):
     description = "vLLM PagedAttention with automatic prefix caching (LRU, ref-counted blocks)"
     tracks_computed = True
+    # speculative decoding with an EAGLE-family drafter: a hit drops its last block
+    # (vLLM single_type_kv_cache_manager.py:815-820, "Eagle needs the tokens right before
+    # the generation point recomputed")
+    drop_last_hit = False
 
     def __init__(self, **kw):
         super().__init__(**kw)
@@ -77,6 +81,8 @@ class PrefixCachingKV(PagedKV):
                 if b is None:
                     break
                 hits.append(b)
+        if hits and self.drop_last_hit:  # EAGLE: the drafter recomputes the last block
+            hits.pop()
         self._stash = (req, self.pool.version, hits, n)
         return len(hits) * self.block_size
 
@@ -112,7 +118,7 @@ class PrefixCachingKV(PagedKV):
         looked = self._lookup(req)
         return not self._short(req, total_tokens, looked[0] if looked else [], admitting)
 
-    def allocate(self, req, total_tokens, admitting=False):
+    def allocate(self, req, total_tokens, admitting=False, cached=None):
         # the lookup just made for this request (admission; static batching reserves with
         # admitting=False): its hits become the head of the table
         looked = self._lookup(req)
@@ -132,10 +138,11 @@ class PrefixCachingKV(PagedKV):
             self.pool.take(req, new)
         if need > held:
             self.held[req] = need
-        if total > self.upto[req]:
-            self.upto[req] = total
+        upto = total if cached is None else int(cached)  # final tokens: never drafts
+        if upto > self.upto[req]:
+            self.upto[req] = upto
         if self._n_shared[req]:
-            self._publish(req, total)
+            self._publish(req, upto)
         return True
 
     def _count_lookup(self, req: int, num_tokens: int, num_hit_blocks: int) -> None:

@@ -28,6 +28,7 @@ from sim.registry import Registry
 from sim.sched.admission import Admission, Optimistic
 from sim.sched.lengths import rejected
 from sim.sched.queues import FCFSQueue
+from sim.sched.spec import SpecState
 
 
 class Status(IntEnum):
@@ -116,6 +117,16 @@ class Scheduler(ABC):
         self.memory_blocked = np.zeros(n, dtype=bool)  # ever refused admission for lack of KV
         self.run_blocks = np.zeros(0, dtype=np.int64)  # cumulative new blocks, steps 1.. of a run
         self.stopped = ""  # why the modelled engine stopped ('' = it did not)
+        # speculative decoding (engine.speculative_config; sim/sched/spec.py): drafts held,
+        # acceptance draws; None when off. _slots: drafting slots per scheduled request
+        self.spec: SpecState | None = None
+        self._slots = 0
+        self._spec_running = (False, False)
+
+    def enable_spec(self, cfg, seed: int) -> None:
+        """Run with vLLM's speculative decoding (a ``SpeculativeConfig``)."""
+        self.spec = SpecState(cfg, len(self.prompt), seed)
+        self._slots = self.spec.draft_slots
 
     @classmethod
     def resolve_defaults(cls, scenario, limits: SchedulerLimits):
@@ -175,6 +186,8 @@ class Scheduler(ABC):
         self.num_preemptions[req] += 1
         self.status[req] = Status.WAITING
         self.running = self.running[self.running != req]
+        if self.spec is not None:  # its drafts go (scheduler.py:1594)
+            self.spec.drafts[req] = 0
         moved = self.kv.swap_out(req)
         if moved:
             self._swap_bytes[0] += moved
@@ -228,6 +241,9 @@ class Scheduler(ABC):
         else:
             kv_used = np.array([used0], dtype=np.int64)
             comp = self.computed[ids] + plan.num_tokens
+            new = None  # tokens each emitting request appends (None: 1 each)
+            if self.spec is not None and self.spec.scheduled:
+                comp, new = self._verify(ids, comp)
             self.computed[ids] = comp
             known = self.known_tokens[ids]
             done = comp >= known  # computed reached known: one token emitted
@@ -235,13 +251,21 @@ class Scheduler(ABC):
                 emitted = ids
             else:
                 emitted, known = ids[done], known[done]
+                if new is not None:
+                    new = new[done]
             gen_before = self.generated[emitted]
-            self.generated[emitted] = gen_before + 1
-            self.known_tokens[emitted] = known + 1
-        finished = emitted[gen_before + 1 >= self.output[emitted]] if k == 1 else \
-            emitted[gen_before + k >= self.output[emitted]]
+            if new is None:
+                new = 1
+            else:  # stop at max_tokens, as vLLM's stop check per token does
+                new = np.minimum(new, self.output[emitted] - gen_before)
+            self.generated[emitted] = gen_before + new
+            self.known_tokens[emitted] = known + new
+        finished = emitted[self.generated[emitted] >= self.output[emitted]]
         if len(finished):
             self._finish(finished)
+        if self.spec is not None:  # the drafter proposes K for every request that sampled
+            live = emitted[self.status[emitted] == _RUNNING]
+            self.spec.drafts[live] = self.spec.k
         first = emitted[gen_before == 0]
         stored = stored0 + len(ids) * np.arange(k) if k > 1 else np.array([stored0])
         return StepOutcome(
@@ -249,6 +273,23 @@ class Scheduler(ABC):
             kv_blocks_used=kv_used, num_running=n_running, num_waiting=n_waiting,
             kv_tokens=stored, blocked=blocked,
         )
+
+    def _verify(self, ids: np.ndarray, comp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Speculative decoding's verify: each request's scheduled drafts are accepted or
+        rejected (placeholders always are); the rejected come off its computed tokens.
+        Returns (computed tokens, tokens each appends: 1 + accepted)."""
+        sp = self.spec
+        comp = comp.copy()
+        new = np.ones(len(ids), dtype=np.int64)
+        pos = {int(r): i for i, r in enumerate(ids.tolist())} if len(sp.scheduled) > 1 \
+            else None
+        for r, (d, padded) in sp.scheduled.items():
+            i = pos[r] if pos is not None else int(np.flatnonzero(ids == r)[0])
+            a = 0 if padded else sp.accept(r, d)
+            comp[i] -= d - a
+            new[i] += a
+        sp.scheduled = {}
+        return comp, new
 
     def flush_frees(self) -> None:
         """Free the KV of finished requests held back by async scheduling."""

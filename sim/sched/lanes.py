@@ -166,10 +166,10 @@ class LanesScheduler(VllmScheduler):
     def free_blocks(self) -> int:
         return self._batch_room() if self._serving == BATCH else self.kv.num_free
 
-    def allocate(self, req, total, admitting=False):
+    def allocate(self, req, total, admitting=False, cached=None):
         if not self.interactive[req] and self._batch_growth(req, total) > self._batch_room():
             return False
-        return super().allocate(req, total, admitting)
+        return super().allocate(req, total, admitting, cached)
 
     def _batch_growth(self, req: int, total: int) -> int:
         r = self.running

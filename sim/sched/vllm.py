@@ -80,9 +80,12 @@ class VllmScheduler(Scheduler):
         """Blocks the running pass may take now (vLLM: every free block)."""
         return self.kv.num_free
 
-    def allocate(self, req: int, total: int, admitting: bool = False) -> bool:
-        """Grow ``req`` to ``total`` slots if the policy lets it; False (no change) if not."""
-        return self.kv.allocate(req, total, admitting)
+    def allocate(self, req: int, total: int, admitting: bool = False,
+                 cached: int | None = None) -> bool:
+        """Grow ``req`` to ``total`` slots if the policy lets it; False (no change) if not.
+        ``cached``: the tokens whose KV is final after the step (default ``total``; less
+        when the slots hold drafts or the drafter's lookahead)."""
+        return self.kv.allocate(req, total, admitting, cached)
 
     def blocked_persists(self, reason: str) -> bool:
         """Whether an admission stop for ``reason`` holds for a whole decode run."""
@@ -102,7 +105,12 @@ class VllmScheduler(Scheduler):
         if not self.has_work():
             return None
         batch, preempted = BatchBuilder(), []
-        budget = self._schedule_running(self.limits.max_num_batched_tokens, batch, preempted)
+        # the budget a request may take: max_num_batched_tokens less, with a draft model,
+        # one drafting slot per scheduled request (vLLM's input_budget - draft_slots)
+        budget = self.limits.max_num_batched_tokens - self._slots
+        budget = self._schedule_running(budget, batch, preempted)
+        if self.spec is not None:
+            self.spec_after_running(batch)
         admitted = 0
         if not preempted:
             admitted = self._schedule_waiting(budget, batch)
@@ -120,9 +128,12 @@ class VllmScheduler(Scheduler):
         ids, tok, ctx = batch.arrays()
         preempted, self._victims = self._victims + preempted, []
         self._mark_scheduled(int(tok.sum()))
+        if self.spec is not None:
+            self.spec_scheduled(ids, tok, ctx)
         steps, interruptible = 1, True
-        # a free held back by async scheduling lands after this step: it may admit someone
-        if not preempted and not admitted and not self._deferred and \
+        # a free held back by async scheduling lands after this step: it may admit someone;
+        # with speculative decoding every step differs (drafts accepted at random)
+        if not preempted and not admitted and not self._deferred and self.spec is None and \
                 self._is_pure_decode(ids, tok, ctx):
             interruptible = not self.blocked_persists(self._blocked)
             steps = self._run_length(ids, ctx)
@@ -142,15 +153,23 @@ class VllmScheduler(Scheduler):
 
     def _demand(self, ids: np.ndarray, comp: np.ndarray) -> np.ndarray:
         need = self.known_tokens[ids] - comp
+        if self.spec is not None:  # the drafts held are scheduled with the last token
+            need += self.spec.drafts[ids]
         cap = self.long_prefill_cap()
         if cap > 0:
             np.minimum(need, cap, out=need)
         # never binds for admitted requests (prompt + output <= max_model_len), kept for parity
         return np.minimum(need, self.limits.max_model_len - 1 - comp, out=need)
 
-    def _demand_one(self, req: int, comp: int) -> int:
-        """``_demand`` of one request, in Python ints."""
+    def _demand_one(self, req: int, comp: int, budget: int | None = None) -> int:
+        """``_demand`` of one request, in Python ints; with ``budget`` (a waiting request
+        under speculative decoding) a resumed decode is padded (``spec_pad``; -1: the budget
+        cannot hold it padded, which stops admission)."""
         need = int(self.known_tokens[req]) - comp
+        if need == 1 and budget is not None and self.spec is not None:
+            need = self.spec_pad(req, comp, budget)
+            if need < 0:
+                return need
         cap = self.long_prefill_cap()
         if cap > 0:
             need = min(need, cap)
@@ -158,17 +177,18 @@ class VllmScheduler(Scheduler):
 
     def _schedule_running(self, budget: int, batch: BatchBuilder, preempted: list) -> int:
         order = self.running_order()
-        pos = 0
+        pos, slots = 0, self._slots
         while pos < len(order) and budget > 0:
             seg = order[pos:] if pos else order
             comp = self.computed[seg]
             need = self._demand(seg, comp)
-            cum = np.cumsum(need)
-            if cum[-1] <= budget:  # everyone gets all they ask for: the common case
+            # a draft model's drafting slot: each scheduled request takes one more
+            cum = np.cumsum(need + slots) if slots else np.cumsum(need)
+            if cum[-1] <= budget + slots:  # everyone gets all they ask for: the common case
                 grant = need
             else:  # budget runs out part-way: grant = clip(budget - before, 0, need)
-                grant = np.minimum(np.maximum(budget - (cum - need), 0), need)
-            extra = self.kv.extra_blocks(seg, comp + grant)
+                grant = np.minimum(np.maximum(budget - (cum - need - slots), 0), need)
+            extra = self.kv.extra_blocks(seg, self._slots_upto(comp + grant))
             cum_extra = np.cumsum(extra)
             fits = len(seg)
             free = self.free_blocks()
@@ -176,13 +196,17 @@ class VllmScheduler(Scheduler):
                 fits = int(np.searchsorted(cum_extra, free, side="right"))
             self.kv.grow(seg[:fits], extra[:fits])
             if self.kv.tracks_computed:  # prefix caching publishes the blocks this step fills
-                self.kv.note_computed(seg[:fits], comp[:fits] + grant[:fits])
+                upto = comp[:fits] + grant[:fits]
+                if self.spec is not None:  # drafts are not final: never hashed
+                    upto = np.minimum(upto, self.known_tokens[seg[:fits]])
+                self.kv.note_computed(seg[:fits], upto)
             if grant is need and fits == len(seg):
                 batch.add(seg, grant, comp)
             else:
                 on = grant[:fits] > 0
                 batch.add(seg[:fits][on], grant[:fits][on], comp[:fits][on])
-            budget -= int(grant[:fits].sum())
+            budget -= int(grant[:fits].sum()) + (slots * int((grant[:fits] > 0).sum())
+                                                 if slots else 0)
             if fits == len(seg):
                 break
             req, g = int(seg[fits]), int(grant[fits])
@@ -191,18 +215,22 @@ class VllmScheduler(Scheduler):
             if not ok:
                 break
             batch.add_one(req, g, int(comp[fits]))
-            budget -= g
+            budget -= g + (slots if g else 0)
             order = self.running_order()
             pos = int(np.flatnonzero(order == req)[0]) + 1
         return budget
 
     def _allocate_or_preempt(self, req, total, budget, batch, preempted) -> tuple[int, bool]:
-        """vLLM's allocate-or-preempt loop for one running request."""
-        while not self.allocate(req, total):
+        """vLLM's allocate-or-preempt loop for one running request (``total``: its
+        computed tokens after the step, drafts included)."""
+        slots, cached = self._slots_upto(total), None
+        if self.spec is not None:
+            cached = min(total, int(self.known_tokens[req]))
+        while not self.allocate(req, slots, cached=cached):
             self.alloc_failures += 1
             victim = self.pick_victim(batch)
             if victim != req and batch.contains(victim):
-                budget += batch.remove(victim)
+                budget += batch.remove(victim) + self._slots
             self._preempt(victim)
             preempted.append(victim)
             if victim == req:
@@ -225,12 +253,18 @@ class VllmScheduler(Scheduler):
                 break
             comp = int(self.computed[req]) or self.kv.lookup_prefix(
                 req, int(self.known_tokens[req]))
-            need = self._demand_one(req, comp)
+            need = self._demand_one(req, comp, budget)
+            if need < 0:  # speculative decoding: too little budget for a padded decode
+                self._blocked = BUDGET
+                break
             if not self.limits.enable_chunked_prefill and need > budget:
                 self._blocked = BUDGET
                 break
             need = min(need, budget)
-            if not self._whole_fits(req) or not self.allocate(req, comp + need, admitting=True):
+            cached = None if self.spec is None else min(comp + need,
+                                                        int(self.known_tokens[req]))
+            if not self._whole_fits(req) or not self.allocate(
+                    req, self._slots_upto(comp + need), admitting=True, cached=cached):
                 self._blocked = MEMORY
                 self.memory_blocked[req] = True
                 break
@@ -238,7 +272,7 @@ class VllmScheduler(Scheduler):
             if queue is self.swapped:
                 self._swap_bytes[1] += self.kv.swap_in(req)
             batch.add_one(req, need, comp)
-            budget -= need
+            budget -= need + self._slots
             admitted += 1
         return admitted
 
@@ -286,3 +320,54 @@ class VllmScheduler(Scheduler):
             k = 1 + int(np.searchsorted(cum, self.kv.num_free, side="right"))
         self.run_blocks = cum[: k - 1]
         return k
+
+    # ---- speculative decoding (sim/sched/spec.py states the rules) ----------------------
+    def _slots_upto(self, total):
+        """KV slots to hold for ``total`` computed tokens: with the drafter's lookahead
+        (vLLM's allocate_slots(..., num_lookahead_tokens), capped at max_model_len)."""
+        if self.spec is None or not self.spec.lookahead:
+            return total
+        return np.minimum(total + self.spec.lookahead, self.limits.max_model_len) \
+            if isinstance(total, np.ndarray) else min(total + self.spec.lookahead,
+                                                      self.limits.max_model_len)
+
+    def spec_after_running(self, batch: BatchBuilder) -> None:
+        """What the waiting pass's padding rule reads of the running pass: whether it
+        scheduled anyone, and whether one of them is mid-prefill (``prefill_scheduled``)."""
+        ids = batch.arrays()[0]
+        self._spec_running = (len(ids) > 0, bool(self.spec.chunk[ids].any()))
+
+    def spec_pad(self, req: int, comp: int, budget: int) -> int:
+        """A waiting request with one token to compute: padded to 1 + K placeholder drafts
+        when a running request was scheduled (none of them mid-prefill) or it has computed
+        tokens, and 1 + K + 1 fits max_model_len; -1 when the budget cannot hold 1 + K
+        (scheduler.py:1131-1155)."""
+        any_running, prefill = self._spec_running
+        k = self.spec.k
+        if prefill or not (any_running or comp > 0) or \
+                comp + 1 + k + 1 > self.limits.max_model_len:
+            return 1
+        if 1 + k > budget:
+            return -1
+        self.spec.padded.add(req)
+        return 1 + k
+
+    def spec_scheduled(self, ids: np.ndarray, tok: np.ndarray, ctx: np.ndarray) -> None:
+        """The drafts each request of the plan verifies: those of its drafts the grant
+        covers (scheduler.py:861-876), or K placeholders when padded; every scheduled
+        request then holds none until the step's drafts arrive."""
+        sp = self.spec
+        known = self.known_tokens[ids]
+        over = ctx + tok - known  # tokens scheduled past the known ones: drafts
+        sp.scheduled = {}
+        for i in np.flatnonzero(over > 0).tolist():
+            r = int(ids[i])
+            if r in sp.padded:
+                sp.scheduled[r] = (int(over[i]), True)
+            else:
+                d = min(int(over[i]), int(sp.drafts[r]))
+                if d > 0:
+                    sp.scheduled[r] = (d, False)
+        sp.padded.clear()
+        sp.drafts[ids] = 0
+        sp.chunk[ids] = ctx + tok < known  # vLLM's is_prefill_chunk, for the next schedule

@@ -24,16 +24,20 @@ VLLM_VERSION = "0.32.0"
 
 def _fast_runs(name: str) -> bool:
     """The fast core runs the case: the vllm or vllm-priority scheduler (prefix caching or
-    not), synchronous or async."""
-    return load_case(name).resolved.scenario.scheduler.name in ("vllm", "vllm-priority")
+    not), synchronous or async, without speculative decoding (the general engine's)."""
+    sc = load_case(name).resolved.scenario
+    return sc.scheduler.name in ("vllm", "vllm-priority") and \
+        sc.engine.speculative_config is None
 
 
 FAST = [n for n in case_names() if _fast_runs(n)]
 ASYNC = [n for n in case_names() if n.startswith("async_")]
+SPEC = [n for n in case_names() if n.startswith("spec_")]
 
 
 def test_the_fast_core_runs_most_cases():
-    assert len(FAST) == len(case_names()) == 26 and len(ASYNC) == 5
+    assert len(FAST) == 26 and len(ASYNC) == 5 and len(SPEC) == 9
+    assert sorted(FAST + SPEC) == case_names()
     assert {"priority_poisson", "priority_ties"} <= set(FAST)
     assert {"prefix_shared", "prefix_mooncake", "prefix_recompute_tight"} <= set(FAST)
 
@@ -77,6 +81,26 @@ def test_the_cases_cover_what_they_claim():
     assert all(preempted[n] > 0 for n in ASYNC if n != "async_poisson_roomy")
     assert engine["async_prefix_shared"]["enable_prefix_caching"]
     assert engine["async_priority_poisson"]["policy"] == "priority"
+    # speculative decoding: K = 1, 3, 5 with EAGLE-family lookahead and n-gram (none), high
+    # and low acceptance, preemptions (all but the budget-bound K = 5 case), two with prefix
+    # caching, one priority
+    spec = {n: engine[n]["speculative_config"] for n in SPEC}
+    assert not any("speculative_config" in e for n, e in engine.items() if n not in SPEC)
+    assert {c["num_speculative_tokens"] for c in spec.values()} == {1, 3, 5}
+    for k in (1, 3, 5):
+        assert {c["method"] for c in spec.values() if c["num_speculative_tokens"] == k} \
+            >= {"ngram"} and any(c["method"] != "ngram" and c["num_speculative_tokens"] == k
+                                 for c in spec.values())
+    rates = {n: refs[n][0]["input"]["acceptance"]["rates"] for n in SPEC}
+    assert min(r[0] for r in rates.values()) <= 0.5 and max(r[0] for r in rates.values()) >= 0.9
+    assert all(preempted[n] > 0 for n in SPEC if n != "spec_eagle3_k5_high")
+    assert engine["spec_eagle3_prefix"]["enable_prefix_caching"]
+    assert engine["spec_ngram_prefix"]["enable_prefix_caching"]
+    assert engine["spec_priority_eagle3"]["policy"] == "priority"
+    # drafts verified: the recorder logs each step's scheduled drafts; budget trimming shows
+    # as fewer than K in the budget-64 K = 5 case
+    drafts = [d for s in _raw_steps("spec_eagle3_k5_high") for d in s["drafts"].values()]
+    assert max(drafts) == 5 and min(drafts) < 5
     # max_model_len 512: prompts of 512, 513 and 600 tokens rejected, 6 requests shortened
     header, _ = refs["max_model_len"]
     asked = header["input"]["requests"]["max_tokens"]
@@ -85,6 +109,11 @@ def test_the_cases_cover_what_they_claim():
     # a lone request's prompt is not capped (threshold 256): the first step takes all of it
     header, run = refs["long_prefill_tight"]
     assert run.steps[0].tokens == {0: header["input"]["requests"]["prompt_tokens"][0]} != {0: 256}
+
+
+def _raw_steps(name: str) -> list[dict]:
+    with gzip.open(REFS_DIR / f"{name}.jsonl.gz", "rt") as f:
+        return [json.loads(x) for x in f][1:]
 
 
 def test_a_divergence_is_found_and_described(tmp_path):

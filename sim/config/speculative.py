@@ -1,0 +1,122 @@
+"""Speculative decoding: vLLM's ``--speculative-config`` and servesim's acceptance process.
+
+vLLM's keys (``method``, ``num_speculative_tokens``, ``model``) say what the server runs and
+are emitted as given; ``acceptance_rates`` / ``acceptance_histogram`` and
+``acceptance_seed`` are servesim's: they stand for what the drafter and the target model
+agree on, which a simulator without token ids cannot know (a measured figure: vLLM logs
+``Mean acceptance length`` and a per-position ``Accepted: ...`` line with
+``--speculative-config`` on; EAGLE-3 papers publish per-position rates).
+
+Lookahead KV slots (vllm/config/vllm.py:615-642 ``num_lookahead_tokens``): the drafter of
+the EAGLE family (``eagle``, ``eagle3``, ``mtp``) and a draft model write KV one position
+past the verified ones, so every allocation reserves K extra slots; n-gram reserves none.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from sim.config.limits import MAX_SEED, why
+
+MAX_SPEC_TOKENS = 16  # vLLM accepts more; no published deployment drafts more than ~10
+EAGLE_FAMILY = ("eagle", "eagle3", "mtp")  # vllm/config/speculative.py:1944 use_eagle
+METHODS = (*EAGLE_FAMILY, "ngram", "draft_model")
+
+
+class SpeculativeConfig(BaseModel):
+    """vLLM's --speculative-config (its keys) plus the acceptance process servesim samples."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    method: Literal["eagle", "eagle3", "mtp", "ngram", "draft_model"] = Field(
+        description="vLLM's method: eagle / eagle3 (a one-layer head on the target's hidden "
+        "states), mtp (the model's own multi-token-prediction layer, DeepSeek-V3, Qwen3-Next), "
+        "ngram (prompt lookup on the host, no KV) or draft_model (a smaller model of the "
+        "same tokenizer, given by `model`).")
+    num_speculative_tokens: int = Field(
+        ge=1, le=MAX_SPEC_TOKENS, json_schema_extra=why(
+            "acceptance falls off long before; vLLM's examples use 1-7", "tokens"),
+        description="Draft tokens proposed per decoding request per step (K; tokens). A "
+        "decoding request is scheduled 1 + K tokens: its last token and the drafts to verify.")
+    model: str | None = Field(
+        None, description="The drafter's weights (vLLM's `model` key): a Hugging Face repo "
+        "for eagle/eagle3 heads, or for draft_model a servesim catalog model priced as the "
+        "drafter (`servesim catalog`). Emitted as given; unused for ngram and mtp.")
+    acceptance_rates: tuple[float, ...] | None = Field(
+        None, json_schema_extra={"unit": "probability per draft position"},
+        description="Conditional acceptance per draft position: entry i is the chance that "
+        "draft i + 1 is accepted given drafts 1..i were (each in [0, 1]); shorter than K: "
+        "the last entry repeats. Either this or acceptance_histogram; neither: 0.7 at every "
+        "position (an assumption; measure your drafter).")
+    acceptance_histogram: tuple[float, ...] | None = Field(
+        None, json_schema_extra={"unit": "probability per accepted count"},
+        description="Probability of accepting exactly 0, 1, ..., K drafts in a verify step "
+        "(K + 1 entries summing to 1): a measured acceptance-length histogram.")
+    acceptance_seed: int | None = Field(
+        None, ge=0, le=MAX_SEED, json_schema_extra=why("a 64-bit seed", ""),
+        description="Seed of the acceptance draws (unset: the scenario's seed). A request's "
+        "j-th verify step draws the same outcome whatever else runs.")
+
+    @model_validator(mode="after")
+    def _one_process(self):
+        k = self.num_speculative_tokens
+        if self.acceptance_rates is not None and self.acceptance_histogram is not None:
+            raise ValueError("give acceptance_rates or acceptance_histogram, not both")
+        if self.acceptance_rates is not None:
+            if not self.acceptance_rates or len(self.acceptance_rates) > k:
+                raise ValueError(f"acceptance_rates needs 1 to K = {k} entries, got "
+                                 f"{len(self.acceptance_rates)}")
+            if any(not 0 <= p <= 1 for p in self.acceptance_rates):
+                raise ValueError("acceptance_rates: each entry must be in [0, 1]")
+        if self.acceptance_histogram is not None:
+            h = self.acceptance_histogram
+            if len(h) != k + 1:
+                raise ValueError(f"acceptance_histogram needs K + 1 = {k + 1} entries "
+                                 f"(0..K accepted), got {len(h)}")
+            if any(p < 0 for p in h) or abs(sum(h) - 1) > 1e-6:
+                raise ValueError("acceptance_histogram: entries must be >= 0 and sum to 1")
+        if self.method == "draft_model" and not self.model:
+            raise ValueError("method draft_model needs `model` (the drafter, a catalog model)")
+        return self
+
+    @property
+    def num_lookahead_tokens(self) -> int:
+        """KV slots reserved past the scheduled tokens (vllm/config/vllm.py:635-641)."""
+        return self.num_speculative_tokens if self.method in (*EAGLE_FAMILY, "draft_model") \
+            else 0
+
+    @property
+    def drops_last_hit_block(self) -> bool:
+        """EAGLE-family prefix-cache hits drop their last block (the drafter recomputes the
+        tokens before the generation point; single_type_kv_cache_manager.py:815-820)."""
+        return self.method in EAGLE_FAMILY
+
+    def conditional_rates(self) -> tuple[float, ...]:
+        """Acceptance of draft i + 1 given 1..i accepted, i = 0..K-1."""
+        k = self.num_speculative_tokens
+        if self.acceptance_histogram is not None:
+            h, out, left = self.acceptance_histogram, [], 1.0
+            for i in range(k):  # P(accept i+1 | accepted i) = P(>= i+1) / P(>= i)
+                nxt = left - h[i]
+                out.append(nxt / left if left > 1e-12 else 0.0)
+                left = max(nxt, 0.0)
+            return tuple(out)
+        rates = self.acceptance_rates or (0.7,)
+        return tuple(rates[min(i, len(rates) - 1)] for i in range(k))
+
+    def mean_accepted(self) -> float:
+        """The process's expected accepted drafts per full verify step (tokens)."""
+        mean, alive = 0.0, 1.0
+        for p in self.conditional_rates():
+            alive *= p
+            mean += alive
+        return mean
+
+    def vllm_json(self) -> dict:
+        """The value of vLLM's --speculative-config (vLLM's keys only)."""
+        out = {"method": self.method, "num_speculative_tokens": self.num_speculative_tokens}
+        if self.model:
+            out["model"] = self.model
+        return out

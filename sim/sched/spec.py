@@ -1,0 +1,107 @@
+"""Speculative decoding's scheduler state: drafts held, the acceptance draws, the counts.
+
+vLLM 0.32 (v1/core/sched/scheduler.py), as the vllm schedulers apply it (sim/sched/vllm.py):
+
+* after a step, every request that sampled (not a mid-prefill chunk) and did not finish
+  holds K drafts (``update_draft_token_ids``, 2550-2569; the model-less recorder supplies K
+  for every such request);
+* a running request asks for ``known + drafts - computed`` tokens (703-706), capped as
+  any demand; the drafts that fit are its scheduled drafts (861-876) and it holds none
+  until the next step's drafts arrive;
+* a waiting request resuming with one token to compute, with a running request scheduled
+  or computed tokens found, is padded to 1 + K with placeholder drafts (1131-1155: "pad
+  new decode requests to uniform spec decoding size"), unless that passes max_model_len;
+  a budget short of 1 + K stops admission ("prefer to not schedule than schedule
+  un-padded"); placeholders are never accepted;
+* the update takes back the rejected drafts (``num_computed_tokens -= num_rejected``,
+  2110-2125) and appends 1 + accepted tokens, stopping at max_tokens;
+* a preempted request drops its drafts (1594).
+
+Acceptance: the j-th verify step of request r with d real drafts accepts the leading drafts
+whose uniform ``u(seed, r, j, i)`` is below the conditional rate of position i. The uniform
+is a splitmix64 hash of its key, so the draw of one verify step does not depend on what else
+ran (the conformance recorder computes the same function; tests compare the two).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sim.config.speculative import SpeculativeConfig
+
+_M64 = (1 << 64) - 1
+
+
+def _mix(x: int) -> int:
+    """splitmix64's finalizer."""
+    x &= _M64
+    x ^= x >> 30
+    x = (x * 0xBF58476D1CE4E5B9) & _M64
+    x ^= x >> 27
+    x = (x * 0x94D049BB133111EB) & _M64
+    return x ^ (x >> 31)
+
+
+def uniform(seed: int, req: int, step: int, pos: int) -> float:
+    """A uniform in [0, 1) keyed by (seed, request, its verify step, draft position)."""
+    h = _mix(seed ^ 0x5EC0DE)
+    for k in (req, step, pos):
+        h = _mix(h ^ (k + 0x632BE59BD9B4E019))
+    return (h >> 11) * (1.0 / (1 << 53))
+
+
+def accepted(seed: int, rates, req: int, step: int, drafts: int) -> int:
+    """Drafts accepted of ``drafts`` at request ``req``'s verify step ``step``."""
+    a = 0
+    while a < drafts and uniform(seed, req, step, a) < rates[a]:
+        a += 1
+    return a
+
+
+class SpecState:
+    """Per-request drafts and the acceptance process of one run."""
+
+    def __init__(self, cfg: SpeculativeConfig, num_requests: int, seed: int):
+        self.cfg = cfg
+        self.k = cfg.num_speculative_tokens
+        self.lookahead = cfg.num_lookahead_tokens
+        # vLLM's max_num_new_slots_for_drafting (config/speculative.py:1888): 1 for a
+        # (sequential) draft model, 0 for the others
+        self.draft_slots = 1 if cfg.method == "draft_model" else 0
+        self.seed = cfg.acceptance_seed if cfg.acceptance_seed is not None else seed
+        self.rates = cfg.conditional_rates()
+        self.drafts = np.zeros(num_requests, dtype=np.int64)  # drafts held (tokens)
+        self.verifies = np.zeros(num_requests, dtype=np.int64)  # verify steps so far
+        # whether the request's last scheduled chunk stopped short of its known tokens
+        # (vLLM's is_prefill_chunk, as the schedule before this one left it)
+        self.chunk = np.zeros(num_requests, dtype=bool)
+        self.scheduled: dict[int, tuple[int, bool]] = {}  # req -> (drafts, padded), this plan
+        self.padded: set[int] = set()  # padded by the waiting pass of the plan being built
+        # totals for the summary: verify steps, drafts scheduled, drafts accepted
+        self.num_verifies = self.num_drafts = self.num_accepted = 0
+        self.accepted_hist = np.zeros(self.k + 1, dtype=np.int64)
+
+    def accept(self, req: int, drafts: int) -> int:
+        """Draw the accepted count of ``req``'s next verify step with ``drafts`` drafts."""
+        j = int(self.verifies[req])
+        self.verifies[req] = j + 1
+        a = accepted(self.seed, self.rates, req, j, drafts)
+        self.num_verifies += 1
+        self.num_drafts += drafts
+        self.num_accepted += a
+        self.accepted_hist[a] += 1
+        return a
+
+    def summary(self) -> dict:
+        n = self.num_verifies
+        return {
+            "method": self.cfg.method, "num_speculative_tokens": self.k,
+            "verify_steps": n, "draft_tokens": self.num_drafts,
+            "accepted_tokens": self.num_accepted,
+            # vLLM's "Mean acceptance length": 1 + accepted per verify step (tokens)
+            "mean_acceptance_length": round(1 + self.num_accepted / n, 4) if n else None,
+            "draft_acceptance_rate": round(self.num_accepted / self.num_drafts, 4)
+            if self.num_drafts else None,
+            "expected_acceptance_length": round(1 + self.cfg.mean_accepted(), 4),
+            "accepted_histogram": self.accepted_hist.tolist(),
+        }
