@@ -13,6 +13,7 @@ import numpy as np
 from sim.config.memory import GIB
 from sim.config.resolve import Resolved
 from sim.cost.base import COST_MODELS, CostModel, RunExtras
+from sim.cost.drafter import Drafter
 from sim.engine.arrivals import ArrivalSource, Gated, OpenLoop
 from sim.engine.clock import ns, to_ns
 from sim.engine.engine import Engine, RunStatus, admissible
@@ -58,6 +59,8 @@ class RunResult:
     # the cost model's host part of a step (s) from (tokens, requests) arrays, or None:
     # the summary's schedule block (CostModel.host_times)
     host_times: Callable | None = None
+    # speculative decoding (engine.speculative_config): acceptance counts and drafter time
+    speculative: dict | None = None
 
 
 class RunWarning(UserWarning):
@@ -189,8 +192,14 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
     sched = build_scheduler(r, seen, kv)
     recorder = Recorder(len(specs), egress_s=egress)
     hook = on_plan  # the caller's own (a step log); the cost model's hooks are not
+    drafter = None
     if cost is not None:
         executor = cost.step_times
+        spec = r.scenario.engine.speculative_config
+        if spec is not None:  # the drafter's passes lengthen each step
+            drafter = Drafter.build(spec, cost, r)
+            if drafter is not None:
+                executor = drafter.step_times
         overridden = type(cost).after_plan is not CostModel.after_plan
         on_plan = chain_hooks(cost.after_plan if overridden else None, on_plan)
         if type(cost).observe is not CostModel.observe:
@@ -230,10 +239,21 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
         wall_s=time.perf_counter() - t0, drain_cut=drain.cut, shortened=shortened,
         ingress_s=ingress, egress_s=egress, warnings=said, extras=extras,
         host_times=cost.host_times if cost is not None else None,
+        speculative=_spec_summary(sched, drafter),
     )
     return res if isinstance(source, OpenLoop) else _as_sent(
         res, source.arrival_times() - ingress)
 
+
+
+def _spec_summary(sched: Scheduler, drafter) -> dict | None:
+    """The summary's ``speculative`` block: acceptance as vLLM logs it, drafter time."""
+    if sched.spec is None:
+        return None
+    out = sched.spec.summary()
+    if drafter is not None:
+        out |= drafter.summary()
+    return out
 
 
 def _fast_unsupported(r: Resolved, sched, kv, cost, source) -> str:

@@ -65,11 +65,15 @@ def activation_bytes(model: ModelSpec, tp: int, max_tokens: int, max_seqs: int) 
 
 def plan_memory(model: ModelSpec, gpu: GpuSpec, tp: int, *, ep: int = 1, block_size: int,
                 utilization: float, max_tokens: int, max_seqs: int,
-                blocks_override: int | None, moe_tp: int | None = None) -> MemoryPlan:
+                blocks_override: int | None, moe_tp: int | None = None,
+                drafter: tuple[int, int] = (0, 0)) -> MemoryPlan:
+    """``drafter``: a speculative-decoding drafter's (weight bytes, KV bytes per token) on
+    this GPU (SpeculativeConfig.drafter_bytes); its KV shares the target's blocks."""
     usable = int(gpu.hbm_bytes * utilization)
-    weights = model.weight_bytes_per_gpu(tp, ep, moe_tp)
+    weights = model.weight_bytes_per_gpu(tp, ep, moe_tp) + drafter[0]
+    per_token = model.kv_bytes_per_token(tp) + drafter[1]
     act = activation_bytes(model, tp, max_tokens, max_seqs)
     kv = usable - weights - act - NON_TORCH_BYTES
-    block = block_size * model.kv_bytes_per_token(tp)
+    block = block_size * per_token
     blocks = blocks_override if blocks_override is not None else max(0, kv // block)
     return MemoryPlan(usable, weights, act, NON_TORCH_BYTES, kv, block, blocks)

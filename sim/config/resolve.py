@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sim.catalog import CatalogError
 from sim.config.hardware import GpuSpec, ModelSpec
 from sim.config.limits import MAX_KV_BLOCKS
 from sim.config.memory import GIB, MemoryPlan, plan_memory
@@ -72,14 +73,26 @@ class Resolved:
             "weights_gib_per_gpu": round(m.weight_bytes / GIB, 3),
             "activation_reserve_gib": round((m.activation_bytes + m.non_torch_bytes) / GIB, 3),
             "kv_cache_gib_per_gpu": round(max(m.kv_bytes, 0) / GIB, 3),
-            "kv_bytes_per_token_per_gpu": self.model.kv_bytes_per_token(self.tp),
+            "kv_bytes_per_token_per_gpu": m.block_bytes // self.block_size,
             "kv_block_bytes": m.block_bytes,
             "num_gpu_blocks": m.num_gpu_blocks,
             "usable_kv_blocks": m.usable_blocks,
             "kv_capacity_tokens": self.kv_capacity_tokens,
             "model_params_b": round(self.model.num_params / 1e9, 3),
             **self.model_plan(),
+            **self._drafter_plan(),
         }
+
+    def _drafter_plan(self) -> dict:
+        """The speculative drafter's share of the memory plan (empty without one)."""
+        spec = self.scenario.engine.speculative_config
+        d = _drafter(self.scenario, self.model) if spec is not None else None
+        if d is None:
+            return {}
+        w, kv = spec.drafter_bytes(self.model, self.tp, self.ep,
+                                   self.gpus if self.ep == 1 else None)
+        return {"drafter": d.name, "drafter_weights_gib_per_gpu": round(w / GIB, 3),
+                "drafter_kv_bytes_per_token_per_gpu": kv}
 
     def model_plan(self) -> dict:
         """The MoE / parallel layout behind the memory plan (empty for a dense model on one
@@ -203,11 +216,29 @@ def resolve(sc: Scenario) -> Resolved:
     mem = plan_memory(model, gpu, tp, ep=ep, moe_tp=moe_tp, block_size=sc.engine.block_size,
                       utilization=sc.engine.gpu_memory_utilization,
                       max_tokens=limits.max_num_batched_tokens, max_seqs=limits.max_num_seqs,
-                      blocks_override=sc.engine.num_gpu_blocks_override)
+                      blocks_override=sc.engine.num_gpu_blocks_override,
+                      drafter=_drafter_bytes(sc, model, tp, ep, moe_tp))
     _check_memory(sc, model, gpu, tp, mem, limits)
     if sc.cost is None:  # the per-GPU default step-time model
         sc = sc.model_copy(update={"cost": default_cost(gpu)})
     return Resolved(sc, model, gpu, tp, limits, sc.engine.block_size, mem)
+
+
+def _drafter(sc: Scenario, model: ModelSpec) -> ModelSpec | None:
+    spec = sc.engine.speculative_config
+    if spec is None:
+        return None
+    try:
+        return spec.drafter_spec(model)
+    except CatalogError as e:
+        raise ConfigError(f"engine.speculative_config.model: {e}") from None
+
+
+def _drafter_bytes(sc: Scenario, model: ModelSpec, tp: int, ep: int,
+                   moe_tp: int | None) -> tuple[int, int]:
+    if _drafter(sc, model) is None:
+        return 0, 0
+    return sc.engine.speculative_config.drafter_bytes(model, tp, ep, moe_tp)
 
 
 def default_cost(gpu: GpuSpec) -> CostChoice:

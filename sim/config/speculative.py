@@ -114,6 +114,44 @@ class SpeculativeConfig(BaseModel):
             mean += alive
         return mean
 
+    def drafter_spec(self, target):
+        """The drafter as a model (a ``ModelSpec``; None for n-gram): the catalog model of
+        ``model`` for draft_model, else one decoder layer of the target with its embedding
+        and lm_head (mtp keeps the target's MoE; an EAGLE head is a dense layer). Its weights
+        and its KV per token are added to the memory plan (vLLM's drafter shares the KV pool:
+        one more layer per token for EAGLE and MTP); its passes are priced by
+        sim/cost/drafter.py."""
+        if self.method == "ngram":
+            return None
+        if self.method == "draft_model":
+            from sim.catalog import get_model
+
+            return get_model(self.model)
+        update = {"name": f"{target.name}-{self.method}-head", "num_layers": 1,
+                  "first_dense_layers": 0, "num_sliding_layers": 0}
+        if self.method != "mtp" and target.num_experts:
+            update |= {"num_experts": 0, "num_experts_per_tok": 0, "moe_intermediate_size": 0,
+                       "num_shared_experts": 0, "shared_expert_intermediate_size": 0,
+                       "moe_dtype_bits": None}
+        return target.model_copy(update=update)
+
+    def drafter_bytes(self, target, tp: int, ep: int = 1,
+                      moe_tp: int | None = None) -> tuple[int, int]:
+        """(weight bytes, KV bytes per token) the drafter adds on one GPU. An EAGLE or MTP
+        head shares the target's embedding and lm_head (vLLM loads them from the target when
+        the head's checkpoint has none), so only its layer counts; a draft model counts
+        whole. Sharded as the target (TP; EP for an MTP MoE layer)."""
+        d = self.drafter_spec(target)
+        if d is None:
+            return 0, 0
+        if not d.is_moe:
+            ep, moe_tp = 1, None
+        weights = d.weight_bytes_per_gpu(tp, ep, moe_tp)
+        if self.method != "draft_model":  # one layer: two layers' bytes less one layer's
+            two = d.model_copy(update={"num_layers": 2})
+            weights = two.weight_bytes_per_gpu(tp, ep, moe_tp) - weights
+        return weights, d.kv_bytes_per_token(tp)
+
     def vllm_json(self) -> dict:
         """The value of vLLM's --speculative-config (vLLM's keys only)."""
         out = {"method": self.method, "num_speculative_tokens": self.num_speculative_tokens}

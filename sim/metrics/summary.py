@@ -78,6 +78,7 @@ def summarize(res: RunResult) -> dict:
         "steps": steps_block(steps),
         "batch_limits": batch_limits(res, steps),
         "schedule": schedule_block(res, steps),
+        "speculative": res.speculative or {},
         "cost_error": validation.band(res.resolved),
         "stability": stability(res),
         "lanes": lane_blocks(res, judged),

@@ -10,6 +10,7 @@ workload that was planned for, the SLOs and the capacity found.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -77,6 +78,9 @@ def _engine_flags(r: Resolved) -> list[str]:
         flags.append("--enforce-eager")
     if e.max_cudagraph_capture_size is not None:
         flags.append(f"--max-cudagraph-capture-size {e.max_cudagraph_capture_size}")
+    if e.speculative_config is not None:  # vLLM's keys only (the acceptance is servesim's)
+        spec = json.dumps(e.speculative_config.vllm_json(), separators=(",", ":"))
+        flags.append(f"--speculative-config '{spec}'")
     return flags
 
 
@@ -99,6 +103,14 @@ def _policy_flags(sc) -> tuple[list[str], list[str]]:
         notes.append("strict_max_model_len has no vLLM flag: its server shortens max_tokens")
     if sc.engine.preemption_mode == "swap":
         notes.append("preemption_mode swap is vLLM v0's; v1 always recomputes")
+    spec = sc.engine.speculative_config
+    if spec is not None:
+        notes.append(f"speculative acceptance was modelled ({spec.mean_accepted():.2f} of "
+                     f"{spec.num_speculative_tokens} drafts per verify step expected): check "
+                     "the server's logged mean acceptance length against it")
+        if spec.method in ("eagle", "eagle3") and not spec.model:
+            notes.append(f"speculative_config.model is unset: method {spec.method} needs the "
+                         "drafter head's repository")
     return flags, notes
 
 

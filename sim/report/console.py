@@ -97,6 +97,13 @@ def memory_rows(s: dict) -> list[tuple[str, str]]:
         rows.append(("host (schedule) per step ms: mean / p99 (% busy)",
                      f"{sch['mean']:.2f} / {sch['p99']:.2f} "
                      f"({100 * s['schedule']['host_share_of_busy_time']:.1f})"))
+    sp = s.get("speculative") or {}
+    if sp.get("verify_steps"):
+        share = sp.get("draft_share")
+        rows.append((f"speculative ({sp['method']}, K={sp['num_speculative_tokens']}): "
+                     "mean acceptance length (expected) / draft % of step",
+                     f"{sp['mean_acceptance_length']:.3f} ({sp['expected_acceptance_length']:.3f})"
+                     f" / {'-' if share is None else f'{100 * share:.1f}'}"))
     if pre.get("mode") == "swap":
         rows.append(("swaps out / in (GiB moved)",
                      f"{pre['swap_out_events']:,} / {pre['swap_in_events']:,} "

@@ -1,0 +1,88 @@
+"""The drafter's time in a speculative-decoding step, by vLLM method.
+
+vLLM 0.32 runs the drafter inside the step, after the target model's forward (which verifies
+the scheduled drafts: its price is the step's ordinary price, each decoding request a query
+of 1 + K tokens over its context) and sampling, so a step lasts verify + draft. The drafter
+proposes K tokens for the batch: one pass over the step's tokens (the EAGLE proposer and a
+draft model both take the target's scheduled positions first), then K - 1 passes of one
+token per request. Each pass is priced by the scenario's own cost model (same GPU, TP and
+profile) on the drafter's shape, kernels only (its host share is the step's):
+
+* eagle, eagle3: a head of one decoder layer of the target's shape (dense MLP of the target's
+  intermediate size) and the target's lm_head. Assumption: EAGLE-3's fusion layer (3 hidden
+  states -> 1) and a smaller draft vocabulary are left out; SpecDecode-Bench measured 2.1 ms
+  per K = 3 draft for Llama-3.1-8B on H100 in vLLM 0.10.1 (github.com/SpecDecode-Bench/
+  simulator predictor.py ``Llama8BH100.draft_c_fixed``), this prices 1.9 ms.
+* mtp: one layer of the target itself (a MoE layer for MoE models) and its lm_head.
+* draft_model: the catalog model named by ``speculative_config.model``.
+* ngram: on the host; 0.5875 % of the verify time (SpecDecode-Bench's measured share on
+  H100, the same file's ``ngram_draft_percentage``).
+
+A cost model that prices whole steps by formula (``linear``) adds no drafter time: its
+coefficients are the whole step (the conformance cases rely on that).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sim.config.speculative import SpeculativeConfig
+from sim.engine.plan import StepPlan
+
+NGRAM_SHARE = 0.005875  # n-gram drafting / verify time (SpecDecode-Bench, H100, vLLM 0.10.1)
+
+
+class Drafter:
+    """Prices the drafter's part of each planned step; keeps the totals for the summary."""
+
+    def __init__(self, cfg: SpeculativeConfig, target_cost, draft_cost=None):
+        self.cfg, self.k = cfg, cfg.num_speculative_tokens
+        self.target, self.draft = target_cost, draft_cost
+        self.draft_s = 0.0  # drafter time charged (s)
+        self.verify_s = 0.0  # the target's step time in speculative steps (s)
+
+    @classmethod
+    def build(cls, cfg: SpeculativeConfig, cost, resolved) -> Drafter | None:
+        """The drafter of ``cfg`` priced like ``cost`` (None: the cost model prices steps by
+        formula, so the drafter is in its coefficients)."""
+        if not getattr(cost, "prices_shapes", False) or cost.host_times(
+                np.array([1]), np.array([1])) is None:
+            return None
+        model = cfg.drafter_spec(resolved.model)
+        if model is None:  # n-gram
+            return cls(cfg, cost)
+        params = resolved.scenario.cost.params
+        return cls(cfg, cost, type(cost)(model, resolved.gpu, resolved.tp, params,
+                                         resolved=resolved))
+
+    def step_times(self, plan: StepPlan) -> np.ndarray:
+        """The target's price of ``plan`` plus the drafter's (s per step)."""
+        verify = self.target.step_times(plan)
+        d = self.times(plan, verify)
+        self.verify_s += float(verify.sum())
+        self.draft_s += float(d.sum())
+        return verify + d
+
+    def times(self, plan: StepPlan, verify: np.ndarray) -> np.ndarray:
+        if self.draft is None:  # n-gram: host-side lookup
+            return verify * NGRAM_SHARE
+        tok, ctx = plan.num_tokens, plan.context_lens
+        n = len(tok)
+        c = self.draft
+        first = c.step_times(plan) - self._host(int(tok.sum()), n)
+        if self.k == 1:
+            return np.maximum(first, 0.0)
+        # K - 1 passes of one token per request, over the contexts the first pass left
+        base = int((ctx + tok).sum())
+        rest = 0.0
+        for j in range(self.k - 1):
+            rest += c.shape_time1(n, n, [], [], n, base + j * n) - self._host(n, n)
+        return np.maximum(first + rest, 0.0)
+
+    def _host(self, total: int, reqs: int) -> float:
+        return float(self.draft.host_times(np.array([total]), np.array([reqs]))[0])
+
+    def summary(self) -> dict:
+        return {"draft_s": round(self.draft_s, 6), "verify_s": round(self.verify_s, 6),
+                "draft_share": round(self.draft_s / (self.draft_s + self.verify_s), 4)
+                if self.draft_s + self.verify_s > 0 else None}

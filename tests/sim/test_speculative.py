@@ -1,0 +1,249 @@
+"""Speculative decoding (engine.speculative_config): golden steps by hand, the acceptance
+process against its expectation, invariants, the drafter's cost and memory, the flags.
+
+Step-for-step agreement with vLLM 0.32's real Scheduler is in tests/conformance (the
+spec_* cases); these tests pin the rules on tiny traces and the parts vLLM has no
+reference for (the seeded acceptance process, the drafter's price).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from benchmarks.conformance import record
+from sim.config.load import load_scenario
+from sim.config.speculative import SpeculativeConfig
+from sim.cost.drafter import NGRAM_SHARE, Drafter
+from sim.pipeline import prepare
+from sim.plan.emit import vllm_serve
+from sim.runner import build_cost, simulate
+from sim.sched import spec as spec_rules
+from sim.sched.base import Status
+from tests.sim.helpers import ms, run
+from tests.sim.test_invariants import check_run, runs
+from traces.errors import InputError
+
+
+def _spec(k, rates, method="eagle3"):
+    return SpeculativeConfig(method=method, num_speculative_tokens=k,
+                             acceptance_rates=tuple(rates))
+
+
+# ---- golden steps (linear cost: 10 ms + 1 ms per prefill-shaped token) -------------------
+def test_every_draft_accepted_by_hand():
+    # prompt 16, 5 outputs, K = 2 always accepted: the prefill samples 1 and drafts 2; each
+    # verify step computes 1 + 2 tokens and appends 3; the last appends only what max_tokens
+    # leaves (1 of 3)
+    sim = run([0.0], [16], [5], spec=_spec(2, [1.0, 1.0]))
+    assert [s[1] for s in sim.steps] == [{0: 16}, {0: 3}, {0: 3}]
+    assert sim.recorder.finish_s[0] == pytest.approx(ms(26) + ms(13) + ms(13))
+    assert sim.scheduler.generated[0] == 5
+    assert sim.scheduler.spec.summary()["accepted_histogram"] == [0, 0, 2]
+
+
+def test_every_draft_rejected_by_hand():
+    # acceptance 0: each verify step computes 1 + 2 tokens, keeps 1, and the rejected two
+    # come off the computed tokens (the KV slots stay allocated)
+    sim = run([0.0], [16], [5], spec=_spec(2, [0.0]))
+    assert [s[1] for s in sim.steps] == [{0: 16}] + [{0: 3}] * 4
+    assert sim.recorder.finish_s[0] == pytest.approx(ms(26) + 4 * ms(13))
+    sp = sim.scheduler.spec.summary()
+    assert (sp["verify_steps"], sp["draft_tokens"], sp["accepted_tokens"]) == (4, 8, 0)
+    assert sp["mean_acceptance_length"] == 1.0
+
+
+def test_lookahead_slots_for_eagle_not_ngram():
+    # block 4, prompt 7: the prefill's 7 tokens plus K = 2 lookahead slots need 3 blocks
+    # with EAGLE (9 slots), 2 with n-gram (7 slots)
+    for method, blocks in (("eagle", 3), ("ngram", 2)):
+        sim = run([0.0], [7], [3], block_size=4, spec=_spec(2, [0.5], method))
+        got = sim.recorder.steps()["kv_blocks_used"][0]
+        assert got == blocks, method
+
+
+def test_a_budget_short_of_the_drafts_trims_them():
+    # two decoding requests, K = 3, budget 6: the first takes 1 + 3, the second the 2 left
+    # (1 + 1 draft)
+    sim = run([0.0, 0.0], [2, 2], [8, 8], max_num_batched_tokens=6, max_model_len=64,
+              spec=_spec(3, [0.0]))
+    assert sim.steps[1][1] == {0: 4, 1: 2}
+
+
+def test_a_preempted_request_drops_its_drafts():
+    # tight KV: the tail request is preempted; when it resumes it prefills its known tokens
+    # and never asks for the drafts it held
+    sim = run([0.0, 0.0], [30, 30], [40, 40], usable_blocks=5, block_size=16,
+              max_model_len=80, spec=_spec(2, [0.6, 0.6]))
+    assert sim.scheduler.num_preemptions.sum() > 0
+    assert (sim.scheduler.status == Status.FINISHED).all()
+    assert (sim.scheduler.generated == 40).all()
+
+
+# ---- the acceptance process ----------------------------------------------------------------
+def test_the_recorder_draws_what_servesim_draws():
+    rates = (0.9, 0.6, 0.3)
+    for req, step in [(0, 0), (5, 17), (12345, 3)]:
+        for pos in range(3):
+            assert spec_rules.uniform(7, req, step, pos) == record._uniform(7, req, step, pos)
+        assert spec_rules.accepted(7, rates, req, step, 3) == record.accepted(7, rates, req,
+                                                                              step, 3)
+
+
+def test_a_histogram_and_its_conditional_rates_agree():
+    c = SpeculativeConfig(method="eagle3", num_speculative_tokens=3,
+                          acceptance_histogram=(0.1, 0.2, 0.3, 0.4))
+    r = c.conditional_rates()
+    assert r[0] == pytest.approx(0.9) and r[1] == pytest.approx(0.7 / 0.9)
+    assert c.mean_accepted() == pytest.approx(0.2 + 2 * 0.3 + 3 * 0.4)
+
+
+def _accept_scenario(rates_key: str, value: str, k: int) -> str:
+    return (f"engine.speculative_config={{method: eagle3, num_speculative_tokens: {k}, "
+            f"{rates_key}: {value}}}")
+
+
+@pytest.mark.parametrize("key,value,k", [("acceptance_rates", "[0.8, 0.6, 0.4]", 3),
+                                         ("acceptance_histogram", "[0.3, 0.1, 0.2, 0.1, 0.3]",
+                                          4)])
+def test_mean_acceptance_within_one_percent_over_100k_verify_steps(key, value, k):
+    loaded = load_scenario(None, (
+        "model=llama-3-8b", "gpu=h100-sxm", "engine.enable_prefix_caching=false",
+        "cost={name: linear, base_ms: 5, prefill_token_ms: 0.05, decode_seq_ms: 0.1}",
+        "workload={arrival: {process: closed, concurrency: 64}, lengths: {dist: fixed, "
+        "prompt: 32, output: 400}, num_requests: 800}", _accept_scenario(key, value, k)))
+    r, specs, _ = prepare(loaded)
+    res = simulate(r, specs)
+    sp = res.speculative
+    assert sp["verify_steps"] >= 100_000
+    assert (res.status == Status.FINISHED).all() and (res.generated == 400).all()
+    want = 1 + r.scenario.engine.speculative_config.mean_accepted()
+    assert sp["expected_acceptance_length"] == pytest.approx(want, abs=1e-4)
+    assert abs(sp["mean_acceptance_length"] / want - 1) < 0.01
+    # the accepted-count histogram follows the process (full-K verify steps dominate)
+    h = np.array(sp["accepted_histogram"]) / sp["verify_steps"]
+    rates = r.scenario.engine.speculative_config.conditional_rates()
+    alive = np.cumprod((1.0,) + rates)
+    expect = alive[:-1] * (1 - np.array(rates))
+    assert np.abs(h[:-1] - expect).max() < 0.01 and abs(h[-1] - alive[-1]) < 0.01
+
+
+def test_same_seed_same_run_other_seed_other_draws():
+    def once(seed):
+        loaded = load_scenario(None, (
+            "model=llama-3-8b", "gpu=h100-sxm", "workload.num_requests=60",
+            _accept_scenario("acceptance_rates", "[0.7]", 2),
+            f"engine.speculative_config.acceptance_seed={seed}"))
+        r, specs, _ = prepare(loaded)
+        return simulate(r, specs)
+    a, b, c = once(1), once(1), once(2)
+    assert a.speculative == b.speculative
+    assert np.array_equal(a.recorder.finish_s, b.recorder.finish_s)
+    assert a.speculative["accepted_histogram"] != c.speculative["accepted_histogram"]
+
+
+# ---- invariants (hypothesis) ---------------------------------------------------------------
+@st.composite
+def spec_runs(draw):
+    arrival, prompt, output, knobs = draw(runs())
+    k = draw(st.integers(1, 5))
+    method = draw(st.sampled_from(["eagle3", "ngram", "mtp"]))
+    rate = draw(st.sampled_from([0.0, 0.5, 1.0]))
+    knobs = knobs | {"spec": _spec(k, [rate], method),
+                     "prefix_caching": draw(st.booleans())}
+    return arrival, prompt, output, knobs
+
+
+@settings(max_examples=120, deadline=None)
+@given(spec_runs())
+def test_requests_and_blocks_conserved_with_speculation(case):
+    # the invariants of tests/sim/test_invariants.py (budget, max_num_seqs, KV integrity at
+    # every step, every request finished with its output tokens, none left holding KV)
+    sim = check_run(*case)
+    sp = sim.scheduler.spec.summary()
+    assert sp["accepted_tokens"] <= sp["draft_tokens"] <= sp["verify_steps"] * sp[
+        "num_speculative_tokens"]
+
+
+# ---- the drafter's price, memory and flags --------------------------------------------------
+def _resolved(spec: str, model="llama-3.1-8b", gpu="h100-sxm"):
+    loaded = load_scenario(None, (f"model={model}", f"gpu={gpu}", "workload.num_requests=10",
+                                  f"engine.speculative_config={spec}"))
+    return prepare(loaded)[0]
+
+
+def test_eagle3_draft_time_on_h100_near_the_measured():
+    # SpecDecode-Bench's vLLM 0.10.1 fit for Llama-3.1-8B on H100 (simulator predictor.py):
+    # a K = 3 EAGLE-3 draft at batch 1 takes 2.1 ms; servesim prices 3 one-layer passes
+    r = _resolved("{method: eagle3, num_speculative_tokens: 3}")
+    d = Drafter.build(r.scenario.engine.speculative_config, build_cost(r), r)
+    from sim.engine.plan import StepPlan
+    plan = StepPlan.build(np.array([0]), np.array([4]), np.array([1000]), [])
+    verify = d.target.step_times(plan)
+    draft = d.times(plan, verify)[0]
+    assert 1.5e-3 < draft < 2.6e-3
+    assert draft < 0.5 * verify[0]
+
+
+def test_ngram_drafts_on_the_host_and_linear_prices_no_drafter():
+    r = _resolved("{method: ngram, num_speculative_tokens: 3}")
+    d = Drafter.build(r.scenario.engine.speculative_config, build_cost(r), r)
+    assert d.draft is None and NGRAM_SHARE == pytest.approx(0.005875)
+    lin = load_scenario(None, ("cost={name: linear}", "workload.num_requests=10",
+                               "engine.speculative_config={method: eagle, "
+                               "num_speculative_tokens: 2}"))
+    rl = prepare(lin)[0]
+    assert Drafter.build(rl.scenario.engine.speculative_config, build_cost(rl), rl) is None
+
+
+def test_the_eagle_head_takes_one_layer_of_weights_and_kv():
+    plain = prepare(load_scenario(None, ("model=llama-3.1-8b", "gpu=h100-sxm",
+                                         "workload.num_requests=10")))[0]
+    r = _resolved("{method: eagle3, num_speculative_tokens: 3}")
+    layer = 4096 * (4096 + 2 * 1024 + 4096) * 2 + 3 * 4096 * 14336 * 2 + 2 * 4096 * 2
+    assert r.memory.weight_bytes - plain.memory.weight_bytes == layer
+    assert r.memory.block_bytes == plain.memory.block_bytes * 33 // 32
+    d = r.derived()
+    assert d["drafter_kv_bytes_per_token_per_gpu"] == 4096 and d["usable_kv_blocks"] < \
+        plain.derived()["usable_kv_blocks"]
+    ng = _resolved("{method: ngram, num_speculative_tokens: 3}")
+    assert ng.memory == plain.memory
+
+
+def test_the_emitted_server_runs_the_simulated_drafts():
+    r = _resolved("{method: eagle3, num_speculative_tokens: 3, model: "
+                  "RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3, acceptance_rates: [0.7]}")
+    line = vllm_serve(r)
+    assert ("--speculative-config '{\"method\":\"eagle3\",\"num_speculative_tokens\":3,"
+            "\"model\":\"RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3\"}'") in line
+    assert "acceptance" not in line
+
+
+@pytest.mark.parametrize("bad,says", [
+    ("{method: eagle3, num_speculative_tokens: 2, acceptance_rates: [0.5, 0.5, 0.5]}",
+     "acceptance_rates needs 1 to K = 2 entries"),
+    ("{method: eagle3, num_speculative_tokens: 2, acceptance_histogram: [0.5, 0.6, 0.1]}",
+     "sum to 1"),
+    ("{method: eagle3, num_speculative_tokens: 1, acceptance_rates: [1.5]}", "in [0, 1]"),
+    ("{method: draft_model, num_speculative_tokens: 3}", "needs `model`"),
+    ("{method: medusa, num_speculative_tokens: 3}", "method"),
+    ("{method: ngram, num_speculative_tokens: 0}", "num_speculative_tokens"),
+])
+def test_bad_speculative_config_is_one_clear_line(bad, says):
+    with pytest.raises(InputError, match="speculative_config") as e:
+        load_scenario(None, (f"engine.speculative_config={bad}",))
+    assert says in str(e.value) and "\n" not in str(e.value).strip()
+
+
+def test_async_scheduling_with_drafts_is_refused_and_the_fast_core_says_why():
+    with pytest.raises(InputError, match="not modelled yet"):
+        load_scenario(None, ("engine.async_scheduling=true", "engine.speculative_config="
+                             "{method: ngram, num_speculative_tokens: 2}"))
+    loaded = load_scenario(None, ("core=fast", "workload.num_requests=10",
+                                  "engine.speculative_config={method: ngram, "
+                                  "num_speculative_tokens: 2}"))
+    r, specs, _ = prepare(loaded)
+    with pytest.raises(InputError, match="speculative decoding"):
+        simulate(r, specs)
