@@ -121,7 +121,7 @@ class ScalarPricing:
 
     # ---- the fast core's pricing calls (sim/cost/base.py) --------------------------------
     def run_times(self, n, decode_ctx0, num_steps):
-        if self._eager(n):  # a decode batch larger than the CUDA graphs: numpy's path
+        if self._eager(n) or self.async_host:  # graphs too small, or host overlap: numpy
             return self.shape_times(n, n, _NONE, _NONE, n, decode_ctx0, num_steps).tolist()
         fixed = self._fixed(n, n, _NONE, _NONE)
         if num_steps <= SCALAR_RUN_MAX:
@@ -130,7 +130,7 @@ class ScalarPricing:
         return (self.attn_layers * self._decode(n, ctx) + fixed).tolist()
 
     def run_ns(self, n, decode_ctx0, num_steps):
-        if num_steps > SCALAR_RUN_MAX or self._eager(n):  # to_ns of the vectorised run
+        if num_steps > SCALAR_RUN_MAX or self._eager(n) or self.async_host:  # to_ns of numpy's
             t = self.shape_times(n, n, _NONE, _NONE, n, decode_ctx0, num_steps)
             return np.rint(np.minimum(t, 4.611686018427388e9) * 1e9).astype(np.int64).tolist()
         return self.decode_run_times(n, decode_ctx0, num_steps, self._fixed(n, n, _NONE, _NONE),
@@ -140,10 +140,10 @@ class ScalarPricing:
         out = self._fixed(total, reqs, prefill_q, prefill_ctx)
         if num_decode:
             out = self.attn_layers * self._decode_one(num_decode, decode_ctx0) + out
-        if self._eager(total):  # as FittedCost.shape_times, in floats
+        eager = self._eager(total)
+        if eager or self.async_host:  # as FittedCost.shape_times, in floats
             host = self._host_s(total, reqs)
-            kernels = out - host
-            out = (kernels if kernels > self.eager_s else self.eager_s) + host
+            out = self._overlap(out - host, host, eager)
         return out
 
     def _decode_one(self, n: int, ctx: int) -> float:

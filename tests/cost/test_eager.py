@@ -73,3 +73,25 @@ def test_eager_decode_runs_price_like_their_steps():
     want = c.step_times(StepPlan.build(np.arange(n), np.ones(n, np.int64), ctx, num_steps=k))
     assert c.run_times(n, int(ctx.sum()), k) == want.tolist()
     assert min(want) >= EAGER_S + HOST_S - 1e-12
+
+
+def test_async_scheduling_overlaps_the_host_with_the_kernels():
+    # engine.async_scheduling: the host's schedule time of a step runs while the GPU runs
+    # the one before, so a graph step costs max(kernels, host), not kernels + host
+    _, sync = cost()
+    _, asy = cost("engine.async_scheduling=true")
+    for tokens, ctx in (([1] * 8, [500] * 8), ([256], [0])):
+        plan = step(np.array(tokens), np.array(ctx))
+        s, a = sync.step_times(plan)[0], asy.step_times(plan)[0]
+        assert a == pytest.approx(s - HOST_S, rel=1e-9)  # kernels >> host: the host hides
+        # the fast core's scalar path agrees with the vectorised one
+        dec = np.array(tokens) == 1
+        one = asy.shape_time1(sum(tokens), len(tokens), list(np.array(tokens)[~dec]),
+                              list(np.array(ctx)[~dec]), int(dec.sum()),
+                              int(np.array(ctx)[dec].sum()))
+        assert one == pytest.approx(a, rel=1e-12)
+    # an eager step under async: max(kernels, launches + host)
+    big = step(np.array([2048]), np.array([0]))
+    e_sync, e_async = sync.step_times(big)[0], asy.step_times(big)[0]
+    kernels = e_sync - HOST_S
+    assert e_async == pytest.approx(max(kernels, EAGER_S + HOST_S), rel=1e-9)
