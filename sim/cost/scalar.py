@@ -121,20 +121,30 @@ class ScalarPricing:
 
     # ---- the fast core's pricing calls (sim/cost/base.py) --------------------------------
     def run_times(self, n, decode_ctx0, num_steps):
-        if self._eager(n) or self.async_host:  # graphs too small, or host overlap: numpy
+        if self._eager(n) or (self.async_host and num_steps > SCALAR_RUN_MAX):  # numpy's path
             return self.shape_times(n, n, _NONE, _NONE, n, decode_ctx0, num_steps).tolist()
         fixed = self._fixed(n, n, _NONE, _NONE)
         if num_steps <= SCALAR_RUN_MAX:
-            return self.decode_run_times(n, decode_ctx0, num_steps, fixed)
+            t = self.decode_run_times(n, decode_ctx0, num_steps, fixed)
+            return self._async_overlap(n, t) if self.async_host else t
         ctx = decode_contexts(decode_ctx0, n, num_steps)
         return (self.attn_layers * self._decode(n, ctx) + fixed).tolist()
 
     def run_ns(self, n, decode_ctx0, num_steps):
-        if num_steps > SCALAR_RUN_MAX or self._eager(n) or self.async_host:  # to_ns of numpy's
+        if num_steps > SCALAR_RUN_MAX or self._eager(n):  # to_ns of the vectorised run
             t = self.shape_times(n, n, _NONE, _NONE, n, decode_ctx0, num_steps)
             return np.rint(np.minimum(t, 4.611686018427388e9) * 1e9).astype(np.int64).tolist()
-        return self.decode_run_times(n, decode_ctx0, num_steps, self._fixed(n, n, _NONE, _NONE),
-                                     to_ns=True)
+        fixed = self._fixed(n, n, _NONE, _NONE)
+        if self.async_host:
+            return _ns(self._async_overlap(n, self.decode_run_times(n, decode_ctx0, num_steps,
+                                                                     fixed)))
+        return self.decode_run_times(n, decode_ctx0, num_steps, fixed, to_ns=True)
+
+    def _async_overlap(self, n: int, times: list[float]) -> list[float]:
+        """FittedCost._overlap of a graph decode run's step times, in floats (the same
+        subtraction and comparison as numpy's, so the same values)."""
+        h = self._host_s(n, n)
+        return [k if (k := t - h) > h else h for t in times]
 
     def shape_time1(self, total, reqs, prefill_q, prefill_ctx, num_decode, decode_ctx0):
         out = self._fixed(total, reqs, prefill_q, prefill_ctx)
