@@ -251,13 +251,19 @@ class Driver:
         return (c["base"] + c["prefill_token"] * prefill + c["decode_seq"] * decode
                 + c["context_token"] * ctx)
 
+    @staticmethod
+    def admitted(out) -> set:
+        """Request ids this schedule admitted from the waiting queue (new or resumed)."""
+        return ({r.req_id for r in out.scheduled_new_reqs}
+                | set(out.scheduled_cached_reqs.resumed_req_ids))
+
     def samples(self, out) -> dict:
         """Request id -> whether the step samples a token for it, as the schedule left it
         (mid-prefill chunks sample nothing: the engine discards their token)."""
         return {rid: not self.sched.requests[rid].is_prefill_chunk
                 for rid in out.num_scheduled_tokens}
 
-    def model_output(self, out, samples: dict | None = None):
+    def model_output(self, out, samples: dict | None = None, admitted: set | None = None):
         from vllm.v1.outputs import ModelRunnerOutput
 
         samples = samples if samples is not None else self.samples(out)
@@ -266,16 +272,24 @@ class Driver:
         for rid in ids:
             req = self.sched.requests.get(rid)
             pos = req.num_tokens if req is not None else 0
-            n = 1 + self.accept(rid, out.scheduled_spec_decode_tokens.get(rid))
+            n = 1 + self.accept(rid, out.scheduled_spec_decode_tokens.get(rid), admitted)
             sampled.append([sampled_token(int(rid), pos + j) for j in range(n)]
                            if samples[rid] else [])
         return ModelRunnerOutput(req_ids=ids, req_id_to_index={r: k for k, r in enumerate(ids)},
                                  sampled_token_ids=sampled)
 
-    def accept(self, rid: str, drafts) -> int:
+    def accept(self, rid: str, drafts, admitted: set | None = None) -> int:
         """How many of a request's scheduled drafts the target model accepts: the case's
-        seeded process over real drafts; placeholders (-1, a padded resumed decode) never."""
-        if not drafts or all(t < 0 for t in drafts):
+        seeded process over real drafts; placeholders (-1, a padded resumed decode) never.
+        Async scheduling (``admitted`` given): every scheduled draft is a placeholder the
+        worker fills from its drafter, except for a request admitted by this very schedule
+        (new or resumed: the worker has no drafts for it, they are the padding)."""
+        if not drafts:
+            return 0
+        if admitted is not None:
+            if rid in admitted:
+                return 0
+        elif all(t < 0 for t in drafts):
             return 0
         j = self.verifies.get(rid, 0)
         self.verifies[rid] = j + 1
@@ -335,8 +349,8 @@ class Driver:
                     gpu_free = start + dur
                 else:
                     carried += preempted
-                queue.appendleft((out, self.samples(out) if executed else None, rec,
-                                  gpu_free if executed else start))
+                queue.appendleft((out, (self.samples(out), self.admitted(out))
+                                  if executed else None, rec, gpu_free if executed else start))
                 if len(queue) < 2 and (executed or self.sched.has_requests()):
                     continue  # fill the queue before blocking
             elif not queue:
@@ -350,12 +364,15 @@ class Driver:
                 # nothing runs and nothing could be scheduled: wait for the next arrival
                 now = max(now, self.arrival[nxt])
             now = max(now, end)
-            model_out = self.model_output(out, samples) if rec is not None \
+            model_out = self.model_output(out, *samples) if rec is not None \
                 else EMPTY_MODEL_RUNNER_OUTPUT
             engine_out = self.sched.update_from_output(out, model_out)
             if rec is not None:
                 rec["finished"] = sorted(int(o.request_id) for eo in engine_out.values()
                                          for o in eo.outputs if o.finished)
+                if self.k:
+                    rec["drafts"] = {int(r): len(d) for r, d in
+                                     out.scheduled_spec_decode_tokens.items()}
 
     def run_sync(self) -> None:
         from vllm.v1.outputs import EMPTY_MODEL_RUNNER_OUTPUT

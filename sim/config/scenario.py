@@ -156,7 +156,7 @@ class EngineConfig(BaseModel):
         "and verify them in the next step (method, num_speculative_tokens, model: vLLM's "
         "keys), with servesim's acceptance process (acceptance_rates or "
         "acceptance_histogram, seeded). Unset: off, as vLLM. Runs on the general engine; "
-        "not with async_scheduling yet.",
+        "with async_scheduling as vLLM's AsyncScheduler does (vllm and vllm-priority).",
     )
     enforce_eager: bool = Field(
         False, description="vLLM's --enforce-eager: no CUDA graphs, so every step's kernels "
@@ -318,9 +318,9 @@ class Scenario(BaseModel):
         spec = self.engine.speculative_config
         if spec is None:
             return self
-        if self.engine.async_scheduling:
-            raise ValueError("engine.speculative_config with engine.async_scheduling is not "
-                             "modelled yet (vLLM's placeholders for drafts); turn one off")
+        if self.engine.async_scheduling and self.scheduler.name == "lanes":
+            raise ValueError("engine.speculative_config with engine.async_scheduling runs the "
+                             "vllm and vllm-priority schedulers (lanes: turn one off)")
         if self.scheduler.name not in ("vllm", "vllm-priority", "lanes"):
             raise ValueError(f"engine.speculative_config needs a vLLM v1 scheduler (vllm, "
                              f"vllm-priority, lanes), not {self.scheduler.name!r}")

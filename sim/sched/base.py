@@ -126,6 +126,7 @@ class Scheduler(ABC):
     def enable_spec(self, cfg, seed: int) -> None:
         """Run with vLLM's speculative decoding (a ``SpeculativeConfig``)."""
         self.spec = SpecState(cfg, len(self.prompt), seed)
+        self.spec.async_ = self.async_scheduling  # set before (sim/runner.py)
         self._slots = self.spec.draft_slots
 
     @classmethod
@@ -184,10 +185,20 @@ class Scheduler(ABC):
         it has room: the request keeps its computed tokens and joins ``swapped``.
         """
         self.num_preemptions[req] += 1
+        if self.spec is not None and req in self.spec.ghosts:
+            # a request finished in the step in flight, preempted before vLLM learns it:
+            # its blocks go now, it stays finished
+            self.spec.ghosts.discard(req)
+            self.running = self.running[self.running != req]
+            if req in self._deferred:
+                self._deferred.remove(req)
+            self.kv.free(req)
+            return
         self.status[req] = Status.WAITING
         self.running = self.running[self.running != req]
         if self.spec is not None:  # its drafts go (scheduler.py:1594)
             self.spec.drafts[req] = 0
+            self.spec.inflight[req] = 0
         moved = self.kv.swap_out(req)
         if moved:
             self._swap_bytes[0] += moved
@@ -226,6 +237,11 @@ class Scheduler(ABC):
         self.flush_frees()  # the previous step's finishes: the plan just run did not see them
         ids, k = plan.req_ids, plan.num_steps
         used0, n_running, n_waiting, stored0, blocked = self._at_schedule
+        tokens, ctx0 = plan.num_tokens, plan.context_lens
+        if self.spec is not None and self.spec.ghost_plan:  # finished already: no output
+            live = ~np.isin(ids, np.fromiter(self.spec.ghost_plan, dtype=np.int64))
+            ids, tokens, ctx0 = ids[live], tokens[live], ctx0[live]
+            self.spec.ghost_plan = set()
         if k > 1:  # a decode run: blocks for steps 1..k-1 were counted when it was planned
             cum = self.run_blocks[: k - 1]
             kv_used = np.empty(k, dtype=np.int64)
@@ -240,7 +256,7 @@ class Scheduler(ABC):
             self.known_tokens[ids] += k
         else:
             kv_used = np.array([used0], dtype=np.int64)
-            comp = self.computed[ids] + plan.num_tokens
+            comp = self.computed[ids] + tokens
             new = None  # tokens each emitting request appends (None: 1 each)
             if self.spec is not None and self.spec.scheduled:
                 comp, new = self._verify(ids, comp)
@@ -260,7 +276,10 @@ class Scheduler(ABC):
                 new = np.minimum(new, self.output[emitted] - gen_before)
             self.generated[emitted] = gen_before + new
             self.known_tokens[emitted] = known + new
-        finished = emitted[self.generated[emitted] >= self.output[emitted]]
+        ended = self.generated[emitted] >= self.output[emitted]
+        finished = emitted[ended]
+        if len(finished) and self.spec is not None and self.spec.async_:
+            self._spec_ghosts(finished, gen_before[ended], tokens, ctx0, ids)
         if len(finished):
             self._finish(finished)
         if self.spec is not None:  # the drafter proposes K for every request that sampled
@@ -273,6 +292,26 @@ class Scheduler(ABC):
             kv_blocks_used=kv_used, num_running=n_running, num_waiting=n_waiting,
             kv_tokens=stored, blocked=blocked,
         )
+
+    def _spec_ghosts(self, finished, gen_before, tokens, ctx, ids) -> None:
+        """Async scheduling: a request that this step finished with more than its last
+        token (accepted drafts) was scheduled again before vLLM learnt it (its skip rule,
+        scheduler.py:662-676, only knows the step emits one token at least): it stays in
+        the running order for the next plan, asking for 1 + K with vLLM's optimistic
+        computed count (this step's 1 + drafts all taken)."""
+        sp = self.spec
+        ghost = finished[gen_before < self.output[finished] - 1]
+        if not len(ghost):
+            return
+        at = {int(r): i for i, r in enumerate(ids.tolist())}
+        for r in ghost.tolist():
+            i = at[r]
+            opt = int(ctx[i]) + int(tokens[i])  # computed as vLLM counts it (s)
+            known = int(self.known_tokens[r])
+            self.computed[r] = known - 1
+            sp.inflight[r] = opt - (known - 1)
+            sp.drafts[r] = sp.k
+            sp.ghosts.add(r)
 
     def _verify(self, ids: np.ndarray, comp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Speculative decoding's verify: each request's scheduled drafts are accepted or
@@ -288,11 +327,16 @@ class Scheduler(ABC):
             a = 0 if padded else sp.accept(r, d)
             comp[i] -= d - a
             new[i] += a
+            if sp.async_:  # rejected drafts vLLM counts computed until the next update
+                sp.inflight[r] = d - a
         sp.scheduled = {}
         return comp, new
 
     def flush_frees(self) -> None:
-        """Free the KV of finished requests held back by async scheduling."""
+        """Free the KV of finished requests held back by async scheduling (and forget the
+        drafts of the step that was in flight: its outcome is known now)."""
+        if self.spec is not None and self.spec.async_:
+            self.spec.inflight[:] = 0
         if self._deferred:
             self.kv.free_many(self._deferred)
             self._deferred = []
@@ -303,7 +347,10 @@ class Scheduler(ABC):
         else:
             self.kv.free_many(finished.tolist())
         self.status[finished] = _FINISHED
-        self.running = self.running[self.status[self.running] == _RUNNING]
+        keep = self.status[self.running] == _RUNNING
+        if self.spec is not None and self.spec.ghosts:  # scheduled once more (async)
+            keep |= np.isin(self.running, np.fromiter(self.spec.ghosts, dtype=np.int64))
+        self.running = self.running[keep]
 
     # ---- end of run -------------------------------------------------------------------
     def unfinished(self) -> np.ndarray:

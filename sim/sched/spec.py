@@ -17,6 +17,14 @@ vLLM 0.32 (v1/core/sched/scheduler.py), as the vllm schedulers apply it (sim/sch
   2110-2125) and appends 1 + accepted tokens, stopping at max_tokens;
 * a preempted request drops its drafts (1594).
 
+Async scheduling (async_scheduler.py; the plan for a step is made while the step before it
+runs): vLLM counts that step's 1 + K tokens as computed with placeholder drafts, so KV slots
+are reserved for its rejected drafts too (``inflight``, until the next update) and
+max_model_len counts them; a request that step finishes with more than one token (drafts
+accepted) was still expected to need one more (its skip rule, scheduler.py:662-676, knows only
+that a step emits one token at least), so it is scheduled once more for 1 + K tokens that
+produce nothing (``ghosts``), and preempting it frees its blocks and leaves it finished.
+
 Acceptance: the j-th verify step of request r with d real drafts accepts the leading drafts
 whose uniform ``u(seed, r, j, i)`` is below the conditional rate of position i. The uniform
 is a splitmix64 hash of its key, so the draw of one verify step does not depend on what else
@@ -77,6 +85,14 @@ class SpecState:
         self.chunk = np.zeros(num_requests, dtype=bool)
         self.scheduled: dict[int, tuple[int, bool]] = {}  # req -> (drafts, padded), this plan
         self.padded: set[int] = set()  # padded by the waiting pass of the plan being built
+        # async scheduling (vLLM's AsyncScheduler, a batch in flight while it schedules):
+        # drafts of the step in flight that vLLM still counts as computed (its rejected
+        # ones), and requests that step finished early by acceptance, which vLLM still
+        # schedules once more ("ghosts": their tokens produce nothing)
+        self.async_ = False
+        self.inflight = np.zeros(num_requests, dtype=np.int64)
+        self.ghosts: set[int] = set()
+        self.ghost_plan: set[int] = set()
         # totals for the summary: verify steps, drafts scheduled, drafts accepted
         self.num_verifies = self.num_drafts = self.num_accepted = 0
         self.accepted_hist = np.zeros(self.k + 1, dtype=np.int64)

@@ -102,6 +102,12 @@ class VllmScheduler(Scheduler):
 
     # ---- the step ----------------------------------------------------------------------
     def schedule(self, now: float) -> StepPlan | None:
+        plan = self._schedule_step(now)
+        if self.spec is not None and self.spec.ghosts:
+            self.spec_drop_ghosts(plan)
+        return plan
+
+    def _schedule_step(self, now: float) -> StepPlan | None:
         if not self.has_work():
             return None
         batch, preempted = BatchBuilder(), []
@@ -118,7 +124,7 @@ class VllmScheduler(Scheduler):
             # a request preempted itself before anyone was scheduled (possible with a victim
             # order other than the tail): vLLM's engine just schedules again, at once
             self._victims += preempted  # reported with the plan that follows
-            return self.schedule(now)
+            return self._schedule_step(now)
         return self._plan(batch, preempted, admitted)
 
     def _plan(self, batch: BatchBuilder, preempted: list, admitted: int) -> StepPlan | None:
@@ -155,6 +161,9 @@ class VllmScheduler(Scheduler):
         need = self.known_tokens[ids] - comp
         if self.spec is not None:  # the drafts held are scheduled with the last token
             need += self.spec.drafts[ids]
+            if self.spec.async_:  # max_model_len counts the step in flight's drafts too
+                np.minimum(need, self.limits.max_model_len - 1 - comp - self.spec.inflight[ids],
+                           out=need)
         cap = self.long_prefill_cap()
         if cap > 0:
             np.minimum(need, cap, out=need)
@@ -188,7 +197,9 @@ class VllmScheduler(Scheduler):
                 grant = need
             else:  # budget runs out part-way: grant = clip(budget - before, 0, need)
                 grant = np.minimum(np.maximum(budget - (cum - need - slots), 0), need)
-            extra = self.kv.extra_blocks(seg, self._slots_upto(comp + grant))
+            extra = self.kv.extra_blocks(seg, self._slots_upto(comp + grant, seg))
+            if self.spec is not None:  # a request granted nothing is skipped, not allocated
+                extra[grant == 0] = 0
             cum_extra = np.cumsum(extra)
             fits = len(seg)
             free = self.free_blocks()
@@ -200,7 +211,7 @@ class VllmScheduler(Scheduler):
                 if self.spec is not None:  # drafts are not final: never hashed
                     upto = np.minimum(upto, self.known_tokens[seg[:fits]])
                 self.kv.note_computed(seg[:fits], upto)
-            if grant is need and fits == len(seg):
+            if grant is need and fits == len(seg) and self.spec is None:
                 batch.add(seg, grant, comp)
             else:
                 on = grant[:fits] > 0
@@ -210,6 +221,9 @@ class VllmScheduler(Scheduler):
             if fits == len(seg):
                 break
             req, g = int(seg[fits]), int(grant[fits])
+            if g == 0:  # nothing to compute (vLLM: `continue`): the next request's turn
+                pos += fits + 1
+                continue
             budget, ok = self._allocate_or_preempt(req, int(comp[fits]) + g, budget, batch,
                                                    preempted)
             if not ok:
@@ -223,7 +237,7 @@ class VllmScheduler(Scheduler):
     def _allocate_or_preempt(self, req, total, budget, batch, preempted) -> tuple[int, bool]:
         """vLLM's allocate-or-preempt loop for one running request (``total``: its
         computed tokens after the step, drafts included)."""
-        slots, cached = self._slots_upto(total), None
+        slots, cached = self._slots_upto(total, req), None
         if self.spec is not None:
             cached = min(total, int(self.known_tokens[req]))
         while not self.allocate(req, slots, cached=cached):
@@ -264,7 +278,7 @@ class VllmScheduler(Scheduler):
             cached = None if self.spec is None else min(comp + need,
                                                         int(self.known_tokens[req]))
             if not self._whole_fits(req) or not self.allocate(
-                    req, self._slots_upto(comp + need), admitting=True, cached=cached):
+                    req, self._slots_upto(comp + need, req), admitting=True, cached=cached):
                 self._blocked = MEMORY
                 self.memory_blocked[req] = True
                 break
@@ -322,14 +336,33 @@ class VllmScheduler(Scheduler):
         return k
 
     # ---- speculative decoding (sim/sched/spec.py states the rules) ----------------------
-    def _slots_upto(self, total):
-        """KV slots to hold for ``total`` computed tokens: with the drafter's lookahead
-        (vLLM's allocate_slots(..., num_lookahead_tokens), capped at max_model_len)."""
-        if self.spec is None or not self.spec.lookahead:
+    def _slots_upto(self, total, ids=None):
+        """KV slots to hold for ``total`` computed tokens of requests ``ids``: with the
+        drafter's lookahead (vLLM's allocate_slots(..., num_lookahead_tokens), capped at
+        max_model_len) and, under async scheduling, the drafts of the step in flight that
+        vLLM still counts as computed (it learns of their rejection after this schedule)."""
+        sp = self.spec
+        if sp is None or (not sp.lookahead and not sp.async_):
             return total
-        return np.minimum(total + self.spec.lookahead, self.limits.max_model_len) \
-            if isinstance(total, np.ndarray) else min(total + self.spec.lookahead,
-                                                      self.limits.max_model_len)
+        extra = sp.lookahead
+        if sp.async_ and ids is not None:
+            extra = extra + sp.inflight[ids]
+        if isinstance(total, np.ndarray):
+            return np.minimum(total + extra, self.limits.max_model_len)
+        return min(total + int(extra), self.limits.max_model_len)
+
+    def spec_drop_ghosts(self, plan) -> None:
+        """Async scheduling: requests that acceptance finished in the step in flight were
+        in vLLM's running list for this schedule (``ghosts``); they leave it now, and their
+        tokens in this plan produce nothing (sim/sched/spec.py)."""
+        sp = self.spec
+        ghosts = np.fromiter(sp.ghosts, dtype=np.int64, count=len(sp.ghosts))
+        self.running = self.running[~np.isin(self.running, ghosts)]
+        sp.ghost_plan = set() if plan is None else \
+            set(plan.req_ids[np.isin(plan.req_ids, ghosts)].tolist())
+        for r in sp.ghost_plan:  # their drafts are never verified
+            sp.scheduled.pop(r, None)
+        sp.ghosts.clear()
 
     def spec_after_running(self, batch: BatchBuilder) -> None:
         """What the waiting pass's padding rule reads of the running pass: whether it

@@ -33,11 +33,12 @@ def _fast_runs(name: str) -> bool:
 FAST = [n for n in case_names() if _fast_runs(n)]
 ASYNC = [n for n in case_names() if n.startswith("async_")]
 SPEC = [n for n in case_names() if n.startswith("spec_")]
+ASYNC_SPEC = [n for n in case_names() if n.startswith("async_spec_")]
 
 
 def test_the_fast_core_runs_most_cases():
-    assert len(FAST) == 26 and len(ASYNC) == 5 and len(SPEC) == 9
-    assert sorted(FAST + SPEC) == case_names()
+    assert len(FAST) == 26 and len(ASYNC) == 10 and len(SPEC) == 9 and len(ASYNC_SPEC) == 5
+    assert sorted(FAST + SPEC + ASYNC_SPEC) == case_names()
     assert {"priority_poisson", "priority_ties"} <= set(FAST)
     assert {"prefix_shared", "prefix_mooncake", "prefix_recompute_tight"} <= set(FAST)
 
@@ -79,13 +80,22 @@ def test_the_cases_cover_what_they_claim():
     assert all(engine[n].get("async_scheduling") for n in ASYNC)
     assert not any(e.get("async_scheduling") for n, e in engine.items() if n not in ASYNC)
     assert all(preempted[n] > 0 for n in ASYNC if n != "async_poisson_roomy")
+    # async scheduling with speculative decoding: eagle K = 1 and 3, ngram K = 5, tight KV,
+    # prefix caching, priorities
+    for n in ASYNC_SPEC:
+        assert engine[n]["async_scheduling"] and "speculative_config" in engine[n]
+    assert {engine[n]["speculative_config"]["method"] for n in ASYNC_SPEC} == {
+        "eagle", "eagle3", "ngram"}
+    assert engine["async_spec_eagle3_prefix"]["enable_prefix_caching"]
+    assert engine["async_spec_priority_eagle3"]["policy"] == "priority"
     assert engine["async_prefix_shared"]["enable_prefix_caching"]
     assert engine["async_priority_poisson"]["policy"] == "priority"
     # speculative decoding: K = 1, 3, 5 with EAGLE-family lookahead and n-gram (none), high
     # and low acceptance, preemptions (all but the budget-bound K = 5 case), two with prefix
     # caching, one priority
     spec = {n: engine[n]["speculative_config"] for n in SPEC}
-    assert not any("speculative_config" in e for n, e in engine.items() if n not in SPEC)
+    assert not any("speculative_config" in e for n, e in engine.items()
+                   if n not in SPEC + ASYNC_SPEC)
     assert {c["num_speculative_tokens"] for c in spec.values()} == {1, 3, 5}
     for k in (1, 3, 5):
         assert {c["method"] for c in spec.values() if c["num_speculative_tokens"] == k} \

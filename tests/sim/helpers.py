@@ -54,7 +54,7 @@ def build(arrival, prompt, output, *, usable_blocks=1000, block_size=16, max_num
           block_bytes=BLOCK_BYTES, host_bandwidth=HOST_BANDWIDTH, swap_full="stop_engine",
           admission="optimistic", admission_params=None, priority=None, lane=None, stop_s=1e9,
           full_isl=True, adaptive=False, strict_len=False, concurrency=None,
-          think_s=0.0, spec=None):
+          think_s=0.0, spec=None, async_scheduling=False):
     """A simulator over plain arrays: any scheduler, KV policy (``kv``, or the caching pool
     with ``prefix_caching``), host swap space (``swap_blocks``, None = recompute only;
     ``swap_full``: what a victim that does not fit does, as ``engine.swap_space_full``) and
@@ -62,7 +62,8 @@ def build(arrival, prompt, output, *, usable_blocks=1000, block_size=16, max_num
     ``strict_len``: engine.scheduler_reserve_full_isl, long_prefill_token_threshold_adaptive
     and strict_max_model_len. ``concurrency`` gates the arrivals (sim.engine.arrivals.Gated:
     the arrival times are when requests are ready; ``think_s`` after each finish). ``spec``:
-    a SpeculativeConfig (speculative decoding, acceptance seeded with 0)."""
+    a SpeculativeConfig (speculative decoding, acceptance seeded with 0);
+    ``async_scheduling``: engine.async_scheduling."""
     specs = RequestSpecs.from_arrays(arrival, prompt, output, priority=priority, lane=lane,
                                      prefix_hashes=prefix_hashes,
                                      hash_block_size=hash_block_size)
@@ -80,6 +81,7 @@ def build(arrival, prompt, output, *, usable_blocks=1000, block_size=16, max_num
     rule_cls = ADMISSION_RULES.get(admission)
     rule = rule_cls(specs, limits, kvm, admission_params or rule_cls.Params())
     sched = SCHEDULERS.get(scheduler)(specs, limits, kvm, params, admission=rule)
+    sched.async_scheduling = async_scheduling
     if spec is not None:
         sched.enable_spec(spec, 0)
         kvm.drop_last_hit = spec.drops_last_hit_block

@@ -152,7 +152,9 @@ def spec_runs(draw):
     method = draw(st.sampled_from(["eagle3", "ngram", "mtp"]))
     rate = draw(st.sampled_from([0.0, 0.5, 1.0]))
     knobs = knobs | {"spec": _spec(k, [rate], method),
-                     "prefix_caching": draw(st.booleans())}
+                     "prefix_caching": draw(st.booleans()),
+                     "async_scheduling": draw(st.booleans()),
+                     "scheduler": draw(st.sampled_from(["vllm", "vllm-priority"]))}
     return arrival, prompt, output, knobs
 
 
@@ -160,7 +162,8 @@ def spec_runs(draw):
 @given(spec_runs())
 def test_requests_and_blocks_conserved_with_speculation(case):
     # the invariants of tests/sim/test_invariants.py (budget, max_num_seqs, KV integrity at
-    # every step, every request finished with its output tokens, none left holding KV)
+    # every step, every request finished with its output tokens, none left holding KV),
+    # synchronous and async (requests finished early by acceptance scheduled once more)
     sim = check_run(*case)
     sp = sim.scheduler.spec.summary()
     assert sp["accepted_tokens"] <= sp["draft_tokens"] <= sp["verify_steps"] * sp[
@@ -237,16 +240,32 @@ def test_bad_speculative_config_is_one_clear_line(bad, says):
     assert says in str(e.value) and "\n" not in str(e.value).strip()
 
 
-def test_async_scheduling_with_drafts_is_refused_and_the_fast_core_says_why():
-    with pytest.raises(InputError, match="not modelled yet"):
-        load_scenario(None, ("engine.async_scheduling=true", "engine.speculative_config="
-                             "{method: ngram, num_speculative_tokens: 2}"))
+def test_async_lanes_with_drafts_is_refused_and_the_fast_core_says_why():
+    with pytest.raises(InputError, match="vllm and vllm-priority"):
+        load_scenario(None, ("engine.async_scheduling=true", "scheduler=lanes",
+                             "engine.speculative_config={method: ngram, "
+                             "num_speculative_tokens: 2}"))
     loaded = load_scenario(None, ("core=fast", "workload.num_requests=10",
                                   "engine.speculative_config={method: ngram, "
                                   "num_speculative_tokens: 2}"))
     r, specs, _ = prepare(loaded)
     with pytest.raises(InputError, match="speculative decoding"):
         simulate(r, specs)
+
+
+def test_async_schedules_a_request_finished_by_acceptance_once_more_by_hand():
+    # prompt 16, 4 outputs, K = 2 always accepted. Sync: prefill (1 token), one verify step
+    # appends 3 and finishes it. Async: vLLM scheduled the step after the verify before
+    # learning it finished (it only knew that step emits >= 1 token, and 1 + 1 < 4), so a
+    # third step computes its 1 + 2 tokens for nothing; the finish is the verify step's
+    sync = run([0.0], [16], [4], spec=_spec(2, [1.0, 1.0]))
+    asy = run([0.0], [16], [4], spec=_spec(2, [1.0, 1.0]), async_scheduling=True)
+    assert [s[1] for s in sync.steps] == [{0: 16}, {0: 3}]
+    assert [s[1] for s in asy.steps] == [{0: 16}, {0: 3}, {0: 3}]
+    assert asy.recorder.finish_s[0] == sync.recorder.finish_s[0] == pytest.approx(
+        ms(26) + ms(13))
+    assert asy.scheduler.spec.summary()["verify_steps"] == 1
+    assert asy.kv.num_used == 0 and (asy.scheduler.generated == 4).all()
 
 
 # ---- a published measurement (benchmarks/speculative/published.json) -----------------------
