@@ -5,8 +5,10 @@ preparation and the step's launch; not the kernels): its distribution over the s
 its share of the engine's busy time. A share that grows with the batch says the host, not
 the GPU, sets the step rate. Only models that separate it report it (fitted and roofline;
 a linear model or a steps-kind fit leaves the block empty). Under async scheduling vLLM
-plans step N + 1 while step N runs; the price servesim charges is the same (the block says
-which scheduler ran).
+plans step N + 1 while step N runs, so with a fitted profile the host time hides behind the
+kernels (sim/cost/fitted.py ``_overlap``) except in steps it outlasts them:
+``host_bound_step_share`` is the share of steps whose duration is the host's (the host sets
+the pace there: the signal to watch).
 """
 
 from __future__ import annotations
@@ -24,7 +26,11 @@ def schedule_block(res, steps: dict) -> dict:
     if host is None:
         return {}
     ms = np.asarray(host, dtype=np.float64) * 1e3
-    return {"host_ms_per_step": {"mean": float(ms.mean()), "median": float(np.median(ms)),
-                                 "p99": float(np.percentile(ms, 99)), "max": float(ms.max())},
-            "host_share_of_busy_time": float(ms.sum() * 1e-3 / dur.sum()),
-            "async_scheduling": bool(res.resolved.scenario.engine.async_scheduling)}
+    out = {"host_ms_per_step": {"mean": float(ms.mean()), "median": float(np.median(ms)),
+                                "p99": float(np.percentile(ms, 99)), "max": float(ms.max())},
+           "host_share_of_busy_time": float(ms.sum() * 1e-3 / dur.sum()),
+           "async_scheduling": bool(res.resolved.scenario.engine.async_scheduling)}
+    if out["async_scheduling"]:  # the host overlaps the kernels: where does it bind?
+        bound = np.abs(np.asarray(dur, dtype=np.float64) - ms * 1e-3) < 1.5e-9
+        out["host_bound_step_share"] = float(bound.mean())
+    return out
