@@ -183,7 +183,7 @@ model:
   vocab_size: {m['vocab_size']}
   max_position_embeddings: {m['max_position_embeddings']}
   dtype_bytes: {4 if k.get('dtype') == 'float32' else 2}
-gpu: {{name: cpu-recorder, hbm_bytes: 34359738368, mem_bandwidth: 2.0e10,
+gpu: {{name: cpu-recorder, platform: cpu, hbm_bytes: 34359738368, mem_bandwidth: 2.0e10,
        bf16_flops: 1.0e12, interconnect_bandwidth: 1.0e10, host_bandwidth: 1.0e10}}
 engine:
   block_size: {k['block_size']}

@@ -8,6 +8,8 @@ Units are in every field's description; derived quantities are properties.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
 
 from sim.config.limits import why
@@ -26,6 +28,10 @@ class GpuSpec(BaseModel):
     model_config = _FROZEN
 
     name: str = Field(description="Display name, e.g. 'h100-sxm'.")
+    platform: Literal["cuda", "cpu"] = Field(
+        "cuda", description="What vLLM runs on: cuda (every catalog GPU) or cpu (vLLM's CPU "
+        "build, as the engine recordings of benchmarks/engine). Sets vLLM's defaults that "
+        "differ by platform: async scheduling is on for cuda, off for cpu.")
     hbm_bytes: PositiveInt = Field(
         ge=1 << 30, le=1 << 42, json_schema_extra=why("1 GiB to 4 TiB per device", "bytes"),
         description="Device memory (bytes) as the driver reports it.")

@@ -211,6 +211,9 @@ def resolve(sc: Scenario) -> Resolved:
     _check_parallel(model, tp)
     limits = _limits(sc, model, gpu)
     sc, limits = sc.scheduler.cls.resolve_defaults(sc, limits)  # e.g. vLLM v0's for prefill-first
+    if sc.engine.async_scheduling is None:  # vLLM's default for the platform
+        sc = sc.model_copy(update={"engine": sc.engine.model_copy(
+            update={"async_scheduling": async_default(sc, gpu)})})
     ep = tp * sc.data_parallel_size if sc.enable_expert_parallel and model.is_moe else 1
     moe_tp = tp * sc.data_parallel_size if ep == 1 else None  # experts over the DP group
     mem = plan_memory(model, gpu, tp, ep=ep, moe_tp=moe_tp, block_size=sc.engine.block_size,
@@ -239,6 +242,20 @@ def _drafter_bytes(sc: Scenario, model: ModelSpec, tp: int, ep: int,
     if _drafter(sc, model) is None:
         return 0, 0
     return sc.engine.speculative_config.drafter_bytes(model, tp, ep, moe_tp)
+
+
+def async_default(sc: Scenario, gpu: GpuSpec) -> bool:
+    """vLLM 0.32's --async-scheduling default: on for CUDA (vllm/config/vllm.py turns it on
+    where the platform and configuration support it; release notes 0.14.0: not for
+    pipeline parallelism, the CPU backend, or speculative decoding other than EAGLE/MTP),
+    for the vLLM v1 schedulers servesim models as vLLM (lanes included: a vLLM server with
+    a router's lanes) with recompute preemption."""
+    spec = sc.engine.speculative_config
+    return (gpu.platform == "cuda"
+            and sc.scheduler.name in ("vllm", "vllm-priority", "lanes")
+            and sc.engine.preemption_mode == "recompute" and sc.kv.name.lower() == "paged"
+            and (spec is None or (spec.method not in ("ngram", "draft_model")
+                                  and sc.scheduler.name != "lanes")))
 
 
 def default_cost(gpu: GpuSpec) -> CostChoice:

@@ -141,15 +141,17 @@ class EngineConfig(BaseModel):
         "every unfinished request is aborted), abort_request (only the victim is aborted) or "
         "recompute (the victim is recomputed; not what vLLM does).",
     )
-    async_scheduling: bool = Field(
-        False, description="vLLM's --async-scheduling: the scheduler plans the next step while "
+    async_scheduling: bool | None = Field(
+        None, description="vLLM's --async-scheduling: the scheduler plans the next step while "
         "the current one runs, so a request arriving during a step is first scheduled one "
         "step later than without it (vllm/v1/engine/core.py step_with_batch_queue, two "
-        "batches in flight), and the KV its finishes free reaches the scheduler one step "
-        "later; conformed step for step to vLLM 0.32's AsyncScheduler (the async_* "
-        "conformance cases). vLLM 0.32 turns it on by default on CUDA; servesim's default "
-        "is off, as vLLM's CPU build and the synchronous references: set it for a GPU "
-        "server as deployed (the emitted flags say which).",
+        "batches in flight), the KV its finishes free reaches the scheduler one step later, "
+        "and with a fitted profile the host's schedule time overlaps the kernels; conformed "
+        "step for step to vLLM 0.32's AsyncScheduler (the async_* conformance cases). Unset: "
+        "vLLM 0.32's default, on for a cuda GPU with a vLLM v1 scheduler (vllm, "
+        "vllm-priority, lanes) and recompute preemption, except speculative decoding by "
+        "ngram or draft_model (vLLM keeps those synchronous); off on the cpu platform and "
+        "for the other policies.",
     )
     speculative_config: SpeculativeConfig | None = Field(
         None, description="vLLM's --speculative-config: draft K tokens per decoding request "
@@ -318,7 +320,7 @@ class Scenario(BaseModel):
         spec = self.engine.speculative_config
         if spec is None:
             return self
-        if self.engine.async_scheduling and self.scheduler.name == "lanes":
+        if self.engine.async_scheduling is True and self.scheduler.name == "lanes":
             raise ValueError("engine.speculative_config with engine.async_scheduling runs the "
                              "vllm and vllm-priority schedulers (lanes: turn one off)")
         if self.scheduler.name not in ("vllm", "vllm-priority", "lanes"):

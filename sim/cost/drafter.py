@@ -52,8 +52,10 @@ class Drafter:
         if model is None:  # n-gram
             return cls(cfg, cost)
         params = resolved.scenario.cost.params
-        return cls(cfg, cost, type(cost)(model, resolved.gpu, resolved.tp, params,
-                                         resolved=resolved))
+        draft = type(cost)(model, resolved.gpu, resolved.tp, params, resolved=resolved)
+        if hasattr(draft, "async_host"):  # its passes: kernels (host added, then taken off)
+            draft.async_host = False
+        return cls(cfg, cost, draft)
 
     def step_times(self, plan: StepPlan) -> np.ndarray:
         """The target's price of ``plan`` plus the drafter's (s per step)."""

@@ -26,6 +26,7 @@ def chosen(tmp_path_factory) -> Path:
         "name": "chat-linear", "seed": 0, "model": "llama-3-8b", "gpu": "h100-sxm",
         "cost": {"name": "linear", "base_ms": 5, "prefill_token_ms": 0.05,
                  "decode_seq_ms": 0.2},
+        "engine": {"async_scheduling": False},  # the synchronous scheduler (pinned figures)
         "workload": {"trace": str(CHAT), "window_s": [0, 120]},
         "slo": {"ttft_ms": 500, "tpot_ms": 50, "percentile": 95}}))
     assert cli("capacity", scenario, "--seeds", "1", "--tol", "10%", "-j", "1", "-q",

@@ -38,7 +38,7 @@ def test_default_spells_out_every_engine_value():
         "--max-num-seqs 1024 --max-num-batched-tokens 8192 --block-size 16 "
         "--gpu-memory-utilization 0.9 --enable-chunked-prefill --enable-prefix-caching "
         "--long-prefill-token-threshold 0 --no-long-prefill-token-threshold-adaptive "
-        "--scheduler-reserve-full-isl --no-async-scheduling --scheduling-policy fcfs")
+        "--scheduler-reserve-full-isl --async-scheduling --scheduling-policy fcfs")
 
 
 @pytest.mark.parametrize("sets, want, absent", [
@@ -54,9 +54,13 @@ def test_weight_and_kv_dtypes_are_flagged(sets, want, absent):
 
 
 def test_async_scheduling_is_flagged_both_ways():
-    assert "--no-async-scheduling" in flags()[0]
-    on = flags("engine.async_scheduling=true")[0]
-    assert "--async-scheduling" in on and "--no-async-scheduling" not in on
+    # vLLM 0.32's default on CUDA: on, and so is servesim's for a catalog GPU
+    assert "--async-scheduling" in flags()[0]
+    off = flags("engine.async_scheduling=false")[0]
+    assert "--no-async-scheduling" in off and "--async-scheduling" not in off
+    # vLLM keeps n-gram speculation synchronous (release notes 0.14.0)
+    ngram = flags("engine.speculative_config={method: ngram, num_speculative_tokens: 3}")[0]
+    assert "--no-async-scheduling" in ngram
 
 
 def test_cuda_graph_choices_are_flagged_only_when_made():

@@ -16,6 +16,7 @@ from .helpers import TINY, cli
 
 CHAT = "scenarios/chat-trace.yaml"
 LINEAR = "cost={name: linear, base_ms: 5, prefill_token_ms: 0.05, decode_seq_ms: 0.2}"
+SYNC = "engine.async_scheduling=false"  # the synchronous scheduler (the pinned figures)
 
 
 def test_windows_split_the_replay_into_equal_disjoint_parts():
@@ -30,7 +31,7 @@ def test_windows_split_the_replay_into_equal_disjoint_parts():
 def test_a_replay_spreads_over_windows_of_the_trace(tmp_path, capsys):
     out = tmp_path / "c"
     assert cli("capacity", CHAT, "--spread", "3", "--no-plots", "--out", out, "-q",
-               "--set", "workload.window_s=[0,360]", "--set", LINEAR) == 0
+               "--set", "workload.window_s=[0,360]", "--set", LINEAR, "--set", SYNC) == 0
     printed = capsys.readouterr().out
     # the whole 6 minutes hold at rate_scale 1.259 (7.56 req/s); each window alone at its
     # own rate_scale, said as the whole trace's mean rate at that scale (the same unit)

@@ -78,7 +78,7 @@ def test_eager_decode_runs_price_like_their_steps():
 def test_async_scheduling_overlaps_the_host_with_the_kernels():
     # engine.async_scheduling: the host's schedule time of a step runs while the GPU runs
     # the one before, so a graph step costs max(kernels, host), not kernels + host
-    _, sync = cost()
+    _, sync = cost("engine.async_scheduling=false")
     _, asy = cost("engine.async_scheduling=true")
     for tokens, ctx in (([1] * 8, [500] * 8), ([256], [0])):
         plan = step(np.array(tokens), np.array(ctx))

@@ -112,7 +112,8 @@ def test_the_step_log_lists_finishes_in_batch_order():
     # request 0 (2 output tokens) decodes its last token in the step that admits request 1,
     # whose single output token finishes it at once: the general engine lists the step's
     # finishes in batch order (running requests, then the admitted): ["0", "1"]
-    r, _ = prepared(None)
+    # (synchronous: async scheduling would admit request 1 a step later)
+    r, _ = prepared(None, "engine.async_scheduling=false")
     specs = RequestSpecs.from_arrays([0.0, 0.001], [1, 1], [2, 1])
     logs = {}
     for core in ("general", "fast"):

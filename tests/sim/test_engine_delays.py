@@ -25,6 +25,8 @@ def trace(tmp_path: Path, rows) -> Path:
 
 
 def run(tmp_path, rows, cost=LINEAR, **engine):
+    # the synchronous scheduler unless a test asks for async (the times are by hand)
+    engine = {"async_scheduling": False} | engine
     data = {"name": "d", "model": "llama-3-8b", "gpu": "h100-sxm", "cost": cost,
             "engine": engine, "workload": {"trace": str(trace(tmp_path, rows))}}
     r, specs, _ = prepare(LoadedScenario(validate(data, "test"), "test", tmp_path))

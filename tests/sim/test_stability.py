@@ -83,7 +83,8 @@ def test_max_num_seqs_32_at_12_requests_per_s_is_saturated():
     # engine 100% busy with 50-100 requests waiting beside 32 running (TTFT p50 6.7 s when
     # reported, 3.9 s since the fitted model prices host overhead per layer); old: "stable"
     loaded = load_scenario(None, ("engine.max_num_seqs=32", "workload.arrival.rate=12",
-                                  "workload.num_requests=2000"), None)  # as reported
+                                  "workload.num_requests=2000",
+                                  "engine.async_scheduling=false"), None)  # as reported
     r, specs, _ = prepare(loaded)
     s = summarize(simulate(r, specs))
     st = s["stability"]
@@ -103,7 +104,8 @@ def test_a_busy_engine_with_room_says_what_it_holds():
     # the default scenario at 8 req/s steps all the time (continuous batching) while using
     # 18 of 1,024 sequences and 5% of its KV: "busy 100%" alone read as full (reported with
     # the 2,000 requests the scenario had then)
-    loaded = load_scenario(None, ("workload.num_requests=2000",), None)
+    loaded = load_scenario(None, ("workload.num_requests=2000",
+                                  "engine.async_scheduling=false"), None)  # as reported
     r, specs, _ = prepare(loaded)
     st = summarize(simulate(r, specs))["stability"]
     assert st["verdict"] == "stable" and st["utilization"] > 0.99
