@@ -320,15 +320,18 @@ class Scheduler(ABC):
         sp = self.spec
         comp = comp.copy()
         new = np.ones(len(ids), dtype=np.int64)
-        pos = {int(r): i for i, r in enumerate(ids.tolist())} if len(sp.scheduled) > 1 \
-            else None
-        for r, (d, padded) in sp.scheduled.items():
-            i = pos[r] if pos is not None else int(np.flatnonzero(ids == r)[0])
-            a = 0 if padded else sp.accept(r, d)
-            comp[i] -= d - a
-            new[i] += a
-            if sp.async_:  # rejected drafts vLLM counts computed until the next update
-                sp.inflight[r] = d - a
+        reqs = np.fromiter(sp.scheduled, dtype=np.int64, count=len(sp.scheduled))
+        d = np.array([v[0] for v in sp.scheduled.values()], dtype=np.int64)
+        real = np.array([not v[1] for v in sp.scheduled.values()], dtype=bool)
+        a = np.zeros(len(reqs), dtype=np.int64)  # placeholders (padding): never accepted
+        if real.any():  # the draws in request order within the step, as one at a time
+            a[real] = sp.accept_many(reqs[real], d[real])
+        order = np.argsort(ids, kind="stable")
+        i = order[np.searchsorted(ids, reqs, sorter=order)]  # each request's batch slot
+        comp[i] -= d - a
+        new[i] += a
+        if sp.async_:  # rejected drafts vLLM counts computed until the next update
+            sp.inflight[reqs] = d - a
         sp.scheduled = {}
         return comp, new
 

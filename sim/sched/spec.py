@@ -58,6 +58,31 @@ def uniform(seed: int, req: int, step: int, pos: int) -> float:
     return (h >> 11) * (1.0 / (1 << 53))
 
 
+_C1 = np.uint64(0xBF58476D1CE4E5B9)
+_C2 = np.uint64(0x94D049BB133111EB)
+_KEY = np.uint64(0x632BE59BD9B4E019)
+
+
+def _mix_np(x: np.ndarray) -> np.ndarray:
+    """``_mix`` on uint64 arrays (multiplication wraps modulo 2^64, as ``& _M64`` does)."""
+    x = x ^ (x >> np.uint64(30))
+    x = x * _C1
+    x = x ^ (x >> np.uint64(27))
+    x = x * _C2
+    return x ^ (x >> np.uint64(31))
+
+
+def uniforms(seed: int, reqs: np.ndarray, steps: np.ndarray, k: int) -> np.ndarray:
+    """``uniform(seed, r, j, pos)`` for each (r, j) pair and pos < k: [len(reqs), k]."""
+    with np.errstate(over="ignore"):
+        h = np.full(len(reqs), _mix(seed ^ 0x5EC0DE), dtype=np.uint64)
+        h = _mix_np(h ^ (reqs.astype(np.uint64) + _KEY))
+        h = _mix_np(h ^ (steps.astype(np.uint64) + _KEY))
+        pos = np.arange(k, dtype=np.uint64) + _KEY
+        h = _mix_np(h[:, None] ^ pos[None, :])
+    return (h >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
+
+
 def accepted(seed: int, rates, req: int, step: int, drafts: int) -> int:
     """Drafts accepted of ``drafts`` at request ``req``'s verify step ``step``."""
     a = 0
@@ -106,6 +131,23 @@ class SpecState:
         self.num_drafts += drafts
         self.num_accepted += a
         self.accepted_hist[a] += 1
+        return a
+
+    def accept_many(self, reqs: np.ndarray, drafts: np.ndarray) -> np.ndarray:
+        """``accept`` for several requests at once (each drawing its next verify step):
+        the same draws, vectorised."""
+        steps = self.verifies[reqs]
+        self.verifies[reqs] = steps + 1
+        u = uniforms(self.seed, reqs, steps, self.k)
+        ok = u < np.asarray(self.rates)[None, :]
+        ok &= np.arange(self.k)[None, :] < drafts[:, None]  # only the scheduled drafts
+        # leading accepted positions: the first False ends the run
+        a = np.where(ok.all(axis=1), self.k, np.argmin(ok, axis=1))
+        a = np.minimum(a, drafts)
+        self.num_verifies += len(reqs)
+        self.num_drafts += int(drafts.sum())
+        self.num_accepted += int(a.sum())
+        np.add.at(self.accepted_hist, a, 1)
         return a
 
     def summary(self) -> dict:

@@ -90,6 +90,11 @@ def test_the_recorder_draws_what_servesim_draws():
             assert spec_rules.uniform(7, req, step, pos) == record._uniform(7, req, step, pos)
         assert spec_rules.accepted(7, rates, req, step, 3) == record.accepted(7, rates, req,
                                                                               step, 3)
+    # the vectorised draws (one step's requests at once) are the same numbers
+    reqs, steps = np.array([0, 5, 12345, 2**40]), np.array([0, 17, 3, 9])
+    u = spec_rules.uniforms(7, reqs, steps, 3)
+    assert u.tolist() == [[spec_rules.uniform(7, int(r), int(j), p) for p in range(3)]
+                          for r, j in zip(reqs, steps)]
 
 
 def test_a_histogram_and_its_conditional_rates_agree():
