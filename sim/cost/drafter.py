@@ -76,9 +76,9 @@ class Drafter:
             return np.maximum(first, 0.0)
         # K - 1 passes of one token per request, over the contexts the first pass left
         base = int((ctx + tok).sum())
-        rest = 0.0
+        rest, host = 0.0, self._host(n, n)
         for j in range(self.k - 1):
-            rest += c.shape_time1(n, n, [], [], n, base + j * n) - self._host(n, n)
+            rest += c.shape_time1(n, n, [], [], n, base + j * n) - host
         return np.maximum(first + rest, 0.0)
 
     def _host(self, total: int, reqs: int) -> float:

@@ -122,20 +122,9 @@ class SpecState:
         self.num_verifies = self.num_drafts = self.num_accepted = 0
         self.accepted_hist = np.zeros(self.k + 1, dtype=np.int64)
 
-    def accept(self, req: int, drafts: int) -> int:
-        """Draw the accepted count of ``req``'s next verify step with ``drafts`` drafts."""
-        j = int(self.verifies[req])
-        self.verifies[req] = j + 1
-        a = accepted(self.seed, self.rates, req, j, drafts)
-        self.num_verifies += 1
-        self.num_drafts += drafts
-        self.num_accepted += a
-        self.accepted_hist[a] += 1
-        return a
-
     def accept_many(self, reqs: np.ndarray, drafts: np.ndarray) -> np.ndarray:
-        """``accept`` for several requests at once (each drawing its next verify step):
-        the same draws, vectorised."""
+        """Draw the accepted counts of each request's next verify step (``drafts`` real
+        drafts each): ``accepted`` of every request, vectorised (the same numbers)."""
         steps = self.verifies[reqs]
         self.verifies[reqs] = steps + 1
         u = uniforms(self.seed, reqs, steps, self.k)

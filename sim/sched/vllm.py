@@ -207,10 +207,8 @@ class VllmScheduler(Scheduler):
                 fits = int(np.searchsorted(cum_extra, free, side="right"))
             self.kv.grow(seg[:fits], extra[:fits])
             if self.kv.tracks_computed:  # prefix caching publishes the blocks this step fills
-                upto = comp[:fits] + grant[:fits]
-                if self.spec is not None:  # drafts are not final: never hashed
-                    upto = np.minimum(upto, self.known_tokens[seg[:fits]])
-                self.kv.note_computed(seg[:fits], upto)
+                self.kv.note_computed(seg[:fits],
+                                      self._final_upto(comp[:fits] + grant[:fits], seg[:fits]))
             if grant is need and fits == len(seg) and self.spec is None:
                 batch.add(seg, grant, comp)
             else:
@@ -237,9 +235,7 @@ class VllmScheduler(Scheduler):
     def _allocate_or_preempt(self, req, total, budget, batch, preempted) -> tuple[int, bool]:
         """vLLM's allocate-or-preempt loop for one running request (``total``: its
         computed tokens after the step, drafts included)."""
-        slots, cached = self._slots_upto(total, req), None
-        if self.spec is not None:
-            cached = min(total, int(self.known_tokens[req]))
+        slots, cached = self._slots_upto(total, req), self._final_upto(total, req)
         while not self.allocate(req, slots, cached=cached):
             self.alloc_failures += 1
             victim = self.pick_victim(batch)
@@ -275,8 +271,7 @@ class VllmScheduler(Scheduler):
                 self._blocked = BUDGET
                 break
             need = min(need, budget)
-            cached = None if self.spec is None else min(comp + need,
-                                                        int(self.known_tokens[req]))
+            cached = self._final_upto(comp + need, req)
             if not self._whole_fits(req) or not self.allocate(
                     req, self._slots_upto(comp + need, req), admitting=True, cached=cached):
                 self._blocked = MEMORY
@@ -336,6 +331,16 @@ class VllmScheduler(Scheduler):
         return k
 
     # ---- speculative decoding (sim/sched/spec.py states the rules) ----------------------
+    def _final_upto(self, total, ids):
+        """Of ``total`` computed tokens of requests ``ids``, those whose KV is final (what a
+        prefix cache may hash): drafts are not (kv_cache_manager.py:612-616 caps at
+        num_tokens); None / ``total`` unchanged without speculative decoding."""
+        if self.spec is None:
+            return None if not isinstance(total, np.ndarray) else total
+        if isinstance(total, np.ndarray):
+            return np.minimum(total, self.known_tokens[ids])
+        return min(total, int(self.known_tokens[ids]))
+
     def _slots_upto(self, total, ids=None):
         """KV slots to hold for ``total`` computed tokens of requests ``ids``: with the
         drafter's lookahead (vLLM's allocate_slots(..., num_lookahead_tokens), capped at
