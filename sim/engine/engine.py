@@ -71,6 +71,7 @@ class Engine:
         self.clock = 0  # the replica's simulated time (ns)
         self.last_start: int | None = None  # start of the last step executed (ns)
         self.last_end: int | None = None  # end of the last step executed (ns)
+        self.busy_until = -1  # end of the plan being executed, after its cut (ns; -1 none)
         self.source = source or OpenLoop(to_ns(specs.arrival_s[:num_arrivals]),
                                          admissible(specs, scheduler)[:num_arrivals])
 
@@ -147,6 +148,7 @@ class Engine:
             times = self.clock + np.concatenate(([0], np.cumsum(durations)))  # (ns)
         plan, durations, times = self._cut(plan, durations, times)
         self.last_start = int(times[-2])  # the last step's start (ns)
+        self.busy_until = int(times[-1])
         yield _late(self.env, int(times[-1]) - self.env.now)
         self.clock = self.last_end = int(times[-1])
         durations_s = to_s(durations)

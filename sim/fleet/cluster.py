@@ -11,11 +11,22 @@ the order their events were scheduled. So a router at t sees replica state from 
 the steps ending at t, and a step starting at t sees every request routed at t, as in a
 single run. A transfer's push is due when the transfer ends.
 
+Gated arrivals (``workload.arrival.concurrency``: ``vllm bench serve --max-concurrency C``
+against the fleet's endpoint) are one gate for all the clients (sim.engine.arrivals.Gated, in
+the clients' time): a request is sent when a slot frees (its client's previous request ended
+at the client: the finish plus the egress and the think time), reaches its pool's router
+the pool's ingress later, and is routed then. A finish releases (and, with no turnaround,
+routes) the next requests at once, before the finishing replica plans again, as a single
+run hands them to its next step. While every slot is taken, a replica's lookahead is the
+earliest any replica with requests in flight could end its step, plus the turnaround.
+
 One seed: the scenario's seed feeds the random router of each pool (a stream per pool).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import heapq
 import time
 from dataclasses import dataclass
 
@@ -23,7 +34,8 @@ import numpy as np
 import simpy
 
 from sim.config.resolve import ConfigError
-from sim.engine.clock import to_ns, to_s
+from sim.engine.arrivals import Gated
+from sim.engine.clock import ns, to_ns, to_s
 from sim.engine.requests import RequestSpecs
 from sim.fleet import replica as rp
 from sim.fleet.disagg import TransferredPrompts
@@ -59,6 +71,7 @@ class FleetResult:
     transfers: np.ndarray  # per request: how many transfers were charged
     never_sent: int
     wall_s: float
+    client_queue_s: np.ndarray | None = None  # gated: per request, sent - ready (s; NaN unsent)
 
     @property
     def replicas(self) -> list:
@@ -82,6 +95,22 @@ class Fleet:
         self.prefill = next((p for p in self.pools if p.plan.role == PREFILL), None)
         self.numbers = {rep.name: k for k, rep in enumerate(r for p in self.pools
                                                             for r in p.replicas)}
+        self.gate = self._gate(r0)
+        self.routes: list[tuple[int, int, int]] = []  # gated: (due at its pool ns, order, req)
+        self.wake = None  # gated: the clients' process waits on this for the next finish
+
+    def _gate(self, r0) -> Gated | None:
+        a = r0.scenario.workload.arrival
+        if a.concurrency is None:
+            return None
+        self.entry_of = np.zeros(len(self.specs), dtype=np.int64)  # request -> pool number
+        ok = np.zeros(len(self.specs), dtype=bool)
+        for i, p in enumerate(self.pools):
+            if p.plan.role != DECODE:
+                self.entry_of[p.arrivals] = i
+                ok[p.arrivals] = p.replicas[0].source.admissible[p.arrivals]
+        self.think_ns = ns(a.think_s)
+        return Gated(to_ns(self.specs.arrival_s), ok, a.concurrency, self.think_ns)
 
     # ---- building ---------------------------------------------------------------------
     def _pool(self, plan: PoolPlan, i: int, seed: int) -> PoolRun:
@@ -94,9 +123,11 @@ class Fleet:
                 if plan.role == DECODE else None)
         for k in range(plan.replicas):
             look = (lambda: self._decode_lookahead()) if plan.role == DECODE else (
-                lambda p=pool: int(p.due_ns[p.next]) if p.next < len(p.due_ns) else None)
+                lambda p=pool, k=k: self._entry_lookahead(p, k))
+            ended = None if plan.role == DECODE else (lambda p=pool: self._entry_ended(p))
             pool.replicas.append(rp.build(self.env, plan, k, ps, self.stop, look,
-                                          self._finished, self._step_hook(plan, k), wrap))
+                                          self._finished, self._step_hook(plan, k), wrap,
+                                          ended))
         return pool
 
     def _assign_lanes(self) -> None:
@@ -128,18 +159,96 @@ class Fleet:
     def run(self) -> FleetResult:
         t0 = time.perf_counter()
         procs = [rp.start(rep) for p in self.pools for rep in p.replicas]
-        for p in self.pools:
-            if p.plan.role != DECODE:
-                self.env.process(self._route_arrivals(p))
+        if self.gate is not None:
+            self.env.process(self._clients())
+        else:
+            for p in self.pools:
+                if p.plan.role != DECODE:
+                    self.env.process(self._route_arrivals(p))
         self.env.run(until=simpy.AllOf(self.env, procs))
         wall = time.perf_counter() - t0
+        queue = self._as_sent() if self.gate is not None else None
         results = {rep.name: rp.result(rep, self.never_sent, wall) for p in self.pools
                    for rep in p.replicas}
         received = {rep.name: {q: to_s(t) for q, t in rep.source.received.items()}
                     for p in self.pools for rep in p.replicas}
         return FleetResult(self.plan, self.specs, tuple(self.pools), results, self.first,
                            self.last, received, self.transfer_s, self.transfers,
-                           self.never_sent, wall)
+                           self.never_sent, wall, queue)
+
+    def _entry_lookahead(self, pool: PoolRun, k: int) -> int | None:
+        """The earliest a request not yet routed could reach replica ``k`` of ``pool`` (ns),
+        None if none can before that replica's own next finish."""
+        if self.gate is None:
+            return int(pool.due_ns[pool.next]) if pool.next < len(pool.due_ns) else None
+        t = self.gate.next_time()
+        if t is None and not self.gate.exhausted():
+            t = self._earliest_free(pool.replicas[k])
+        heads = [] if t is None else [t + ns(pool.specs.ingress_s)]
+        if self.routes:
+            heads.append(self.routes[0][0])
+        return min(heads) if heads else None
+
+    def _entry_ended(self, pool: PoolRun) -> bool:
+        """Nothing more will reach ``pool``'s replicas from the clients."""
+        if self.gate is None:
+            return pool.next >= len(pool.due_ns)
+        return self.gate.exhausted() and not self.routes
+
+    def _earliest_free(self, asking) -> int | None:
+        """Every slot taken: the earliest a slot could free (ns), the soonest end of a step
+        of another replica with requests in flight, plus its egress and the think time (not
+        before the next request is ready); None if only ``asking`` has requests in flight
+        (its own finishes end its runs: it plans again then)."""
+        now, best = self.env.now, None
+        for p in self.pools:
+            for st, rep in zip(p.states, p.replicas):
+                if st.outstanding > 0 and rep is not asking:
+                    t = max(rep.busy_until, now) + ns(p.specs.egress_s) + self.think_ns
+                    best = t if best is None else min(best, t)
+        if best is None:
+            return None
+        return max(self.gate.ready[self.gate.slots.next_req], best)
+
+    def _clients(self):
+        """The gated clients: send when the gate lets a request go, route it when it reaches
+        its pool; between times, wait for the next send, route or finish."""
+        env = self.env
+        while True:
+            self._release(env.now)
+            nxt = [t for t in (self.gate.next_time(),
+                               self.routes[0][0] if self.routes else None) if t is not None]
+            if not nxt and self.gate.exhausted():
+                return
+            self.wake = env.event()
+            events = [self.wake] + ([env.timeout(min(nxt) - env.now)] if nxt else [])
+            yield env.any_of(events)
+
+    def _release(self, now: int) -> None:
+        """Send what the gate lets go at ``now``, route what has reached its pool."""
+        for req in self.gate.due(now):
+            pool = self.pools[self.entry_of[req]]
+            due = int(self.gate.sent[req]) + ns(pool.specs.ingress_s)
+            heapq.heappush(self.routes, (due, req, req))
+        while self.routes and self.routes[0][0] <= now:
+            due, _, req = heapq.heappop(self.routes)
+            self._route(self.pools[self.entry_of[req]], req, due)
+
+    def _as_sent(self) -> np.ndarray:
+        """After a gated run: requests arrive when sent (latencies count from there); the
+        client queue time of each (s; NaN: never sent, within the horizon)."""
+        # as a single run computes it (its engine's arrival less the ingress), to the bit
+        ingress = np.array([p.specs.ingress_s for p in self.pools])[self.entry_of]
+        seen = self.gate.sent + to_ns(ingress)
+        sent = np.where(self.gate.sent >= 0, to_s(seen) - ingress, np.nan)
+        queue = sent - self.specs.arrival_s
+        self.never_sent += int(np.isnan(sent).sum())
+        self.specs = _with_arrival(self.specs, sent)
+        for p in self.pools:
+            p.specs = dataclasses.replace(p.specs, client=_with_arrival(p.specs.client, sent))
+            for rep in p.replicas:
+                rep.specs = p.specs
+        return queue
 
     def _route_arrivals(self, pool: PoolRun):
         """The pool's router: every request at the time it reaches the pool."""
@@ -185,6 +294,13 @@ class Fleet:
         pool = next(p for p in self.pools if p.plan is rep.pool)
         pool.states[rep.index].outstanding -= len(reqs)
         if pool.plan.role != PREFILL:
+            if self.gate is not None and len(reqs):
+                # the clients see the end egress later; what that lets go now is routed
+                # before this replica plans again (a single run's next step sees it too)
+                self.gate.finished(reqs, now + ns(pool.specs.egress_s))
+                self._release(now)
+                if self.wake is not None and not self.wake.triggered:
+                    self.wake.succeed()
             return
         for req in reqs.tolist():  # each request's KV moves once, when its prefill ends
             took = self.plan.transfer.ns(int(pool.specs.specs.prompt_tokens[req]))
@@ -212,10 +328,13 @@ def simulate_fleet(plan: FleetPlan, specs: RequestSpecs, *, seed: int = 0,
                    log=None) -> FleetResult:
     """Replay ``specs`` through the fleet ``plan``."""
     for p in plan.pools:
-        if p.resolved.scenario.workload.arrival.concurrency is not None:
-            raise ConfigError("cluster: gated arrivals (workload.arrival.concurrency) are not "
-                              "supported in a fleet yet; use open-loop arrivals")
         if p.resolved.scenario.cost.name == "live":
             raise ConfigError("cluster: live mode runs one replica; drop the cluster section")
     return Fleet(plan, specs, seed=seed, log=log).run()
 
+
+
+def _with_arrival(specs: RequestSpecs, arrival_s: np.ndarray) -> RequestSpecs:
+    a = np.ascontiguousarray(arrival_s, dtype=np.float64)
+    a.flags.writeable = False
+    return dataclasses.replace(specs, arrival_s=a)

@@ -11,7 +11,6 @@ import numpy as np
 import simpy
 
 from sim.cost.base import CostModel
-from sim.engine.clock import to_ns
 from sim.engine.engine import Engine, RunStatus, admissible
 from sim.engine.requests import RequestSpecs
 from sim.fleet.plan import PoolPlan
@@ -56,13 +55,18 @@ class Replica:
     recorder: Recorder
     drain: _DrainLimit
     source: Pushed
-    busy_until: int = -1  # end of the step being executed (ns); -1 before the first
     done: bool = False  # its process has ended
     status: RunStatus | None = None  # how its event loop ended
 
+    @property
+    def busy_until(self) -> int:
+        """End of the plan being executed, after the engine cut it (ns; -1 before the
+        first): no request of this replica finishes before then."""
+        return self.engine.busy_until
+
 
 def build(env: simpy.Environment, pool: PoolPlan, index: int, ps: PoolSpecs, stop_s: float,
-          lookahead, on_finish, on_plan=None, wrap=None) -> Replica:
+          lookahead, on_finish, on_plan=None, wrap=None, ended=None) -> Replica:
     """A replica ready to start; ``wrap(executor)`` may change how its steps are priced
     (the decode pool prices transferred prompts as already in KV)."""
     r, specs = pool.resolved, ps.specs
@@ -76,15 +80,9 @@ def build(env: simpy.Environment, pool: PoolPlan, index: int, ps: PoolSpecs, sto
         hooks = _observed(cost, hooks)
     drain = _DrainLimit(executor)
     name = f"{pool.name}/{index}"
-    source = Pushed(admissible(specs, sched), lookahead, lambda reqs, now: on_finish(rep, reqs,
-                                                                                     now))
-
-    def priced(plan):
-        durations = drain(plan)
-        rep.busy_until = rep.engine.clock + int(to_ns(durations).sum())
-        return durations
-
-    engine = Engine(specs, sched, priced, recorder, stop_s=stop_s, num_arrivals=len(specs),
+    source = Pushed(admissible(specs, sched), lookahead,
+                    lambda reqs, now: on_finish(rep, reqs, now), ended)
+    engine = Engine(specs, sched, drain, recorder, stop_s=stop_s, num_arrivals=len(specs),
                     on_plan=chain_hooks(hooks, on_plan), source=source, env=env)
     drain.engine = engine
     rep = Replica(name, pool, index, ps, engine, cost, kv, sched, recorder, drain, source)

@@ -9,7 +9,8 @@ another (``lookahead``: the pool's next arrival, or for a decode pool the earlie
 prefill could finish plus a transfer). The engine sleeps until then when idle, and cuts
 a decode run there, so a request never waits behind a run that started before it came
 (a lookahead earlier than the true push only costs an extra wake-up). A lookahead of
-None means nothing more will come: an idle replica then ends.
+None means nothing will come before this replica's own next event; ``ended`` (default: the
+lookahead is None) says nothing more will come at all: the drain has begun.
 """
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ class Pushed(ArrivalSource):
     """Requests pushed by the fleet, each due at a time (ns) >= the time it is pushed."""
 
     def __init__(self, admissible: np.ndarray, lookahead: Callable[[], int | None],
-                 on_finish: Callable[[np.ndarray, int], None]):
+                 on_finish: Callable[[np.ndarray, int], None],
+                 ended: Callable[[], bool] | None = None):
         self.admissible, self.lookahead, self.on_finish = admissible, lookahead, on_finish
+        self.ended = ended or (lambda: self.lookahead() is None)
         self.pending: list[tuple[int, int, int]] = []  # heap of (due ns, push order, request)
         self.due_times: list[int] = []  # every admissible push's due time, sorted (ns)
         self.received: dict[int, int] = {}  # request -> when it reaches this replica (ns)
@@ -70,4 +73,4 @@ class Pushed(ArrivalSource):
         return out
 
     def exhausted(self) -> bool:
-        return not self.pending and self.lookahead() is None
+        return not self.pending and self.ended()

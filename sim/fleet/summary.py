@@ -11,6 +11,8 @@ averages them. ``fleet`` lists pools, replicas, GPUs, routing balance and transf
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from sim.fleet.cluster import FleetResult
@@ -37,7 +39,7 @@ def replica_view(fr: FleetResult, rep) -> tuple[RunResult, np.ndarray]:
 
 def client_view(fr: FleetResult, views: dict) -> RunResult:
     """The whole fleet as the clients see it (one record per request)."""
-    parts, arrivals = [], []
+    parts, arrivals, ids = [], [], []
     for rep in fr.replicas:
         v, reqs = views[rep.name]
         if rep.pool.role == PREFILL:  # only requests that never reached the decode pool
@@ -47,7 +49,12 @@ def client_view(fr: FleetResult, views: dict) -> RunResult:
             v, reqs = restrict(v, keep, shortened=0), reqs[keep]
         parts.append(v)
         arrivals.append(fr.specs.arrival_s[reqs])
-    return combine(parts, arrivals)
+        ids.append(reqs)
+    out = dataclasses.replace(combine(parts, arrivals), never_sent=fr.never_sent)
+    if fr.client_queue_s is None:
+        return out
+    order = np.argsort(np.concatenate(arrivals), kind="stable")  # combine's order
+    return dataclasses.replace(out, client_queue_s=fr.client_queue_s[np.concatenate(ids)[order]])
 
 
 def fleet_summary(fr: FleetResult, views: dict | None = None) -> dict:

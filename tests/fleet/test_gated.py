@@ -1,0 +1,103 @@
+"""Gated arrivals in a fleet: ``vllm bench serve --max-concurrency C`` against the fleet's
+endpoint. One gate holds every client; a finish anywhere frees a slot (sim/fleet/cluster.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.fleet.helpers import fleet, single
+from tests.fleet.test_identity import _same
+
+SMALL = ("workload.num_requests=150", "workload.arrival.rate=12")
+CLOSED8 = "workload.arrival={process: closed, concurrency: 8}"
+
+
+@pytest.mark.parametrize("extra", [
+    (CLOSED8,),
+    ("workload.arrival={process: closed, concurrency: 16, think_s: 0.05}",
+     "engine.ingress_ms=3", "engine.egress_ms=2"),
+    ("workload.arrival.concurrency=4",),  # a cap on the Poisson stream
+    ("workload.arrival={process: closed, concurrency: 64}", "engine.max_num_seqs=8"),
+    (CLOSED8, "engine.enable_prefix_caching=false"),
+])
+def test_one_replica_gated_fleet_equals_the_single_run(extra):
+    plain, s1 = single(None, *SMALL, *extra)
+    fr, res, s2 = fleet(None, *SMALL, *extra, "cluster={replicas: 1}")
+    s2.pop("fleet")
+    assert s2["stability"].pop("replica") == "default/0"
+    _same(s1, s2)
+    for name in ("first_scheduled_s", "first_token_s", "finish_s"):
+        np.testing.assert_array_equal(getattr(plain.recorder, name),
+                                      getattr(res.recorder, name))
+    np.testing.assert_array_equal(plain.specs.arrival_s, res.specs.arrival_s)
+    assert s2["sim"]["client_queue_ms"]["count"] == 150
+
+
+def _in_flight(res) -> int:
+    """Most requests between their send and their finish at the client, at any send (ns)."""
+    sent = np.round(res.specs.arrival_s * 1e9).astype(np.int64)
+    done = np.round(res.recorder.finish_s * 1e9)
+    done = np.where(np.isnan(done), sent, done).astype(np.int64)  # rejected: freed at once
+    return int(max(np.count_nonzero((sent <= t) & (done > t)) for t in sent.tolist()))
+
+
+@pytest.mark.parametrize("router", ["round_robin", "least_outstanding", "random"])
+def test_the_gate_holds_across_replicas_and_conserves_requests(router):
+    c = 24
+    fr, res, s = fleet(None, "workload.num_requests=400",
+                       f"workload.arrival={{process: closed, concurrency: {c}}}",
+                       f"cluster={{replicas: 3, router: {{name: {router}}}}}")
+    assert _in_flight(res) == c  # every slot used, never more
+    req = s["requests"]
+    assert req["total"] == 400 == req["finished"] + req["rejected"] + req["unfinished"]
+    assert req["never_sent"] == 0
+    per = [v["requests"] for v in s["fleet"]["replica"].values()]
+    assert sum(per) == 400 and min(per) > 0
+    q = s["sim"]["client_queue_ms"]
+    assert q["count"] == 400 and q["max"] > 0  # a closed loop: later requests wait client-side
+
+
+def test_same_seed_same_fleet():
+    args = ("workload.num_requests=200", "workload.arrival={process: closed, concurrency: 12}",
+            "cluster={replicas: 3, router: {name: random}}")
+    a, b = fleet(None, *args)[1], fleet(None, *args)[1]
+    np.testing.assert_array_equal(a.recorder.finish_s, b.recorder.finish_s)
+    np.testing.assert_array_equal(a.specs.arrival_s, b.specs.arrival_s)
+
+
+def test_two_lockstep_clients_on_two_replicas_are_two_closed_loops_of_one():
+    """Fixed lengths, round robin: request i goes to replica i % 2 and each replica serves a
+    closed loop of one, so every request's TTFT and E2E are the single run's at C = 1."""
+    lengths = "workload.lengths={dist: fixed, prompt: 300, output: 40}"
+    _, one = single(None, "workload.num_requests=20", lengths,
+                    "workload.arrival={process: closed, concurrency: 1}")
+    fr, res, two = fleet(None, "workload.num_requests=40", lengths,
+                         "workload.arrival={process: closed, concurrency: 2}",
+                         "cluster={replicas: 2}")
+    assert np.array_equal(fr.first, np.arange(40) % 2)
+    for m in ("ttft", "e2el", "tpot"):
+        assert two["latency_ms"][m]["mean"] == pytest.approx(one["latency_ms"][m]["mean"],
+                                                             rel=1e-9)
+    assert two["throughput"]["request_per_s"] == pytest.approx(
+        2 * one["throughput"]["request_per_s"], rel=1e-6)
+
+
+def test_disaggregated_fleet_takes_a_closed_loop():
+    fr, res, s = fleet("scenarios/fleet-disagg.yaml", "workload.num_requests=300",
+                       "workload.arrival={process: closed, concurrency: 32}")
+    assert s["requests"]["finished"] == 300
+    assert int(fr.transfers.sum()) == 300  # each prompt's KV moved once
+    assert _in_flight(res) == 32
+
+
+def test_horizon_leaves_requests_unsent_and_counts_them():
+    fr, res, s = fleet(None, "workload.num_requests=400", "horizon_s=5",
+                       "workload.arrival={process: closed, concurrency: 8}",
+                       "cluster={replicas: 2}")
+    req = s["requests"]
+    assert req["never_sent"] > 0
+    assert req["total"] == 400
+    assert req["total"] == (req["finished"] + req["rejected"] + req["unfinished"]
+                            + req["aborted"] + req["never_sent"])
