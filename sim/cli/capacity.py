@@ -42,7 +42,7 @@ from sim.plan import feasibility
 from sim.plan.capacity import CapacityResult, Tolerance, run_capacity
 from sim.plan.emit import chosen_doc
 from sim.plan.frontier import best, frontier
-from sim.plan.grid import RATE_KEY, Point, deterministic_workload, parse_grid
+from sim.plan.grid import LOAD_UNITS, RATE_KEY, Point, deterministic_workload, parse_grid
 from sim.plan.plotdir import plot_dir, simulate_chosen
 from sim.plan.point import Base
 from sim.plan.slo import as_overrides, describe, parse_slo, scenario_slo
@@ -141,7 +141,8 @@ def _too_short(probe) -> str:
 
 
 def _best_line(res: CapacityResult, row, price: float | None, tie=("", "")) -> str:
-    unit = "" if res.load_key == RATE_KEY else f" (rate_scale {row['max_load']:g})"
+    unit = "" if res.load_key == RATE_KEY else \
+        f" ({LOAD_UNITS[res.load_key]} {row['max_load']:g})"
     cost = (f", {row['cost_per_million_output_tokens']:.3f} per million output tokens "
             f"({row['cost_per_million_total_tokens']:.3f} per million prompt + output tokens, "
             f"{row['cost_per_thousand_requests']:.3f} per thousand requests) at {price:g} per "

@@ -23,7 +23,7 @@ from pathlib import Path
 from sim.config.load import LoadedScenario
 from sim.plan.binding import cause, judge, verdict  # noqa: F401  (re-exported)
 from sim.plan.executors import Executor
-from sim.plan.grid import Override, Plan, Point, config_label, load_axis
+from sim.plan.grid import CONC_KEY, Override, Plan, Point, config_label, load_axis
 from sim.plan.point import Base
 from sim.plan.progress import PointProgress
 from sim.plan.slo import Budget
@@ -100,6 +100,7 @@ class Search:
     probes: list[Probe] = field(default_factory=list)
     exhausted: bool = False  # no load left between lo and hi at 6 significant digits
     seeds: tuple[int, ...] = ()  # its own seeds (sim.plan.spread), else the search's
+    integer: bool = False  # loads are whole numbers (a closed loop's clients), at least 1
 
     @property
     def hi(self) -> Probe | None:
@@ -120,7 +121,7 @@ class Search:
             return "found" if narrow or self.exhausted else "searching"
         if lo and lo.load >= self.start * 2 ** MAX_STEPS:
             return "above range"
-        if hi and hi.load <= self.start / 2 ** MAX_STEPS:
+        if hi and (hi.load <= self.start / 2 ** MAX_STEPS or self.integer and hi.load <= 1):
             return "none"
         return "searching"
 
@@ -128,14 +129,15 @@ class Search:
         lo, hi = self.lo, self.hi
         if not self.probes:
             return [self.start]
+        r = (lambda x: float(max(1, round(x)))) if self.integer else _round
         if lo and hi:
-            xs = [_round(lo.load + (hi.load - lo.load) * i / (k + 1)) for i in range(1, k + 1)]
+            xs = [r(lo.load + (hi.load - lo.load) * i / (k + 1)) for i in range(1, k + 1)]
             xs = sorted({x for x in xs if lo.load < x < hi.load})
             self.exhausted = not xs
             return xs
         if lo:
-            return [_round(lo.load * 2 ** i) for i in range(1, k + 1)]
-        return [_round(hi.load / 2 ** i) for i in range(1, k + 1)]
+            return [r(lo.load * 2 ** i) for i in range(1, k + 1)]
+        return sorted({r(hi.load / 2 ** i) for i in range(1, k + 1)} - {hi.load}, reverse=True)
 
     def rounds_left(self) -> int:
         """A guess for the progress bar: bisection steps still to go."""
@@ -184,7 +186,7 @@ def run_capacity(loaded: LoadedScenario, grid, budgets: tuple[Budget, ...], seed
     base = Base.of(loaded, sets)
     key, start = load_axis(loaded.scenario)
     plan = Plan(tuple((k, tuple(v)) for k, v in grid), key, (), seeds)
-    searches = [Search(c, start, tol) for c in plan.configs()]
+    searches = [Search(c, start, tol, integer=key == CONC_KEY) for c in plan.configs()]
     check_configs(base, [Point(s.config, key, start, seeds[0]) for s in searches])
     store = PointStore(out)
     store.open(manifest("capacity", base, plan, slo=[b.name + f"={b.ms:g}ms" for b in budgets],

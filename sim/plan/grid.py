@@ -27,6 +27,8 @@ from traces.errors import InputError
 
 RATE_KEY = "workload.arrival.rate"
 SCALE_KEY = "workload.rate_scale"
+CONC_KEY = "workload.arrival.concurrency"  # a closed loop's load: clients (an integer)
+LOAD_UNITS = {RATE_KEY: "req/s", SCALE_KEY: "rate_scale", CONC_KEY: "clients"}
 MAX_POINTS = 100_000  # a typo in a range must not queue a billion simulations
 
 Override = tuple[str, Any]  # (dotted scenario key, value)
@@ -57,13 +59,14 @@ class Point:
     """One simulation: a configuration at one load with one seed."""
 
     config: tuple[Override, ...]  # grid overrides, in grid order
-    load_key: str | None  # RATE_KEY or SCALE_KEY; None: the scenario's own load
+    load_key: str | None  # RATE_KEY, SCALE_KEY or CONC_KEY; None: the scenario's own load
     load: float | None
     seed: int
 
     @property
     def overrides(self) -> tuple[Override, ...]:
-        load = ((self.load_key, self.load),) if self.load_key else ()
+        v = int(self.load) if self.load_key == CONC_KEY else self.load
+        load = ((self.load_key, v),) if self.load_key else ()
         return (*self.config, *load, ("seed", self.seed))
 
     @property
@@ -138,13 +141,16 @@ def parse_loads(raw: str, opt: str) -> list[float]:
 
 
 def load_axis(sc: Scenario) -> tuple[str, float]:
-    """The scenario's load knob and its value: arrival rate, or a replay's rate_scale."""
+    """The scenario's load knob and its value: arrival rate, a replay's rate_scale, or a
+    closed loop's clients (``vllm bench serve --max-concurrency``)."""
     w = sc.workload
     if w.mix is not None:
         raise InputError("workload.mix: a load axis needs one arrival process and a mix has "
                          "several; vary each sub-workload's rate with --grid instead")
     if w.arrival.process == "replay":
         return SCALE_KEY, w.rate_scale
+    if w.arrival.process == "closed":
+        return CONC_KEY, float(w.arrival.concurrency)
     return RATE_KEY, float(w.arrival.rate)
 
 
@@ -194,6 +200,8 @@ def make_plan(sc: Scenario, grid: list[str] | None, rate: str | None, rate_scale
         opt, want = ("--rate", RATE_KEY) if rate else ("--rate-scale", SCALE_KEY)
         if want != key:
             hint = ("the workload replays a trace: use --rate-scale" if key == SCALE_KEY else
+                    "a closed loop's load is its clients: use --grid "
+                    f"{CONC_KEY}=4,8,16" if key == CONC_KEY else
                     "the workload generates arrivals: use --rate")
             raise InputError(f"{opt}: {hint}")
         loads = parse_loads(rate or rate_scale, opt)
@@ -201,6 +209,8 @@ def make_plan(sc: Scenario, grid: list[str] | None, rate: str | None, rate_scale
         if loads:
             raise InputError(f"--grid {key}: the load is already set by --rate/--rate-scale")
         loads = [float(v) for v in dict(parsed)[key]]
+        if key == CONC_KEY and any(not (x >= 1 and x == int(x)) for x in loads):
+            raise InputError(f"--grid {key}: clients are whole numbers, at least 1")
         parsed = [(k, v) for k, v in parsed if k != key]
     plan = Plan(tuple((k, tuple(v)) for k, v in parsed), key if loads else None, tuple(loads),
                 tuple(sc.seed + i for i in range(seeds)))

@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from sim import pipeline
-from sim.plan.grid import RATE_KEY, Point, short_key
+from sim.plan.grid import LOAD_UNITS, RATE_KEY, Point, short_key
 from sim.plan.point import Base
 from sim.plan.slo import Budget, parse_slo, scenario_slo
 from sim.plan.store import load_points
@@ -116,7 +116,7 @@ def _load_text(overrides, load_key) -> str:
     parts = []
     for k, v in overrides:
         if k == load_key:
-            parts.append(f"{v:g} req/s" if k == RATE_KEY else f"rate_scale {v:g}")
+            parts.append(f"{v:g} req/s" if k == RATE_KEY else f"{LOAD_UNITS[k]} {v:g}")
         elif k != "seed":
             parts.append(f"{short_key(k)}={v}")
     seed = dict(overrides).get("seed")

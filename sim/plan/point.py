@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 from sim.config.load import LoadedScenario, apply_override, validate
@@ -110,7 +111,12 @@ def run_point(base: Base, point: Point) -> dict:
         from sim.fleet.plan import plan_fleet
         from sim.fleet.run import fleet_outputs, run_fleet
 
-        summary, gpus = fleet_outputs(run_fleet(r, specs))[1], plan_fleet(r.scenario, r).gpus
+        res, summary = fleet_outputs(run_fleet(r, specs))
+        gpus = plan_fleet(r.scenario, r).gpus
     else:
-        summary, gpus = summarize(simulate(r, specs)), r.tp
-    return record(point, summary, gpus, specs.arrival_s, time.perf_counter() - t0)
+        res = simulate(r, specs)
+        summary, gpus = summarize(res), r.tp
+    # a closed loop's offered load is what its clients sent (its ready times are all 0)
+    closed = getattr(r.scenario.workload.arrival, "process", None) == "closed"
+    arrival = np.sort(res.specs.arrival_s) if closed else specs.arrival_s
+    return record(point, summary, gpus, arrival, time.perf_counter() - t0)

@@ -28,7 +28,7 @@ import numpy as np
 from sim.config.load import LoadedScenario
 from sim.plan.capacity import Search, Tolerance, run_searches
 from sim.plan.executors import Executor
-from sim.plan.grid import SCALE_KEY, Override, Plan, Point, load_axis
+from sim.plan.grid import CONC_KEY, SCALE_KEY, Override, Plan, Point, load_axis
 from sim.plan.point import Base
 from sim.plan.slo import Budget
 from sim.plan.store import PointStore
@@ -98,7 +98,8 @@ def _searches(loaded: LoadedScenario, config: tuple[Override, ...], start: float
         return "windows", [Search((*config, (WINDOW_KEY, c)), start, tol) for c in cuts], \
             [f"[{a:g}, {b:g}) s" for a, b in cuts]
     seeds = [loaded.scenario.seed + i for i in range(k)]
-    return "seeds", [Search(config, start, tol, seeds=(s,)) for s in seeds], \
+    return "seeds", [Search(config, start, tol, seeds=(s,), integer=key == CONC_KEY)
+                     for s in seeds], \
         [f"seed {s}" for s in seeds]
 
 

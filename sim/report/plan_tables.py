@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from sim.plan.grid import RATE_KEY
+from sim.plan.grid import CONC_KEY, LOAD_UNITS, RATE_KEY
 
 
 def show(table: Table, console: Console | None = None) -> None:
@@ -63,7 +63,7 @@ def sweep_table(df: pd.DataFrame, budgets, load_key: str | None, seeds: int) -> 
     """One row per configuration and load (the worst seed of each column)."""
     lat = [(b.column, f"{b.label} ms") for b in budgets] or [
         ("latency_ms.ttft.p95", "TTFT p95 ms"), ("latency_ms.tpot.p95", "TPOT p95 ms")]
-    load = "req/s" if load_key == RATE_KEY else "rate_scale" if load_key else None
+    load = LOAD_UNITS.get(load_key)
     cols = ["config", *([f"load ({load})"] if load else []), *(h for _, h in lat),
             "served req/s", "out tok/s", "KV peak %", "preempt", "engine", "SLO"]
     worst = "" if seeds == 1 else f", worst of {seeds} seeds"
@@ -71,7 +71,8 @@ def sweep_table(df: pd.DataFrame, budgets, load_key: str | None, seeds: int) -> 
     for (_, load_v), g in df.groupby(["config_id", "load"], sort=False, dropna=False):
         ok = bool(g["engine_sustains"].all())
         slo = all(b.holds(m) for m in g.to_dict("records") for b in budgets)  # failures count
-        row = [g["config"].iloc[0], *([cell(load_v)] if load else []),
+        shown = int(load_v) if load_key == CONC_KEY else load_v
+        row = [g["config"].iloc[0], *([cell(shown)] if load else []),
                *(cell(g[c].max()) if c in g else "-" for c, _ in lat),
                cell(g["throughput.request_per_s"].min()),
                cell(g["throughput.output_token_per_s"].min()),
@@ -85,8 +86,8 @@ def sweep_table(df: pd.DataFrame, budgets, load_key: str | None, seeds: int) -> 
 
 def frontier_table(front: pd.DataFrame, budgets, load_key: str, tol: str) -> Table:
     """One row per configuration: its capacity and what limits it."""
-    scale = load_key != RATE_KEY  # a replayed trace: the answer is a rate_scale, then rates
-    cols = ["config", "max rate_scale" if scale else "max req/s", *(["mean req/s"] * scale),
+    scale = load_key != RATE_KEY  # a rate_scale or clients: the answer, then its rates
+    cols = ["config", f"max {LOAD_UNITS[load_key]}", *(["mean req/s"] * scale),
             "peak-minute req/s", *(f"{b.label} ms" for b in budgets), "KV peak %", "preempt",
             "binding", "req/s per GPU", "out tok/s per GPU"]
     priced = bool(front["cost_per_million_output_tokens"].notna().any())
@@ -94,7 +95,8 @@ def frontier_table(front: pd.DataFrame, budgets, load_key: str, tol: str) -> Tab
     t = table(f"capacity frontier (worst of seeds; tolerance {tol})", cols)
     for _, r in front.iterrows():
         top = "+" if r["status"] == "above range" else ""
-        t.add_row(r["config"], cell(r["max_load"], 3) + top,
+        best = cell(int(r["max_load"])) if load_key == CONC_KEY else cell(r["max_load"], 3)
+        t.add_row(r["config"], best + top,
                   *([cell(r["rate_mean_req_s"], 2)] * scale), cell(r["rate_peak_minute_req_s"], 2),
                   *(cell(r[f"{b.name}_ms"]) for b in budgets), cell(r["kv_peak_pct"]),
                   cell(r["preemptions"]), r["binding"], cell(r["req_s_per_gpu"], 2),
