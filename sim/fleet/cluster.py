@@ -286,8 +286,7 @@ class Fleet:
         every = self.plan.kv_report_ns
         for st, rep in zip(pool.states, pool.replicas):
             if st.kv_reported_ns < 0 or now - st.kv_reported_ns >= every:
-                u = rep.kv.usage()
-                st.kv_used_fraction = u.used / max(u.total, 1)
+                st.kv_used_fraction = rep.kv.used_fraction()
                 st.kv_reported_ns = now
 
     def _finished(self, rep, reqs: np.ndarray, now: int) -> None:

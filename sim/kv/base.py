@@ -196,6 +196,12 @@ class KVManager(ABC):
     def usage(self) -> KVUsage:
         """Current pool occupancy."""
 
+    def used_fraction(self) -> float:
+        """``usage().used / usage().total``: what a replica reports to a router (a policy
+        whose full snapshot is costly answers this cheaply)."""
+        u = self.usage()
+        return u.used / max(u.total, 1)
+
     @property
     def num_used(self) -> int:
         """Blocks not available to allocate (held by requests)."""

@@ -227,6 +227,10 @@ class PrefixCachingKV(PagedKV):
     def shared_slots(self):
         return (self.pool.refs_total - (self.num_blocks - self.pool.num_free)) * self.block_size
 
+    def used_fraction(self) -> float:
+        # usage()'s used / total without counting the cached free blocks (O(free queue))
+        return (self.num_blocks - self.pool.num_free) / max(self.num_blocks, 1)
+
     def usage(self):
         free = self.pool.num_free
         return KVUsage(used=self.num_blocks - free, free=free,

@@ -145,3 +145,17 @@ def test_runs_through_the_scheduler_share_the_prefix(bs):
     hit = (99 // bs) * bs  # 96 tokens: the 100-token prompt less its last partial block
     assert sim.scheduler.cached_tokens.tolist() == [0, hit]
     assert next(step for _, step, _, _ in sim.steps if 1 in step) == {1: 100 - hit}
+
+
+def test_the_used_fraction_a_router_reads_is_the_usage_snapshots():
+    # the fleet's KV report takes used_fraction (cheap) instead of usage() (counts cached
+    # free blocks): the same figure, shared and cached blocks included
+    kv = make_kv([48, 48, 64], [[1, 2, 3], [1, 2, 3], None], blocks=7)
+    seen = []
+    for step in (lambda: admit(kv, 0, 48), lambda: admit(kv, 1, 48), lambda: kv.free(0),
+                 lambda: admit(kv, 2, 64), lambda: kv.free(1)):
+        step()
+        u = kv.usage()
+        assert kv.used_fraction() == u.used / u.total
+        seen.append(u.used)
+    assert seen == [3, 4, 3, 7, 4]  # r1 keeps the 2 shared blocks and its own third
