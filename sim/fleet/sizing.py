@@ -24,7 +24,7 @@ from sim.config.load import LoadedScenario
 from sim.pipeline import prepare
 from sim.plan.capacity import Probe
 from sim.plan.executors import Executor
-from sim.plan.grid import RATE_KEY, Plan, Point, load_axis
+from sim.plan.grid import CONC_KEY, RATE_KEY, Plan, Point, load_axis
 from sim.plan.peaks import offered_rates
 from sim.plan.point import Base
 from sim.plan.progress import PointProgress
@@ -57,7 +57,11 @@ def _check(loaded: LoadedScenario) -> None:
     if sc.cluster is not None and sc.cluster.pools:
         raise InputError("--target-rate sizes cluster.replicas of one pool; for pools, "
                          "search each pool's count with --grid cluster.pools.N.replicas=...")
-    load_axis(sc)  # one arrival process (a mix has none to scale)
+    if load_axis(sc)[0] == CONC_KEY:  # one arrival process (a mix has none to scale)
+        raise InputError("--target-rate: a closed loop has no arrival rate to size for (its "
+                         "load is its clients); give the workload a rate "
+                         "(workload.arrival={process: poisson, rate: R, concurrency: C}) or "
+                         "search its clients with capacity and --set cluster.replicas=N")
 
 
 def target_load(loaded: LoadedScenario, rate: float) -> tuple[str, float]:

@@ -72,3 +72,12 @@ def test_capacity_of_a_closed_loop_is_a_whole_number_of_clients(tmp_path, fleet)
     assert row["binding"] == "TPOT p95"
     pts = pd.read_parquet(out / "points.parquet")
     assert (pts["load"] == pts["load"].round()).all()
+
+
+def test_sizing_a_closed_loop_for_a_rate_says_why_not(tmp_path, capsys):
+    sets = [a for s in CLOSED for a in ("--set", s)]
+    assert cli("capacity", *sets, "--target-rate", "20", "--out", tmp_path / "s") == 2
+    err = capsys.readouterr().err
+    assert "closed loop has no arrival rate to size for" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "s").exists()  # nothing half-written
