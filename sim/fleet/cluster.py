@@ -96,7 +96,7 @@ class Fleet:
         self.numbers = {rep.name: k for k, rep in enumerate(r for p in self.pools
                                                             for r in p.replicas)}
         self.gate = self._gate(r0)
-        self.routes: list[tuple[int, int, int]] = []  # gated: (due at its pool ns, order, req)
+        self.routes: list[tuple[int, int]] = []  # gated: heap of (due at its pool ns, request)
         self.wake = None  # gated: the clients' process waits on this for the next finish
 
     def _gate(self, r0) -> Gated | None:
@@ -229,9 +229,9 @@ class Fleet:
         for req in self.gate.due(now):
             pool = self.pools[self.entry_of[req]]
             due = int(self.gate.sent[req]) + ns(pool.specs.ingress_s)
-            heapq.heappush(self.routes, (due, req, req))
+            heapq.heappush(self.routes, (due, req))
         while self.routes and self.routes[0][0] <= now:
-            due, _, req = heapq.heappop(self.routes)
+            due, req = heapq.heappop(self.routes)
             self._route(self.pools[self.entry_of[req]], req, due)
 
     def _as_sent(self) -> np.ndarray:
