@@ -82,16 +82,21 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from sim.report.write import ResultWriter
+    from traces.errors import InputError
 
     if args.record and (args.csv is not None or args.match):
         ap.error("--record needs the whole shipped CSV (no --csv, no --match)")
-    rows = read_rows(args.csv or shipped_csv())
+    try:
+        rows = read_rows(args.csv or shipped_csv())
+        writer = ResultWriter(args.out)
+    except InputError as e:  # bad --csv or --out: one line, exit 2, nothing written
+        print(f"python -m benchmarks.silicon: {e}", file=sys.stderr)
+        return 2
     rows = [r for r in rows if args.match in r.id]
     skipped = [{"id": r.id, "model_path": r.model_path, "system": r.system,
                 "precision": r.precision, "reason": unrepresentable(r)}
                for r in rows if unrepresentable(r)]
     todo = [r for r in rows if not unrepresentable(r)]
-    writer = ResultWriter(args.out)
     try:
         df, refused = run(todo, args.jobs)
         skipped += refused

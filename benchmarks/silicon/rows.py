@@ -97,24 +97,43 @@ def _concurrency(rec: dict) -> int:
 
 
 def read_rows(path: Path) -> list[Row]:
-    """Every vLLM aggregated-serving row of a silicon CSV (plain or gzipped)."""
-    raw = path.read_bytes()
-    if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
+    """Every vLLM aggregated-serving row of a silicon CSV (plain or gzipped); a file that
+    cannot be read, or a row without a column or with a bad number, is one InputError naming
+    the file, the row and the field."""
+    from traces.errors import InputError
+
+    try:
+        raw = path.read_bytes()
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+        text = raw.decode()
+    except (OSError, EOFError, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: cannot be read as a silicon CSV ({e})") from None
     rows = []
-    for rec in csv.DictReader(io.StringIO(raw.decode())):
-        if rec["backend"] != "vllm" or rec["mode"] != "agg":
-            continue
-        rows.append(Row(
-            id=rec["id"], model_path=rec["model_path"], system=rec["system"],
-            gpu=SYSTEMS.get(rec["system"]), precision=rec["precision"] or "bf16",
-            version=rec["backend_version"] or "", isl=int(rec["isl"]), osl=int(rec["osl"]),
-            tp=int(float(rec["tp_size"])), concurrency=_concurrency(rec),
-            moe_tp=_int(rec["moe_tp_size"]), moe_ep=_int(rec["moe_ep_size"]),
-            attn_dp=_attn_dp(rec),
-            ttft_ms=float(rec["silicon_ttft_ms"]), tpot_ms=float(rec["silicon_tpot_ms"]),
-            data_source=rec["silicon_data_source"]))
+    for n, rec in enumerate(csv.DictReader(io.StringIO(text)), start=2):
+        try:
+            if rec["backend"] != "vllm" or rec["mode"] != "agg":
+                continue
+            rows.append(_row(rec))
+        except KeyError as e:
+            raise InputError(f"{path}: no column {e} (silicon_sample.csv's columns "
+                             f"are needed)") from None
+        except (TypeError, ValueError) as e:
+            raise InputError(f"{path}, row {n}: {e} (isl, osl, tp_size, batch_size, "
+                             f"silicon_ttft_ms, silicon_tpot_ms must be numbers)") from None
     return rows
+
+
+def _row(rec: dict) -> Row:
+    return Row(
+        id=rec["id"], model_path=rec["model_path"], system=rec["system"],
+        gpu=SYSTEMS.get(rec["system"]), precision=rec["precision"] or "bf16",
+        version=rec["backend_version"] or "", isl=int(rec["isl"]), osl=int(rec["osl"]),
+        tp=int(float(rec["tp_size"])), concurrency=_concurrency(rec),
+        moe_tp=_int(rec["moe_tp_size"]), moe_ep=_int(rec["moe_ep_size"]),
+        attn_dp=_attn_dp(rec),
+        ttft_ms=float(rec["silicon_ttft_ms"]), tpot_ms=float(rec["silicon_tpot_ms"]),
+        data_source=rec["silicon_data_source"])
 
 
 def unrepresentable(row: Row) -> str | None:

@@ -118,3 +118,34 @@ def test_replay_writes_the_table_and_meets_the_bar_on_h100(tmp_path, capsys):
     assert (df["tpot_err_pct"].abs() < 10).all(), df[["id", "tpot_err_pct"]]
     table = pd.read_csv(out / "errors.csv")
     assert table.loc[table.group == "all", "rows"].item() == 3
+
+
+@pytest.mark.parametrize("case, expect", [
+    ("out_not_ours", "is a folder servesim did not write"),
+    ("no_csv", "cannot be read as a silicon CSV"),
+    ("no_column", "no column 'model_path'"),
+    ("bad_number", "row 2: "),
+])
+def test_bad_input_is_one_line_exit_2_nothing_written(tmp_path, capsys, case, expect):
+    out, csv = tmp_path / "silicon", SUBSET
+    if case == "out_not_ours":
+        out.mkdir()
+        (out / "theirs.txt").write_text("keep")
+    elif case == "no_csv":
+        csv = tmp_path / "missing.csv"
+    elif case == "no_column":
+        csv = tmp_path / "c.csv"
+        csv.write_text("id,backend,mode\n1,vllm,agg\n")
+    else:
+        df = pd.read_csv(SUBSET, dtype=str, keep_default_na=False)
+        df.loc[0, ["isl", "backend", "mode"]] = ["lots", "vllm", "agg"]
+        csv = tmp_path / "c.csv"
+        df.to_csv(csv, index=False)
+    assert main(["--csv", str(csv), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and expect in err[0], err
+    if case == "out_not_ours":
+        assert sorted(p.name for p in out.iterdir()) == ["theirs.txt"]
+    else:
+        assert not out.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
