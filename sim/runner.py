@@ -168,16 +168,18 @@ def chain_hooks(first, second):
 
 
 def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
-             progress=None) -> RunResult:
+             progress=None, stop_s: float | None = None) -> RunResult:
     """Replay ``specs`` through the resolved scenario.
 
     ``executor``: a plain ``plan -> durations`` callable, or a CostModel (whose run hooks
     are called); default: the scenario's cost model (``cost: {name: live}`` executes).
     The engine sees each request ``ingress`` after the client sends it (its arrival in
     ``specs``); the recorder adds ``egress`` to client-visible times; the result's ``specs``
-    keep the client's send times, so latencies are measured as a client measures them."""
+    keep the client's send times, so latencies are measured as a client measures them.
+    ``stop_s``: no step starts at or after it (default: the horizon, or the safety limit
+    after the last arrival; a fleet gives each replica the fleet's)."""
     t0 = time.perf_counter()
-    stop = _stop_time(r, specs.arrival_s)
+    stop = _stop_time(r, specs.arrival_s) if stop_s is None else stop_s
     n_all = len(specs)
     specs = specs.head(int(np.searchsorted(specs.arrival_s, stop, side="left")))
     specs, shortened = serve(specs, r.limits.max_model_len, r.scenario.engine.strict_max_model_len)

@@ -72,6 +72,9 @@ class FleetResult:
     never_sent: int
     wall_s: float
     client_queue_s: np.ndarray | None = None  # gated: per request, sent - ready (s; NaN unsent)
+    # replicas run alone (sim/fleet/independent.py): name -> its requests (run numbers, in
+    # arrival order); ``results`` then hold each replica's own result (renumbered 0..m-1)
+    own_requests: dict | None = None
 
     @property
     def replicas(self) -> list:
@@ -79,8 +82,11 @@ class FleetResult:
 
 
 class Fleet:
-    def __init__(self, plan: FleetPlan, specs: RequestSpecs, *, seed: int = 0, log=None):
-        self.plan, self.log, self.env = plan, log, simpy.Environment()
+    def __init__(self, plan: FleetPlan, specs: RequestSpecs, *, seed: int = 0, log=None,
+                 alone: bool = False):
+        """``alone``: the replicas will run alone (sim/fleet/independent.py); none is built
+        here."""
+        self.plan, self.log, self.env, self.alone = plan, log, simpy.Environment(), alone
         r0 = plan.pools[0].resolved
         self.stop = _stop_time(r0, specs.arrival_s)
         n_all = len(specs)
@@ -95,7 +101,8 @@ class Fleet:
         self.prefill = next((p for p in self.pools if p.plan.role == PREFILL), None)
         self.numbers = {rep.name: k for k, rep in enumerate(r for p in self.pools
                                                             for r in p.replicas)}
-        self.gate = self._gate(r0)
+        self.received: dict = {}  # alone: replica name -> its requests
+        self.gate = None if alone else self._gate(r0)
         self.routes: list[tuple[int, int]] = []  # gated: heap of (due at its pool ns, request)
         self.wake = None  # gated: the clients' process waits on this for the next finish
 
@@ -121,7 +128,7 @@ class Fleet:
                        np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
         wrap = ((lambda ex: TransferredPrompts(ex, ps.specs.prompt_tokens))
                 if plan.role == DECODE else None)
-        for k in range(plan.replicas):
+        for k in range(0 if self.alone else plan.replicas):
             look = (lambda: self._decode_lookahead()) if plan.role == DECODE else (
                 lambda p=pool, k=k: self._entry_lookahead(p, k))
             ended = None if plan.role == DECODE else (lambda p=pool: self._entry_ended(p))
@@ -157,6 +164,8 @@ class Fleet:
 
     # ---- running ----------------------------------------------------------------------
     def run(self) -> FleetResult:
+        if self.alone:
+            return self._run_alone()
         t0 = time.perf_counter()
         procs = [rp.start(rep) for p in self.pools for rep in p.replicas]
         if self.gate is not None:
@@ -175,6 +184,21 @@ class Fleet:
         return FleetResult(self.plan, self.specs, tuple(self.pools), results, self.first,
                            self.last, received, self.transfer_s, self.transfers,
                            self.never_sent, wall, queue)
+
+    def _run_alone(self) -> FleetResult:
+        from sim.fleet.independent import run_alone
+
+        results = run_alone(self)
+        wall = next(iter(results.values())).wall_s
+        received = {}
+        for p in self.pools:
+            for rep in p.replicas:
+                reqs = self.received[rep.name]
+                received[rep.name] = dict(zip(reqs.tolist(),
+                                              p.specs.specs.arrival_s[reqs].tolist()))
+        return FleetResult(self.plan, self.specs, tuple(self.pools), results, self.first,
+                           self.last, received, self.transfer_s, self.transfers,
+                           self.never_sent, wall, None, dict(self.received))
 
     def _entry_lookahead(self, pool: PoolRun, k: int) -> int | None:
         """The earliest a request not yet routed could reach replica ``k`` of ``pool`` (ns),
@@ -324,12 +348,21 @@ class Fleet:
 
 
 def simulate_fleet(plan: FleetPlan, specs: RequestSpecs, *, seed: int = 0,
-                   log=None) -> FleetResult:
-    """Replay ``specs`` through the fleet ``plan``."""
+                   log=None, alone: bool | None = None) -> FleetResult:
+    """Replay ``specs`` through the fleet ``plan``. ``alone``: run each replica alone
+    (sim/fleet/independent.py); default: whenever the replicas cannot affect each other
+    and no step log is written (the log interleaves replicas in simulated time)."""
+    from sim.fleet.independent import why_not
+
     for p in plan.pools:
         if p.resolved.scenario.cost.name == "live":
             raise ConfigError("cluster: live mode runs one replica; drop the cluster section")
-    return Fleet(plan, specs, seed=seed, log=log).run()
+    why = why_not(plan)
+    if alone and why:
+        raise ValueError(f"the replicas cannot run alone: {why}")
+    if alone is None:
+        alone = not why and log is None
+    return Fleet(plan, specs, seed=seed, log=log, alone=alone).run()
 
 
 

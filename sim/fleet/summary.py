@@ -27,6 +27,8 @@ _RANK = {"stable": 0, "saturated": 1, "unstable": 2}
 def replica_view(fr: FleetResult, rep) -> tuple[RunResult, np.ndarray]:
     """What ``rep`` would report alone: its requests, arriving when they reached it (the
     client's send time, or a decode replica's transfer end); and their run numbers."""
+    if fr.own_requests is not None:  # the replica ran alone: its result is its own already
+        return fr.results[rep.name], fr.own_requests[rep.name]
     got = fr.received_s[rep.name]
     reqs = np.array(sorted(got, key=lambda q: (got[q], q)), dtype=np.int64)
     if rep.pool.role == DECODE:

@@ -38,7 +38,7 @@ def _scenario(replicas: int, router: str, blocks: int):
        blocks=st.sampled_from([40, 4000]))
 def test_routed_once_all_finish_blocks_return(rows, replicas, router, blocks):
     specs = _specs(rows)
-    fr = simulate_fleet(plan_fleet(_scenario(replicas, router, blocks)), specs)
+    fr = simulate_fleet(plan_fleet(_scenario(replicas, router, blocks)), specs, alone=False)
     assert (fr.first >= 0).all()
     got = sorted(q for rep in fr.replicas for q in rep.source.received)
     assert got == list(range(len(specs)))  # each request to exactly one replica
@@ -54,7 +54,7 @@ def test_routed_once_all_finish_blocks_return(rows, replicas, router, blocks):
 def test_one_replica_matches_the_plain_engine(rows, blocks):
     specs = _specs(rows)
     sc = _scenario(1, "round_robin", blocks)
-    fr = simulate_fleet(plan_fleet(sc), specs)
+    fr = simulate_fleet(plan_fleet(sc), specs, alone=False)  # the event loop's replica
     plain = simulate(resolve(sc), specs)
     rec = fr.replicas[0].recorder
     for name in ("first_scheduled_s", "first_token_s", "finish_s"):

@@ -60,6 +60,10 @@ class Router(ABC):
 
     Params: type[BaseModel] = NoParams
     description: str = ""  # one line for `servesim policies`
+    # True: choose() may read the replicas' live state (outstanding, KV usage). False: it
+    # reads only what it sent itself, so a fleet can route every request before anything
+    # runs (sim/fleet/independent.py)
+    reads_replicas: bool = True
 
     def __init__(self, num_replicas: int, params: BaseModel, rng: np.random.Generator):
         self.num_replicas, self.params, self.rng = num_replicas, params, rng

@@ -8,6 +8,7 @@ from sim.fleet.routers.base import ROUTERS, Router
 @ROUTERS.register("round_robin")
 class RoundRobin(Router):
     description = "replicas in turn, whatever their load"
+    reads_replicas = False
 
     def __init__(self, *args):
         super().__init__(*args)
