@@ -51,6 +51,7 @@ def _close(a, b, path=""):
      "cluster={replicas: 2}"),
     ("workload.num_requests=400", "workload.arrival.rate=30",
      "engine.enable_prefix_caching=false", "core=general", "cluster={replicas: 2}"),
+    ("workload.num_requests=3", "cluster={replicas: 5}"),  # two replicas get nothing
 ])
 def test_replicas_run_alone_report_what_the_event_loop_reports(extra):
     (f1, r1, s1), (f2, r2, s2) = _both(*extra)
