@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim.engine.requests import RequestSpecs
 from sim.fleet import replica as rp
 from sim.fleet.plan import DECODE, PREFILL, FleetPlan, PoolPlan
 from sim.fleet.routers import ROUTERS, RouteRequest
@@ -46,12 +45,10 @@ def why_not(plan: FleetPlan) -> str:
             return "prefill replicas hand requests to decode replicas"
         if ROUTERS.get(p.router.name).reads_replicas:
             return f"router {p.router.name} reads the replicas' state"
-        if p.resolved.scenario.cost.name == "live":
-            return "live mode"
     return ""
 
 
-def route_up_front(pool, specs: RequestSpecs) -> list[np.ndarray]:
+def route_up_front(pool) -> list[np.ndarray]:
     """Each replica's requests (run numbers, in arrival order) as ``pool.router`` sends
     them; ``pool.states`` count what was routed, as the event loop's do."""
     s = pool.specs.specs
@@ -74,7 +71,7 @@ def run_alone(fleet) -> dict:
 
     t0, results = time.perf_counter(), {}
     for pool in fleet.pools:
-        for k, reqs in enumerate(route_up_front(pool, fleet.specs)):
+        for k, reqs in enumerate(route_up_front(pool)):
             name = f"{pool.plan.name}/{k}"
             solo = Solo(name, pool.plan, k, pool.specs)
             pool.replicas.append(solo)
