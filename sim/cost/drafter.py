@@ -32,6 +32,14 @@ from sim.engine.plan import StepPlan
 NGRAM_SHARE = 0.005875  # n-gram drafting / verify time (SpecDecode-Bench, H100, vLLM 0.10.1)
 
 
+def priced_steps(cost, resolved):
+    """What a replica's steps cost: ``cost.step_times``, or verify + draft where the scenario
+    speculates and the cost model prices shapes (Drafter.build)."""
+    spec = resolved.scenario.engine.speculative_config
+    drafter = Drafter.build(spec, cost, resolved) if spec is not None else None
+    return cost.step_times if drafter is None else drafter.step_times
+
+
 class Drafter:
     """Prices the drafter's part of each planned step; keeps the totals for the summary."""
 

@@ -11,6 +11,7 @@ import numpy as np
 import simpy
 
 from sim.cost.base import CostModel
+from sim.cost.drafter import priced_steps
 from sim.engine.engine import Engine, RunStatus, admissible
 from sim.engine.requests import RequestSpecs
 from sim.fleet.plan import PoolPlan
@@ -74,7 +75,8 @@ def build(env: simpy.Environment, pool: PoolPlan, index: int, ps: PoolSpecs, sto
     kv = build_kv(r, specs)
     sched = build_scheduler(r, specs, kv)
     recorder = Recorder(len(specs), egress_s=ps.egress_s)
-    executor = cost.step_times if wrap is None else wrap(cost.step_times)
+    executor = priced_steps(cost, r)  # with the speculative drafter's passes, as a run
+    executor = executor if wrap is None else wrap(executor)
     hooks = cost.after_plan if type(cost).after_plan is not CostModel.after_plan else None
     if type(cost).observe is not CostModel.observe:
         hooks = _observed(cost, hooks)

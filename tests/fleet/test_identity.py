@@ -37,3 +37,14 @@ def test_one_replica_cluster_equals_a_plain_run(extra):
     np.testing.assert_array_equal(plain.recorder.steps()["start_s"],
                                   res.recorder.steps()["start_s"])
     assert fl["replicas"] == fl["gpus"] == 1 and fl["routing_imbalance"] == 1.0
+
+
+def test_a_speculative_replica_prices_its_drafter_as_a_single_run_does():
+    # the event-loop fleet (a stateful router) prices each step verify + draft, as a run
+    spec = ("engine.speculative_config={method: eagle, num_speculative_tokens: 3}",
+            "cost=fitted")
+    plain, s1 = single(None, *SMALL, *spec)
+    _, res, _ = fleet(None, *SMALL, *spec, "cluster={replicas: 1, router: least_outstanding}")
+    np.testing.assert_array_equal(plain.recorder.steps()["start_s"],
+                                  res.recorder.steps()["start_s"])
+    np.testing.assert_array_equal(plain.recorder.finish_s, res.recorder.finish_s)
