@@ -174,10 +174,22 @@ def mismatch(what_a: str, a: dict, what_b: str, b: dict, fix: str = FIX) -> str 
 
 
 def slug(hw: dict) -> str:
-    """A file-name part naming the hardware: 'amd-epyc-avx2-float32'."""
-    base = hw.get("gpu") or f"{hw.get('cpu', 'cpu')} {'-'.join(hw.get('cpu_flags') or [])}"
-    text = f"{base} {hw.get('dtype', '')}".lower()
-    return re.sub(r"[^a-z0-9]+", "-", text).strip("-")[:80]
+    """A short file-name part naming the hardware: 'amd-epyc-avx2-float32',
+    'intel-xeon-amx-bfloat16' (the CPU's words, its fastest SPEED_FLAGS family, the dtype);
+    the dtype is never cut off."""
+    if hw.get("gpu"):
+        base = str(hw["gpu"])
+    else:
+        words = re.sub(r"\((r|tm)\)|\b(processor|cpu|\d+-core)\b", " ",
+                       str(hw.get("cpu") or "cpu"), flags=re.I)
+        flags = hw.get("cpu_flags") or []
+        best = next((name for name, fam in (("amx", "amx_"), ("avx512", "avx512"),
+                                            ("avx2", "avx2")) if any(f.startswith(fam)
+                                                                     for f in flags)), "")
+        base = f"{words} {best}"
+    part = re.sub(r"[^a-z0-9]+", "-", base.lower()).strip("-")[:60].strip("-")
+    return "-".join(p for p in (part, re.sub(r"[^a-z0-9]+", "-",
+                                             str(hw.get("dtype") or "").lower()).strip("-")) if p)
 
 
 def model_file_hardware(path: Path) -> dict | None:

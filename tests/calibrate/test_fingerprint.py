@@ -101,17 +101,20 @@ def test_a_fingerprint_round_trips_and_a_bad_one_is_one_line(tmp_path):
 
 
 def run_copy(tmp_path: Path, name: str, hw: dict | None) -> Path:
+    """A committed run (repeat 1 of case ``name``) with ``hw`` as its fingerprint (None: a
+    recording from before fingerprints)."""
     dst = tmp_path / name
-    shutil.copytree(RUNS / name, dst)
-    if hw is not None:
-        meta = json.loads((dst / "run.json").read_text())
-        (dst / "run.json").write_text(json.dumps({**meta, "hardware": hw}))
+    shutil.copytree(RUNS / f"{name}-r1", dst)
+    meta = json.loads((dst / "run.json").read_text())
+    meta.pop("hardware", None)
+    (dst / "run.json").write_text(json.dumps({**meta, "hardware": hw} if hw else meta))
     return dst
 
 
-def test_fit_steps_takes_the_runs_dtype_and_says_hardware_not_recorded():
-    rep = fit_logs([RUNS / "light-long", RUNS / "kv-tight"])
-    assert rep.model.dtype == "float32" and rep.model.hardware is None
+def test_fit_steps_takes_the_runs_dtype_and_says_hardware_not_recorded(tmp_path):
+    rep = fit_logs([run_copy(tmp_path, "light-long", None), run_copy(tmp_path, "kv-tight", None)])
+    dtype = json.loads((RUNS / "light-long-r1" / "run.json").read_text())["engine"]["dtype"]
+    assert rep.model.dtype == dtype and rep.model.hardware is None
     assert any(fp.NOT_RECORDED in n for n in rep.model.provenance.notes)
 
 
@@ -124,3 +127,15 @@ def test_fit_steps_records_the_runs_fingerprint_and_refuses_mixed_hardware(tmp_p
     other = run_copy(tmp_path, "light-short", cpu_print(AMX, "float32"))
     with pytest.raises(StepsError, match="different hardware.*cpu AMD EPYC 7B13 vs Intel"):
         fit_logs([*runs, other])
+
+
+def test_a_slug_is_short_and_keeps_the_dtype():
+    amx = {"cpu": "Intel(R) Xeon(R) Processor", "dtype": "bfloat16",
+           "cpu_flags": ["avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16",
+                         "amx_tile", "amx_int8"]}
+    assert fp.slug(amx) == "intel-xeon-amx-bfloat16"
+    assert fp.slug({"cpu": "AMD EPYC 7B13", "cpu_flags": ["avx2"], "dtype": "float32"}) == \
+        "amd-epyc-7b13-avx2-float32"
+    assert fp.slug({"gpu": "NVIDIA H200", "dtype": "bfloat16"}) == "nvidia-h200-bfloat16"
+    long = fp.slug({"cpu": "x" * 200, "cpu_flags": ["avx2"], "dtype": "float32"})
+    assert long.endswith("-float32") and len(long) <= 70 and "--" not in long
