@@ -169,6 +169,25 @@ def derive_contexts(log: pd.DataFrame, loaded: LoadedScenario,
     return Replay(out, int(ok.sum()), len(log))
 
 
+def _woken(arrival: np.ndarray, steps: list[dict]) -> np.ndarray:
+    """Arrivals as the replay's scheduler should see them: one the engine received while
+    idle (after a step's end, before the next start) is seen when the engine's loop woke
+    and started that next step (~0.2 ms later on the CPU engine); the replay, which starts a
+    step at the arrival, would otherwise run that far ahead of the engine until the next
+    idle, and take a request that reached the engine just before a step's start one step
+    late."""
+    starts = np.array([s["start_s"] for s in steps], dtype=np.float64)
+    ends = np.array([s["end_s"] for s in steps], dtype=np.float64)
+    nxt = np.searchsorted(starts, arrival, side="left")  # first step starting at/after it
+    ok = (nxt > 0) & (nxt < len(starts))
+    idle = np.zeros(len(arrival), dtype=bool)
+    idle[ok] = ends[nxt[ok] - 1] <= arrival[ok]  # the step before had ended: engine idle
+    idle |= (nxt == 0) & (len(starts) > 0)
+    out = arrival.copy()
+    out[idle] = starts[np.minimum(nxt[idle], len(starts) - 1)]
+    return np.maximum.accumulate(out)
+
+
 def same_steps(run_dir, log: pd.DataFrame, loaded: LoadedScenario) -> tuple[int, int]:
     """(identical, logged): steps the scheduler makes exactly as the engine did when the
     replay gets the engine's own arrival times (its input thread's receipt, ``seen_s``) and
@@ -178,7 +197,8 @@ def same_steps(run_dir, log: pd.DataFrame, loaded: LoadedScenario) -> tuple[int,
     rec = read_run(run_dir)
     seen = {r["request_id"]: r["seen_s"] for r in rec.requests}
     r, specs, _ = prepare(loaded)
-    arrival = np.maximum.accumulate([seen[str(i)] for i in specs.request_id])
+    arrival = _woken(np.maximum.accumulate([seen[str(i)] for i in specs.request_id]),
+                     rec.steps)
     tokens = (log["prefill_tokens"] + log["decode_seqs"]).to_numpy(np.float64)
     sig = np.column_stack([log["requests"].to_numpy(np.float64), tokens])
     replay = _Replay(sig, _durations(log), log["start_s"].to_numpy(np.float64))
