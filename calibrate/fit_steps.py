@@ -151,7 +151,9 @@ def describe(rep: FitReport) -> list[str]:
     lines = [f"execution_ms = {e.base_ms:.4g} + {e.request_ms:.4g} * requests + "
              f"{e.prefill_token_ms:.4g} * prefill_tokens + {e.prefill_pair_ms:.4g} * "
              f"prefill_pairs + {e.decode_seq_ms:.4g} * max(0, decode_seqs - {e.decode_knee}) "
-             f"+ {e.context_token_ms:.4g} * context_tokens"]
+             f"+ {e.context_token_ms:.4g} * context_tokens"
+             + (f" + first_of_count * ({e.new_shape_ms:.4g} + {e.new_shape_token_ms:.4g} * "
+                "prefill_tokens)" if e.new_shape_ms or e.new_shape_token_ms else "")]
     if f.host is not None:
         lines.append(f"host_ms = {f.host.base_ms:.4g} + {f.host.request_ms:.4g} * requests")
     lines.append(f"prices: the step {f.target}; fitted by {f.weighting}")

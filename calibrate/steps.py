@@ -5,7 +5,11 @@ The model (sim/cost/stepfit.py prices it):
     interval = execution + host
     execution = base + request * R + prefill_token * P + prefill_pair * A
                 + decode_seq * max(0, D - knee) + context_token * C
+                + N * (new_shape + new_shape_token * P)
     host = host_base + host_request * R
+
+N is 1 on the first step of a log with its token count P + D (sim/cost/stepfit.py
+``new_shapes``: a log is one engine process, in step order).
 
 When the logs time both model execution and the step-to-step interval, execution is fitted
 to the execution times and host to the rest; with intervals only, execution takes the whole
@@ -40,11 +44,13 @@ from sim.cost.profile.model_file import (
     StepsFit,
     StepTerms,
 )
-from sim.cost.stepfit import FEATURES, step_ms, terms_ms
+from sim.cost.stepfit import FEATURES, new_shapes, step_ms, terms_ms
 
-EXEC_TERMS = ("requests", "prefill_tokens", "pairs", "context_tokens")  # + knee column
+EXEC_TERMS = ("requests", "prefill_tokens", "pairs", "context_tokens", "new_shape",
+              "new_shape_tokens")  # + knee column
 COEF = {"requests": "request_ms", "prefill_tokens": "prefill_token_ms",
-        "pairs": "prefill_pair_ms", "context_tokens": "context_token_ms"}
+        "pairs": "prefill_pair_ms", "context_tokens": "context_token_ms",
+        "new_shape": "new_shape_ms", "new_shape_tokens": "new_shape_token_ms"}
 MAX_KNEE = 64
 KNEE_SUPPORT, KNEE_MIN_STEPS = 0.05, 30  # steps beyond a knee: fraction of all, and count
 MIN_COVERAGE = 0.9  # fraction of steps a term must be known for to be fitted
@@ -125,10 +131,12 @@ def fit(df: pd.DataFrame, *, seed: int = 0, heldout: float = 0.2,
         delays: tuple[float, float] | None = None) -> tuple[StepsFit, list[str]]:
     """Fit the step model to ``df`` (rows of calibrate.steplog); (fit, notes)."""
     target, ycol = _target(df)
+    df = with_new_shapes(df)
     use = df[df[ycol].notna()]
     # a term the logs give for most steps is fitted on those steps (a replay leaves the
     # steps it could not pair without contexts); one they lack is left out
-    terms = tuple(t for t in EXEC_TERMS if use[t].notna().mean() >= MIN_COVERAGE)
+    terms = tuple(t for t in EXEC_TERMS if use[t].notna().mean() >= MIN_COVERAGE
+                  and (not t.startswith("new_shape") or _shapes_repeat(use)))
     use = use[use[list(terms)].notna().all(axis=1)]
     held = heldout_mask(use, seed, heldout)
     train, test = use[~held], use[held]
@@ -155,9 +163,32 @@ def fit(df: pd.DataFrame, *, seed: int = 0, heldout: float = 0.2,
         "heldout": step_errors(predict_ms(result, test), test[ycol].to_numpy(np.float64))}), notes
 
 
+def _shapes_repeat(df: pd.DataFrame) -> bool:
+    """Whether N can be told from the other terms: at least KNEE_MIN_STEPS prefill steps
+    that are the first of their count and as many that repeat one (a short log of distinct
+    counts makes N a second intercept)."""
+    pre = df["prefill_tokens"].fillna(0.0).to_numpy() > 0
+    new = df["new_shape"].to_numpy() > 0
+    return (pre & new).sum() >= KNEE_MIN_STEPS and (pre & ~new).sum() >= KNEE_MIN_STEPS
+
+
+def with_new_shapes(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with N (``new_shape``) and N * P (``new_shape_tokens``) per row, each log in
+    step order."""
+    if "new_shape" in df:
+        return df
+    total = (df["prefill_tokens"] + df["decode_seqs"]).fillna(-1).to_numpy(np.int64)
+    new = np.zeros(len(df))
+    for _, idx in df.groupby("key", sort=False).indices.items():
+        order = idx[np.argsort(df["step"].to_numpy()[idx], kind="stable")]
+        new[order] = new_shapes(total[order])
+    return df.assign(new_shape=new, new_shape_tokens=new * df["prefill_tokens"].fillna(0.0))
+
+
 def predict_ms(f: StepsFit, df: pd.DataFrame) -> np.ndarray:
     """The fit on log rows (missing features count as 0, as the fit left them out)."""
-    feats = {c: df[c].fillna(0.0).to_numpy(np.float64) for c in FEATURES}
+    df = with_new_shapes(df)
+    feats = {c: df[c].fillna(0.0).to_numpy(np.float64) for c in (*FEATURES, "new_shape")}
     return step_ms(f, feats) if f.host is not None else terms_ms(f.execution, feats)
 
 

@@ -14,6 +14,17 @@ free), beyond it each request adds ``decode_seq`` more. ``features`` is the one 
 these quantities; the fit (calibrate/steps.py) uses it on logged steps, so what is fitted is
 what is priced.
 
+**The first step of a token count.** vLLM on the CPU runs a step of P + D scheduled tokens
+it has not run before in the process markedly slower: over the 21 committed engine runs
+(benchmarks/engine/runs, bf16 on an AMX Xeon) steps whose token count was the first of its
+value in the run took 1.14-1.37x the linear model's time (median, prefill steps) and the
+repeats of a count 0.79-0.94x; a fit with N (1 on such a step, else 0) and N * P prices
+both within 2 % (NOTES.md, issue 22). The cause is not isolated (oneDNN creates and caches
+its GEMM primitives per shape on the first call; a first-touch of larger buffers would
+track the high-water mark instead, which does not fit). The pricer keeps the counts a run
+has committed (``observe``) and adds the term to the first step of a plan of a new count;
+GPU engines run captured graphs and fit it as ~0.
+
 A step outside what the fitted logs covered (batch, decode batch, prefill tokens, context,
 prompt) is extrapolated; the run says once how many steps were (``run_warnings``).
 """
@@ -27,6 +38,18 @@ from sim.cost.profile.model_file import HostTerms, StepsFit, StepTerms
 from sim.engine.plan import StepPlan
 
 FEATURES = ("requests", "prefill_tokens", "pairs", "decode_seqs", "context_tokens")
+
+
+def new_shapes(totals) -> np.ndarray:
+    """N per step of a run, in order: 1.0 where its scheduled token count (P + D) is the
+    first of its value in the run, else 0.0."""
+    seen: set[int] = set()
+    out = np.zeros(len(totals))
+    for i, t in enumerate(np.asarray(totals, dtype=np.int64).tolist()):
+        if t not in seen:
+            seen.add(t)
+            out[i] = 1.0
+    return out
 
 
 def prefill_pairs(q: np.ndarray, prefix: np.ndarray) -> float:
@@ -48,9 +71,12 @@ def features(s: StepShape) -> dict[str, np.ndarray]:
 def terms_ms(t: StepTerms, f: dict[str, np.ndarray]) -> np.ndarray:
     """A StepTerms model on feature arrays (ms)."""
     knee = np.maximum(f["decode_seqs"] - t.decode_knee, 0.0)
-    return (t.base_ms + t.request_ms * f["requests"] + t.prefill_token_ms * f["prefill_tokens"]
-            + t.prefill_pair_ms * f["pairs"] + t.decode_seq_ms * knee
-            + t.context_token_ms * f["context_tokens"])
+    ms = (t.base_ms + t.request_ms * f["requests"] + t.prefill_token_ms * f["prefill_tokens"]
+          + t.prefill_pair_ms * f["pairs"] + t.decode_seq_ms * knee
+          + t.context_token_ms * f["context_tokens"])
+    if "new_shape" in f and (t.new_shape_ms or t.new_shape_token_ms):
+        ms = ms + f["new_shape"] * (t.new_shape_ms + t.new_shape_token_ms * f["prefill_tokens"])
+    return ms
 
 
 def step_ms(fit: StepsFit, f: dict[str, np.ndarray]) -> np.ndarray:
@@ -73,14 +99,24 @@ class StepFitPricer:
         self.fit, self.source = fit, source
         self.outside = 0  # steps priced outside the fitted ranges
         self.steps = 0
+        self.seen: set[int] = set()  # token counts (P + D) of the steps committed so far
+        t = fit.execution
+        self._new_shape = bool(t.new_shape_ms or t.new_shape_token_ms)
 
     def step_times(self, plan: StepPlan) -> np.ndarray:
-        """Seconds per step of ``plan`` (swap time is the caller's)."""
-        return step_ms(self.fit, features(StepShape.of(plan))) * 1e-3
+        """Seconds per step of ``plan`` (swap time is the caller's). Every step of a plan
+        schedules the same tokens, so only its first can be the first of its count."""
+        f = features(StepShape.of(plan))
+        if self._new_shape:
+            f["new_shape"] = np.zeros(plan.num_steps)
+            f["new_shape"][0] = float(int(plan.num_tokens.sum()) not in self.seen)
+        return step_ms(self.fit, f) * 1e-3
 
     def observe(self, plan: StepPlan) -> None:
-        """Count a committed plan's steps, and those outside the fitted ranges."""
+        """Count a committed plan's steps, and those outside the fitted ranges; remember its
+        token count."""
         s = StepShape.of(plan)
+        self.seen.add(int(plan.num_tokens.sum()))
         self.steps += s.num_steps
         if self.fit.ranges is not None:
             self.outside += self._outside(plan, s)

@@ -33,10 +33,12 @@ def exec_ms(r, p, a, d, c):
             + e["context_token_ms"] * c)
 
 
-def records(n=1500, seed=0, noise=0.0):
-    """vLLM step-log JSONL records with per-request tokens and contexts, and their times."""
+def records(n=1500, seed=0, noise=0.0, new_shape=(0.0, 0.0)):
+    """vLLM step-log JSONL records with per-request tokens and contexts, and their times;
+    ``new_shape`` (ms, ms per prefill token) is added to a step of a token count not seen
+    before in the log."""
     rng = np.random.default_rng(seed)
-    out, t = [], 0.0
+    out, t, seen = [], 0.0, set()
     for _ in range(n):
         d = int(rng.integers(0, 33))
         prefill = [] if rng.random() < 0.6 else [int(rng.integers(2, 512))]
@@ -50,6 +52,9 @@ def records(n=1500, seed=0, noise=0.0):
         pre = q > 1
         x = exec_ms(len(q), q[pre].sum(), (q[pre] * (p[pre] + q[pre] / 2)).sum(),
                     (~pre).sum(), p[~pre].sum()) * (1 + noise * rng.standard_normal())
+        if int(q.sum()) not in seen:
+            seen.add(int(q.sum()))
+            x += new_shape[0] + new_shape[1] * q[pre].sum()
         host = HOST["base_ms"] + HOST["request_ms"] * len(q)
         out.append({"num_ctx_requests": int(pre.sum()), "num_ctx_tokens": int(q[pre].sum()),
                     "num_generation_requests": int((~pre).sum()),
@@ -84,6 +89,29 @@ def test_recovers_execution_knee_pairs_context_and_host(tmp_path, capsys):
     # a plain step log records no hardware: the fitting machine's, said so
     hw = load_model_file(out).hardware
     assert "step logs record none" in hw.source and hw.dtype == "bfloat16" and hw.cores >= 1
+
+
+def test_the_first_step_of_a_token_count_is_fitted_and_priced_once(tmp_path):
+    # vLLM on the CPU: a step of a token count the process has not run before is slower
+    df = read_log(write_jsonl(tmp_path / "s.jsonl", records(new_shape=(1.5, 0.06))))
+    assert 100 < steps.with_new_shapes(df)["new_shape"].sum() < len(df)
+    fit, notes = steps.fit(df, heldout=0.0)
+    assert fit.execution.new_shape_ms == pytest.approx(1.5, rel=1e-4)
+    assert fit.execution.new_shape_token_ms == pytest.approx(0.06, rel=1e-4)
+    assert fit.execution.prefill_token_ms == pytest.approx(EXEC["prefill_token_ms"], rel=1e-4)
+    path = save_model_file(steps.model_file(fit, notes, rows=len(df), seed=0, heldout=0.0),
+                           tmp_path / "m.yaml")
+    cost = FittedCost(get_model("llama-3-8b"), get_gpu("h100-sxm"), 1,
+                      FittedParams(profile=str(path)))
+    plan = StepPlan.build(range(3), [1, 1, 300], [100, 200, 0])  # 302 tokens
+    want = exec_ms(3, 300, 300 * 150, 2, 300) + HOST["base_ms"] + 3 * HOST["request_ms"]
+    assert cost.step_times(plan)[0] * 1e3 == pytest.approx(want + 1.5 + 0.06 * 300, rel=1e-4)
+    cost.observe(plan)  # committed: its count is no longer new
+    assert cost.step_times(plan)[0] * 1e3 == pytest.approx(want, rel=1e-4)
+    # a decode run: only its first step can be the first of its count
+    run = StepPlan.build([0, 1], [1, 1], [1000, 3000], num_steps=4)
+    ms = cost.step_times(run) * 1e3
+    assert ms[0] - 1.5 == pytest.approx(ms[1] - 1e-3 * 2, rel=1e-6)
 
 
 def test_time_weighting_keeps_the_total(tmp_path):

@@ -257,10 +257,12 @@ def hardware_of(fp: dict, source: str | None = None) -> Hardware:
 
 class StepTerms(BaseModel):
     """A linear step-time model (ms): ``base + request * R + prefill_token * P
-    + prefill_pair * A + decode_seq * max(0, D - decode_knee) + context_token * C`` with R
-    requests scheduled, P prefill-shaped tokens, A prefill attention pairs (sum over
-    prefill-shaped requests of q * (prefix + q / 2)), D decode-shaped requests, C context
-    tokens those decode requests read. Every coefficient >= 0 (sim/cost/stepfit.py)."""
+    + prefill_pair * A + decode_seq * max(0, D - decode_knee) + context_token * C
+    + N * (new_shape + new_shape_token * P)`` with R requests scheduled, P prefill-shaped
+    tokens, A prefill attention pairs (sum over prefill-shaped requests of q * (prefix +
+    q / 2)), D decode-shaped requests, C context tokens those decode requests read, N = 1 on
+    the first step of the run with its token count (P + D), else 0. Every coefficient >= 0
+    (sim/cost/stepfit.py)."""
 
     model_config = _STRICT
     base_ms: float = Field(ge=0, description="Fixed time of every step (ms).")
@@ -273,6 +275,11 @@ class StepTerms(BaseModel):
                              "per-request decode term starts (requests).")
     context_token_ms: float = Field(0.0, ge=0, description="Per context token a decode "
                                     "request reads (ms/token).")
+    new_shape_ms: float = Field(0.0, ge=0, description="Once per token count: a step whose "
+                                "scheduled tokens the engine has not run before in the run "
+                                "(ms; vLLM on the CPU pays it: sim/cost/stepfit.py).")
+    new_shape_token_ms: float = Field(0.0, ge=0, description="Per prefill-shaped token of such "
+                                      "a first-of-its-count step (ms/token).")
 
 
 class HostTerms(BaseModel):
