@@ -15,6 +15,7 @@ beside the repeats' own spread, judged against it (sim/report/spread.py).
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 
@@ -90,7 +91,15 @@ def case_rotation(run_dirs: list[Path], held: list[Path], *, seed: int = 0) -> p
     engines = [metrics(load_result(p)) for p in held]
     keys = (*CHECKS, "steps")
     table = spread_table(engines, {k: float(np.mean([m[k] for m in sims])) for k in keys}, keys)
-    return table.assign(case=Path(held[0]).name, repeats=len(held))
+    return table.assign(case=case_name(Path(held[0])), repeats=len(held))
+
+
+def case_name(run_dir: Path) -> str:
+    """The case a recorded run is of (run.json's case name), else the folder's name."""
+    try:
+        return json.loads((run_dir / "run.json").read_text())["case"]["name"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return run_dir.name
 
 
 def leave_one_case_out(run_dirs: list[Path], *, seed: int = 0) -> pd.DataFrame:

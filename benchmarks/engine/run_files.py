@@ -197,7 +197,7 @@ workload: {{trace: trace.jsonl.gz, format: jsonl}}
 """
 
 
-SHIPPED_FIT = "benchmarks/engine/cpu-tiny-llama.yaml"  # the committed runs' fit (AVX2, fp32)
+SHIPPED_FIT = "benchmarks/engine/cpu-tiny-llama.yaml"  # the committed runs' fit (its hardware)
 
 
 def fit_comment(fit: dict | None) -> str:

@@ -111,10 +111,10 @@ def test_own_fit_finds_this_machines_fit_or_says_how_to_make_one(tmp_path, monke
     (tmp_path / "mine.yaml").write_text(json.dumps({"hardware": hw}))  # JSON is YAML
     found = record.own_fit(hw)
     assert found["profile"] == f"{tmp_path.name}/mine.yaml"
-    scen = run_files.scenario_yaml({**json.loads((ENGINE / "runs/light-long/run.json")
+    scen = run_files.scenario_yaml({**json.loads((ENGINE / "runs/light-long-r1/run.json")
                                                  .read_text()), "fit": found})
     assert f"profile: {tmp_path.name}/mine.yaml}}" in scen and "fitted on this machine" in scen
-    scen = run_files.scenario_yaml({**json.loads((ENGINE / "runs/light-long/run.json")
+    scen = run_files.scenario_yaml({**json.loads((ENGINE / "runs/light-long-r1/run.json")
                                                  .read_text()), "fit": none})
     assert f"profile: {run_files.SHIPPED_FIT}}}" in scen and "# make one: servesim" in scen
 

@@ -12,7 +12,7 @@ from sim.cli import main
 from sim.report.compare import compare
 from sim.report.result_view import load_result
 
-RUN = Path(__file__).resolve().parents[2] / "benchmarks" / "engine" / "runs" / "light-long"
+RUN = Path(__file__).resolve().parents[2] / "benchmarks" / "engine" / "runs" / "light-long-r1"
 LINEAR = "{name: linear, base_ms: 10, prefill_token_ms: 0.5, decode_seq_ms: 1}"
 
 pytestmark = pytest.mark.xdist_group("engine-runs")

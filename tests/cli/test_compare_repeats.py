@@ -20,7 +20,7 @@ RUNS = Path(__file__).resolve().parents[2] / "benchmarks" / "engine" / "runs"
 pytestmark = pytest.mark.xdist_group("engine-runs")
 
 
-def repeat(tmp_path: Path, name: str, factor: float, run: str = "light-long") -> Path:
+def repeat(tmp_path: Path, name: str, factor: float, run: str = "light-long-r1") -> Path:
     """A copy of a committed run whose client saw every token ``factor`` times as late."""
     dst = tmp_path / name
     shutil.copytree(RUNS / run, dst)
@@ -50,7 +50,7 @@ def test_spread_table_judges_the_candidate_against_the_repeats_mean():
 def test_compare_of_repeats_prints_the_engine_spread(tmp_path, capsys):
     r2 = repeat(tmp_path, "r2", 1.04)
     js = tmp_path / "c.json"
-    assert main(["compare", str(RUNS / "light-long"), str(r2), "--no-plot", "--json",
+    assert main(["compare", str(RUNS / "light-long-r1"), str(r2), "--no-plot", "--json",
                  str(js)]) == 0
     out = capsys.readouterr().out
     assert "engine vs engine: 2 repeats" in out
@@ -60,9 +60,9 @@ def test_compare_of_repeats_prints_the_engine_spread(tmp_path, capsys):
 
 
 def test_compare_judges_a_replay_against_three_repeats(tmp_path, capsys):
-    reps = [RUNS / "light-long", repeat(tmp_path, "r2", 1.03), repeat(tmp_path, "r3", 0.98)]
+    reps = [RUNS / "light-long-r1", repeat(tmp_path, "r2", 1.03), repeat(tmp_path, "r3", 0.98)]
     sim = tmp_path / "sim"
-    assert main(["run", str(RUNS / "light-long" / "scenario.yaml"), "-o", str(sim), "-q",
+    assert main(["run", str(RUNS / "light-long-r1" / "scenario.yaml"), "-o", str(sim), "-q",
                  "--no-plots"]) == 0
     js = tmp_path / "c.json"
     assert main(["compare", *map(str, reps), str(sim), "--no-plot", "--json", str(js)]) == 0
@@ -75,20 +75,20 @@ def test_compare_judges_a_replay_against_three_repeats(tmp_path, capsys):
 
 def test_compare_refuses_two_folders_that_are_not_repeats(tmp_path, capsys):
     sim = tmp_path / "sim"
-    assert main(["run", str(RUNS / "light-long" / "scenario.yaml"), "-o", str(sim), "-q",
+    assert main(["run", str(RUNS / "light-long-r1" / "scenario.yaml"), "-o", str(sim), "-q",
                  "--no-plots"]) == 0
     capsys.readouterr()
-    assert main(["compare", str(RUNS / "light-long"), str(sim), str(RUNS / "kv-tight"),
+    assert main(["compare", str(RUNS / "light-long-r1"), str(sim), str(RUNS / "kv-tight-r1"),
                  "--no-plot"]) == 2
     err = capsys.readouterr().err
     assert "is not a recorded repeat" in err and len(err.strip().splitlines()) == 1
 
 
 def test_validate_steps_holds_a_cases_repeats_out_together(tmp_path):
-    ll = [RUNS / "light-long", repeat(tmp_path, "ll-2", 1.05)]
-    groups = cases([*ll, RUNS / "light-short"])
+    ll = [RUNS / "light-long-r1", repeat(tmp_path, "ll-2", 1.05)]
+    groups = cases([*ll, RUNS / "light-short-r1"])
     assert [len(g) for g in groups] == [2, 1]
-    t = case_rotation([*ll, RUNS / "light-short"], ll).set_index("metric")
+    t = case_rotation([*ll, RUNS / "light-short-r1"], ll).set_index("metric")
     assert set(t["repeats"]) == {2} and set(t["case"]) == {"light-long"}
     assert t.loc["E2EL mean ms", "spread_pct"] == pytest.approx(5.0, abs=0.05)
     for m, r in t.iterrows():
@@ -96,7 +96,7 @@ def test_validate_steps_holds_a_cases_repeats_out_together(tmp_path):
 
 
 def test_validate_steps_cli_prints_the_spread_beside_the_error(tmp_path, capsys):
-    runs = [RUNS / "light-long", repeat(tmp_path, "ll-2", 1.05), RUNS / "light-short"]
+    runs = [RUNS / "light-long-r1", repeat(tmp_path, "ll-2", 1.05), RUNS / "light-short-r1"]
     assert main(["calibrate", "validate-steps", *map(str, runs)]) == 0
     out = capsys.readouterr().out
     assert "engine spread %" in out and ("within the engine" in out or "beyond it by" in out)
