@@ -32,11 +32,17 @@ from sim.engine.plan import StepPlan
 NGRAM_SHARE = 0.005875  # n-gram drafting / verify time (SpecDecode-Bench, H100, vLLM 0.10.1)
 
 
-def priced_steps(cost, resolved):
-    """What a replica's steps cost: ``cost.step_times``, or verify + draft where the scenario
-    speculates and the cost model prices shapes (Drafter.build)."""
+def drafter_of(cost, resolved) -> Drafter | None:
+    """The scenario's drafter priced like ``cost`` (None: no speculative_config, or the cost
+    model prices whole steps by formula)."""
     spec = resolved.scenario.engine.speculative_config
-    drafter = Drafter.build(spec, cost, resolved) if spec is not None else None
+    return Drafter.build(spec, cost, resolved) if spec is not None else None
+
+
+def priced_steps(cost, resolved):
+    """What a step costs: ``cost.step_times``, or verify + draft where the scenario speculates
+    (``drafter_of``)."""
+    drafter = drafter_of(cost, resolved)
     return cost.step_times if drafter is None else drafter.step_times
 
 
