@@ -237,11 +237,12 @@ def moe_of(system: str, framework: str = "vllm"):
     from calibrate.aiconfigurator_curves import convert_moe
 
     root, pkg_version = package_root()
-    path = newest_table(root, system, "moe", framework, "moe_perf")
-    if path is None:
+    found = sorted((root / "data" / system / "moe" / framework).glob("*/moe_perf.parquet"),
+                   key=lambda p: _version_key(p.parent.name), reverse=True)
+    if not found:
         return None
-    rel = str(path.relative_to(root))
-    return convert_moe(path, f"{PACKAGE} {pkg_version} {rel}")[0]
+    src = [(p, f"{PACKAGE} {pkg_version} {p.relative_to(root)}") for p in found]
+    return convert_moe(*src[0], older=tuple(src[1:]))[0]
 
 
 def mla_of(system: str, phase: str, framework: str = "vllm"):

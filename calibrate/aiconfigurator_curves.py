@@ -8,10 +8,13 @@ per (``moe_dtype``, ``num_tokens``, ``hidden_size``, ``inter_size``, ``topk``,
 models' (Qwen3-MoE, MiniMax-M2, gpt-oss, DeepSeek-V3 / Kimi-K2, Mixtral ...), so a model is
 priced from the curve of its own shape, never from another model's.
 
-Kept: the newest version per system; tp x ep <= 8 (one node: the deployments servesim
-models); per key, the kernel with the most rows (aiconfigurator measured several vLLM
-back-ends for some formats; the one it measured most is the one it measured across every
-TP/EP split). ``distribution``: ``balanced`` (every expert gets tokens * topk / experts),
+Kept: tp x ep <= 8 (one node: the deployments servesim models); per key, the kernel with
+the most rows in the newest version (aiconfigurator measured several vLLM back-ends for
+some formats; the one it measured most is the one it measured across every TP/EP split),
+and each other vLLM MoE backend's curve (``key@backend``) from the newest version that
+timed it: a deployment run with ``--moe-backend triton`` (MiniMax-M2.5's InferenceX
+scripts) is priced from Triton's timing, which B200 has only in the 0.19/0.22 tables.
+``distribution``: ``balanced`` (every expert gets tokens * topk / experts),
 ``power_law_1.01`` and ``power_law_1.2`` (aiconfigurator's skewed routing, its default:
 1.2 for Qwen3-MoE/MiniMax/gpt-oss, 1.01 for DeepSeek/Kimi; sdk/models/moe.py and
 deepseek.py ``_power_law_alpha``).
@@ -24,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from sim.cost.moe import backend_of
 from sim.cost.profile.model_file import MLA_KEY, MOE_KEY, CurveAxis, CurveTable, moe_key
 
 MAX_GPUS = 8  # tp x ep kept (one node)
@@ -32,24 +36,64 @@ _COLS = {"dtype": "moe_dtype", "hidden": "hidden_size", "inter": "inter_size",
          "distribution": "distribution"}
 
 
-def convert_moe(path: Path, source: str) -> tuple[CurveTable, str]:
-    """The MoE CurveTable of one ``moe_perf.parquet`` and a note saying what was kept."""
-    t = pd.read_parquet(path)
-    t = t[t["moe_tp_size"] * t["moe_ep_size"] <= MAX_GPUS]
+def convert_moe(path: Path, source: str,
+                older: tuple[tuple[Path, str], ...] = ()) -> tuple[CurveTable, str]:
+    """The MoE CurveTable of one ``moe_perf.parquet`` and a note saying what was kept.
+
+    Per key, the most-measured kernel of PATH is the curve ``key`` (what ``moe_backend:
+    auto`` prices); every other vLLM MoE backend measured for the key (sim/cost/moe.py
+    ``backend_of``) is the curve ``key@backend``, from PATH or else from the newest of
+    OLDER ((path, source), newest first) that measured it: vLLM's ``--moe-backend`` of a
+    deployment is priced from a timing of that backend."""
+    t = _moe_rows(path)
     cols = [_COLS[k] for k in MOE_KEY]
-    t = _best_kernel(t, cols)
-    tokens = [int(x) for x in np.sort(t["num_tokens"].unique())]
     t = t.assign(key=[moe_key(*r) for r in t[cols].itertuples(index=False)])
-    grid = t.pivot_table(index="key", columns="num_tokens", values="latency", aggfunc="median")
-    grid = grid.reindex(columns=tokens)
-    kernels = t.drop_duplicates("key").set_index("key")["kernel_source"].reindex(grid.index)
+    best = _best_kernel(t, cols)
+    alts, used = _alternates(t, best, older, cols)
+    rows = pd.concat([best] + alts, ignore_index=True)
+    tokens = [int(x) for x in np.sort(rows["num_tokens"].unique())]
+    grid = rows.pivot_table(index="key", columns="num_tokens", values="latency",
+                            aggfunc="median")
+    grid = grid.reindex(index=sorted(grid.index), columns=tokens)
+    kernels = rows.drop_duplicates("key").set_index("key")["kernel_source"].reindex(grid.index)
     enc, offset, scale = CurveTable.encode(grid.to_numpy(np.float64))
+    src = source + "".join(f"; {what} from {s}" for s, what in used)
     table = CurveTable(fields=list(MOE_KEY), axes=[CurveAxis(name="tokens", nodes=tokens)],
                        curves=list(grid.index), kernels=[str(k) for k in kernels],
-                       offset=offset, scale=scale, values=enc, source=source)
-    note = (f"moe: {source}, {len(grid)} curves (tp x ep <= {MAX_GPUS}, the most-measured "
-            f"kernel per key), {int(np.isfinite(grid.to_numpy()).sum())} points")
+                       offset=offset, scale=scale, values=enc, source=src)
+    n_alt = sum(1 for k in grid.index if "@" in k)
+    note = (f"moe: {src}, {len(grid) - n_alt} curves (tp x ep <= {MAX_GPUS}, the most-measured "
+            f"kernel per key) and {n_alt} other-backend curves, "
+            f"{int(np.isfinite(grid.to_numpy()).sum())} points")
     return table, note
+
+
+def _moe_rows(path: Path) -> pd.DataFrame:
+    t = pd.read_parquet(path)
+    t = t[t["moe_tp_size"] * t["moe_ep_size"] <= MAX_GPUS]
+    return t.assign(backend=[backend_of(k) for k in t["kernel_source"]])
+
+
+def _alternates(t: pd.DataFrame, best: pd.DataFrame, older, cols: list[str]):
+    """Rows of the other backends' curves (key renamed ``key@backend``), each from the
+    newest table that measured it, and which older tables gave some (source, what)."""
+    have = set(zip(best["key"], best["backend"]))
+    out, used = [], []
+    for i, (tab, src) in enumerate(((t, None),) + tuple((None, s) for _, s in older)):
+        if tab is None:
+            tab = _moe_rows(older[i - 1][0])
+            tab = tab.assign(key=[moe_key(*r) for r in tab[cols].itertuples(index=False)])
+        tab = tab[tab["backend"].notna()]
+        new = tab[[(k, b) not in have for k, b in zip(tab["key"], tab["backend"])]]
+        if new.empty:
+            continue
+        new = _best_kernel(new, cols + ["backend"])
+        have |= set(zip(new["key"], new["backend"]))
+        out.append(new.assign(key=new["key"] + "@" + new["backend"]))
+        if src is not None:
+            kinds = sorted(set(new["moe_dtype"] + " " + new["backend"]))
+            used.append((src, ", ".join(kinds)))
+    return out, used
 
 
 def _best_kernel(t: pd.DataFrame, cols: list[str]) -> pd.DataFrame:

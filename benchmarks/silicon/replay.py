@@ -48,6 +48,10 @@ def scenario(row: Row, p: Protocol, trace: Path) -> dict:
               "async_scheduling": p.async_scheduling}
     if p.block_size is not None:
         engine["block_size"] = p.block_size
+    if p.moe_backend != "auto":
+        engine["moe_backend"] = p.moe_backend
+    if p.max_cudagraph_capture_size is not None:
+        engine["max_cudagraph_capture_size"] = p.max_cudagraph_capture_size
     for key in ("max_num_seqs", "max_num_batched_tokens", "max_model_len"):
         if getattr(p, key) is not None:
             engine[key] = getattr(p, key)

@@ -43,6 +43,8 @@ class Protocol:
     source: str
     block_size: int | None = None  # --block-size (None: vLLM's 16)
     prefix_caching: bool = False   # random prompts share nothing: on or off changes no step
+    moe_backend: str = "auto"      # --moe-backend (or the env flags that choose it)
+    max_cudagraph_capture_size: int | None = None  # None: vLLM's default
 
 
 @dataclass(frozen=True)
@@ -213,22 +215,26 @@ INFERENCEX = (
 SERVERS: dict[tuple[str, str, str], dict] = {
     ("MiniMaxAI/MiniMax-M2.5", "fp8", "b200"): dict(
         util=0.95, block=32, kv_fp8=False, prefix=True, seqs=None, mnbt=None,
-        src="minimaxm2.5_fp8_b200.sh @07e171a3"),
+        # VLLM_USE_FLASHINFER_MOE_FP8=0, VLLM_MOE_USE_DEEP_GEMM=0: ASSUMPTION, what is left
+        # for block-fp8 experts is vLLM's Triton fused_moe (aiconfigurator timed it, 0.22)
+        moe="triton", src="minimaxm2.5_fp8_b200.sh @07e171a3"),
     ("MiniMaxAI/MiniMax-M2.5", "fp8", "h200"): dict(
         util=0.95, block=None, kv_fp8=True, prefix=False, seqs=512, mnbt="minimax_h200",
-        src="minimaxm2.5_fp8_h200.sh @0949de54"),
+        moe="triton", src="minimaxm2.5_fp8_h200.sh @0949de54 (--moe-backend triton)"),
     ("MiniMaxAI/MiniMax-M2.5", "fp4", "b200"): dict(
         util=0.90, block=None, kv_fp8=False, prefix=True, seqs="conc", mnbt=None,
         src="minimaxm2.5_fp4_b200.sh @56245be3"),
     ("openai/gpt-oss-120b", "fp4", "b200"): dict(
-        util=0.90, block=None, kv_fp8=True, prefix=False, seqs=512, mnbt=8192,
+        util=0.90, block=None, kv_fp8=True, prefix=False, seqs=512, mnbt=8192, graphs=2048,
+        # VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1: FlashInfer TRT-LLM with mxfp8 activations,
+        # a format no shipped table prices (the profile's w4a16 FlashInfer TRT-LLM curve)
         src="gptoss_fp4_b200.sh @34bc7c40"),
     ("openai/gpt-oss-120b", "fp4", "h200"): dict(
-        util=0.90, block=None, kv_fp8=False, prefix=False, seqs="conc", mnbt=8192,
-        src="gptoss_fp4_h200.sh @34bc7c40"),
+        util=0.90, block=None, kv_fp8=False, prefix=False, seqs="conc", mnbt=8192, graphs=2048,
+        moe="marlin", src="gptoss_fp4_h200.sh @34bc7c40 (VLLM_MXFP4_USE_MARLIN=1)"),
     ("openai/gpt-oss-120b", "fp4", "h100"): dict(
-        util=0.90, block=None, kv_fp8=False, prefix=False, seqs="conc", mnbt=8192,
-        src="gptoss_fp4_h100.sh @34bc7c40"),
+        util=0.90, block=None, kv_fp8=False, prefix=False, seqs="conc", mnbt=8192, graphs=2048,
+        moe="marlin", src="gptoss_fp4_h100.sh @34bc7c40 (VLLM_MXFP4_USE_MARLIN=1)"),
     ("moonshotai/Kimi-K2.5", "int4", "h200"): dict(
         util=0.95, block=None, kv_fp8=False, prefix=True, seqs="conc", mnbt=None,
         src="kimik2.5_int4_h200.sh @34bc7c40"),
@@ -282,7 +288,8 @@ def _inferencex(row: Row) -> Protocol:
         max_num_batched_tokens=_mnbt(srv["mnbt"], row), max_model_len=mml,
         kv_fp8=srv["kv_fp8"], gpu_memory_utilization=srv["util"], async_scheduling=True,
         source=f"{INFERENCEX}; server {srv['src']}", block_size=block,
-        prefix_caching=srv["prefix"])
+        prefix_caching=srv["prefix"], moe_backend=srv.get("moe", "auto"),
+        max_cudagraph_capture_size=srv.get("graphs"))
 
 
 def protocol(row: Row) -> Protocol:

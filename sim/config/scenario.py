@@ -42,11 +42,14 @@ from sim.config.limits import (
 )
 from sim.config.speculative import SpeculativeConfig
 from sim.cost.base import COST_MODELS
+from sim.cost.moe import BACKENDS
 from sim.fleet.config import ClusterConfig
 from sim.kv.base import KV_POLICIES
 from sim.sched.admission import ADMISSION_RULES
 from sim.sched.base import SCHEDULERS
 from traces.spec import WorkloadSpec
+
+MoeBackend = Literal[BACKENDS]  # vLLM's --moe-backend values a profile can price
 
 _STRICT = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 # vLLM 0.32 on CUDA: every attention backend for a dense model needs a multiple of 16
@@ -170,6 +173,13 @@ class EngineConfig(BaseModel):
         description="vLLM's --max-cudagraph-capture-size: the largest step (tokens) run from "
         "a captured CUDA graph; a step with more runs eager. Unset: vLLM's default, "
         "min(2 x max_num_seqs, 512) (vllm/config/vllm.py, set_cudagraph_sizes).",
+    )
+    moe_backend: MoeBackend = Field(
+        "auto", description="vLLM's --moe-backend: the kernels of a mixture-of-experts "
+        "layer (triton, flashinfer_trtllm, flashinfer_cutlass, marlin, deep_gemm, cutlass). "
+        "auto: vLLM chooses; the fitted cost model then prices the kernel aiconfigurator "
+        "measured most for the shape. A named one is priced from its own timing where the "
+        "profile has it (sim/cost/moe.py). Dense models ignore it.",
     )
     ingress_ms: float | None = Field(
         None, ge=0, le=60_000, description="A request becomes visible to the scheduler this "

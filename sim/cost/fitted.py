@@ -139,7 +139,7 @@ class FittedCost(ScalarPricing, CostModel):
         # vLLM's --enable-expert-parallel: experts on EP = TP x DP ranks, not TP-sharded
         # vLLM --data-parallel-size D: D engines step together through the MoE layers, which
         # see every rank's tokens (this engine prices one rank, the others as loaded as it)
-        r = kw.get("resolved")
+        r = self.resolved = kw.get("resolved")
         self.dp, self.ep = (r.dp, r.ep) if r is not None else (1, 1)  # sim/config/resolve.py
         spec = self.params.profile
         if spec == AUTO:
@@ -318,7 +318,8 @@ class FittedCost(ScalarPricing, CostModel):
                           f"MoE TP {ep} x EP {tp} on the same {tp * ep} GPUs", UserWarning,
                           stacklevel=4)
             key = alt
-        return MoeCurve(self.file.moe, key, what)
+        backend = self.resolved.scenario.engine.moe_backend if self.resolved else "auto"
+        return MoeCurve(self.file.moe, key, what, backend)
 
     # -- pieces --------------------------------------------------------------------------
     def _roof(self, flops, nbytes, peak=None):

@@ -13,9 +13,19 @@ Routing distribution (a documented assumption, as aiconfigurator's): ``auto`` is
 families) and ``power_law_1.2`` for the others (Qwen3-MoE, MiniMax-M2, gpt-oss, Mixtral):
 aiconfigurator-core 0.12.0 sdk/models/deepseek.py and moe.py ``_power_law_alpha``.
 ``balanced`` spreads every token's top-k evenly over the experts (the best case).
+
+Backend (``engine.moe_backend``, vLLM's ``--moe-backend``): ``auto`` prices the curve of the
+kernel aiconfigurator measured most for the shape (standing in for vLLM's own choice);
+a named backend prices the profile's ``key@backend`` curve, imported from the newest
+aiconfigurator table that timed it (calibrate/aiconfigurator_curves.py). The kernel
+matters: MiniMax-M2.5's block-fp8 experts at 8,192 tokens, MoE TP 4 on B200 take 0.90 ms
+per layer in FlashInfer TRT-LLM (vLLM 0.24.0 table) and 1.64 ms in Triton (0.22.0). A
+backend the profile has no timing of is said once and priced with the default curve.
 """
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 
@@ -23,13 +33,33 @@ from sim.cost.profile.model_file import CurveTable
 from traces.errors import InputError
 
 DISTRIBUTIONS = ("auto", "balanced", "power_law_1.01", "power_law_1.2")
+# vLLM's --moe-backend values (vllm/config/kernel.py MoEBackend) a profile can hold timings
+# of; "auto" prices the kernel aiconfigurator measured most for the shape
+BACKENDS = ("auto", "triton", "flashinfer_trtllm", "flashinfer_cutlass", "marlin",
+            "deep_gemm", "cutlass")
+
+
+def backend_of(kernel_source: str) -> str | None:
+    """The vLLM MoE backend an aiconfigurator ``kernel_source`` timed, or None when the
+    name does not say (e.g. 0.19's ``vllm_mxfp4_moe``). ``vllm_fused_moe`` is vLLM's Triton
+    fused_moe (aiconfigurator's collector for vLLM <= 0.22)."""
+    k = kernel_source.lower()
+    for name in ("flashinfer_trtllm", "flashinfer_cutlass", "deep_gemm", "marlin"):
+        if name in k:
+            return name
+    if k == "vllm_fused_moe" or "triton" in k:
+        return "triton"
+    if "cutlass" in k:
+        return "cutlass"
+    return None
 
 
 class MoeCurve:
     """Seconds of one fused-MoE layer at a token count (vectorised over counts)."""
 
-    def __init__(self, table: CurveTable, key: str, what: str):
+    def __init__(self, table: CurveTable, key: str, what: str, backend: str = "auto"):
         idx = table.index()
+        key = _backend_key(table, idx, key, backend, what)
         if key not in idx:
             raise InputError(f"{what}: the profile has no fused-MoE timing for {_show(key)}; "
                              f"it has {_near(table, key)}")
@@ -52,8 +82,26 @@ class MoeCurve:
         return out
 
 
+def _backend_key(table: CurveTable, idx: dict, key: str, backend: str, what: str) -> str:
+    """The curve of ``backend`` for KEY: the default curve when it timed that backend, else
+    ``key@backend`` (an older table's timing, maybe the only one of the shape), else the
+    default curve, said once."""
+    alt = f"{key}@{backend}"
+    if backend == "auto" or (key in idx and backend_of(table.kernels[idx[key]]) == backend):
+        return key
+    if alt in idx:
+        return alt
+    if key in idx:
+        have = sorted({backend_of(table.kernels[i]) or table.kernels[i]
+                       for c, i in idx.items() if c.split("@")[0] == key})
+        warnings.warn(f"{what}: no {backend} fused-MoE timing for {_show(key)} (measured: "
+                      f"{', '.join(have)}); priced with {table.kernels[idx[key]]}",
+                      UserWarning, stacklevel=6)
+    return key
+
+
 def _show(key: str) -> str:
-    d, h, i, e, k, tp, ep, dist = key.split("|")
+    d, h, i, e, k, tp, ep, dist = key.split("@")[0].split("|")
     return (f"{d} experts, hidden {h}, expert intermediate {i}, {e} experts top-{k}, "
             f"MoE TP {tp} x EP {ep}, routing {dist}")
 
@@ -62,7 +110,7 @@ def _near(table: CurveTable, key: str) -> str:
     """What the profile measured for this model's format and shape (or for its format)."""
     parts = key.split("|")
     same = sorted({"|".join(c.split("|")[5:7]) for c in table.curves
-                   if c.split("|")[:5] == parts[:5]})
+                   if c.split("|")[:5] == parts[:5] and "@" not in c})
     if same:
         return "this shape and format at MoE TP|EP " + ", ".join(same)
     shapes = sorted({"x".join(c.split("|")[1:5]) for c in table.curves

@@ -92,6 +92,41 @@ def test_moe_curves_keep_one_kernel_per_shape_and_the_measured_times():
         assert got[int(n)] == pytest.approx(lat, rel=1e-4)
 
 
+def test_moe_curves_of_other_backends_come_from_the_newest_table_that_timed_them():
+    pytest.importorskip("aiconfigurator_core")
+    import pandas as pd
+
+    from calibrate.aiconfigurator import moe_of, package_root
+    from sim.cost.moe import backend_of
+    from sim.cost.profile.model_file import moe_key
+
+    table = moe_of("b200_sxm")
+    idx = table.index()
+    # MiniMax-M2.5's block-fp8 experts at MoE TP 4: FlashInfer TRT-LLM in 0.24.0 (the
+    # default curve), Triton fused_moe only in the 0.19.0 / 0.22.0 tables (0.22.0 kept)
+    key = moe_key("fp8_block", 3072, 1536, 256, 8, 4, 1, "power_law_1.2")
+    assert backend_of(table.kernels[idx[key]]) == "flashinfer_trtllm"
+    assert table.kernels[idx[key + "@triton"]] == "vllm_fused_moe"
+    assert "moe/vllm/0.22.0/moe_perf.parquet" in table.source
+    root, _ = package_root()
+    raw = pd.read_parquet(root / "data/b200_sxm/moe/vllm/0.22.0/moe_perf.parquet")
+    rows = raw[(raw.moe_dtype == "fp8_block") & (raw.hidden_size == 3072)
+               & (raw.inter_size == 1536) & (raw.num_experts == 256) & (raw.topk == 8)
+               & (raw.moe_tp_size == 4) & (raw.moe_ep_size == 1)
+               & (raw.distribution == "power_law_1.2")]
+    got = dict(zip(table.tokens, table.ms()[idx[key + "@triton"]]))
+    assert len(rows) > 10
+    for n, lat in zip(rows.num_tokens, rows.latency):
+        assert got[int(n)] == pytest.approx(lat, rel=2e-4)
+    # one curve per (key, backend), never a second curve of the default's backend (a
+    # shape only older tables timed has other-backend curves and no default)
+    for c, i in idx.items():
+        if "@" in c:
+            base, backend = c.split("@")
+            assert backend == backend_of(table.kernels[i])
+            assert base not in idx or backend_of(table.kernels[idx[base]]) != backend
+
+
 def test_unknown_system_is_an_input_error(capsys):
     code = main(["calibrate", "import-aiconfigurator", "--system", "tpu_v9"])
     err = capsys.readouterr().err.strip()
