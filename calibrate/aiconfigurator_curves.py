@@ -45,9 +45,8 @@ def convert_moe(path: Path, source: str,
     ``backend_of``) is the curve ``key@backend``, from PATH or else from the newest of
     OLDER ((path, source), newest first) that measured it: vLLM's ``--moe-backend`` of a
     deployment is priced from a timing of that backend."""
-    t = _moe_rows(path)
     cols = [_COLS[k] for k in MOE_KEY]
-    t = t.assign(key=[moe_key(*r) for r in t[cols].itertuples(index=False)])
+    t = _moe_rows(path, cols)
     best = _best_kernel(t, cols)
     alts, used = _alternates(t, best, older, cols)
     rows = pd.concat([best] + alts, ignore_index=True)
@@ -68,10 +67,12 @@ def convert_moe(path: Path, source: str,
     return table, note
 
 
-def _moe_rows(path: Path) -> pd.DataFrame:
+def _moe_rows(path: Path, cols: list[str]) -> pd.DataFrame:
+    """One table's rows of one node, with their curve key and vLLM backend."""
     t = pd.read_parquet(path)
     t = t[t["moe_tp_size"] * t["moe_ep_size"] <= MAX_GPUS]
-    return t.assign(backend=[backend_of(k) for k in t["kernel_source"]])
+    return t.assign(key=[moe_key(*r) for r in t[cols].itertuples(index=False)],
+                    backend=[backend_of(k) for k in t["kernel_source"]])
 
 
 def _alternates(t: pd.DataFrame, best: pd.DataFrame, older, cols: list[str]):
@@ -79,10 +80,8 @@ def _alternates(t: pd.DataFrame, best: pd.DataFrame, older, cols: list[str]):
     newest table that measured it, and which older tables gave some (source, what)."""
     have = set(zip(best["key"], best["backend"]))
     out, used = [], []
-    for i, (tab, src) in enumerate(((t, None),) + tuple((None, s) for _, s in older)):
-        if tab is None:
-            tab = _moe_rows(older[i - 1][0])
-            tab = tab.assign(key=[moe_key(*r) for r in tab[cols].itertuples(index=False)])
+    for path, src in ((None, None),) + tuple(older):
+        tab = t if path is None else _moe_rows(path, cols)
         tab = tab[tab["backend"].notna()]
         new = tab[[(k, b) not in have for k, b in zip(tab["key"], tab["backend"])]]
         if new.empty:
@@ -91,8 +90,7 @@ def _alternates(t: pd.DataFrame, best: pd.DataFrame, older, cols: list[str]):
         have |= set(zip(new["key"], new["backend"]))
         out.append(new.assign(key=new["key"] + "@" + new["backend"]))
         if src is not None:
-            kinds = sorted(set(new["moe_dtype"] + " " + new["backend"]))
-            used.append((src, ", ".join(kinds)))
+            used.append((src, ", ".join(sorted(set(new["moe_dtype"] + " " + new["backend"])))))
     return out, used
 
 
