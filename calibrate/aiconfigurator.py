@@ -65,10 +65,15 @@ def _version_key(v: str) -> tuple:
     return tuple(int(x) if x.isdigit() else 0 for x in re.split(r"[.\-a-z]+", v) if x)
 
 
+def tables(root: Path, system: str, op_dir: str, framework: str, name: str) -> list[Path]:
+    """Every ``<version>/<name>.parquet`` of one op folder, newest version first."""
+    found = (root / "data" / system / op_dir / framework).glob(f"*/{name}.parquet")
+    return sorted(found, key=lambda p: _version_key(p.parent.name), reverse=True)
+
+
 def newest_table(root: Path, system: str, op_dir: str, framework: str, name: str) -> Path | None:
     """The newest ``<version>/<name>.parquet`` of one op folder, or None."""
-    found = list((root / "data" / system / op_dir / framework).glob(f"*/{name}.parquet"))
-    return max(found, key=lambda p: _version_key(p.parent.name), default=None)
+    return next(iter(tables(root, system, op_dir, framework, name)), None)
 
 
 def _frame(op: str, name: str, rows: int, dtype: str = "bfloat16", kv_dtype: str = "bfloat16",
@@ -237,8 +242,7 @@ def moe_of(system: str, framework: str = "vllm"):
     from calibrate.aiconfigurator_curves import convert_moe
 
     root, pkg_version = package_root()
-    found = sorted((root / "data" / system / "moe" / framework).glob("*/moe_perf.parquet"),
-                   key=lambda p: _version_key(p.parent.name), reverse=True)
+    found = tables(root, system, "moe", framework, "moe_perf")
     if not found:
         return None
     src = [(p, f"{PACKAGE} {pkg_version} {p.relative_to(root)}") for p in found]

@@ -139,7 +139,7 @@ class FittedCost(ScalarPricing, CostModel):
         # vLLM's --enable-expert-parallel: experts on EP = TP x DP ranks, not TP-sharded
         # vLLM --data-parallel-size D: D engines step together through the MoE layers, which
         # see every rank's tokens (this engine prices one rank, the others as loaded as it)
-        r = self.resolved = kw.get("resolved")
+        r = kw.get("resolved")
         self.dp, self.ep = (r.dp, r.ep) if r is not None else (1, 1)  # sim/config/resolve.py
         spec = self.params.profile
         if spec == AUTO:
@@ -170,6 +170,8 @@ class FittedCost(ScalarPricing, CostModel):
         # async scheduling (engine.async_scheduling): the host schedules and prepares step
         # N + 1 while the GPU runs step N, so a step lasts the longer of the two
         self.async_host = bool(r is not None and r.scenario.engine.async_scheduling)
+        # vLLM's --moe-backend: which measured fused-MoE curve prices the experts
+        self.moe_backend = r.scenario.engine.moe_backend if r is not None else "auto"
         if self.file.kind == "ops":
             missing = [op for op in ("gemm", "prefill_attn", "decode_attn")
                        if op not in self.file.ops]
@@ -318,8 +320,7 @@ class FittedCost(ScalarPricing, CostModel):
                           f"MoE TP {ep} x EP {tp} on the same {tp * ep} GPUs", UserWarning,
                           stacklevel=4)
             key = alt
-        backend = self.resolved.scenario.engine.moe_backend if self.resolved else "auto"
-        return MoeCurve(self.file.moe, key, what, backend)
+        return MoeCurve(self.file.moe, key, what, self.moe_backend)
 
     # -- pieces --------------------------------------------------------------------------
     def _roof(self, flops, nbytes, peak=None):
