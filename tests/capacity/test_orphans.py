@@ -60,3 +60,16 @@ def test_sigkill_of_a_parallel_sweep_leaves_no_process(tmp_path):
     finally:
         for pid in session(proc.pid):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_a_process_whose_parent_is_gone_before_it_asks_exits_at_once():
+    # the race behind a worker forked as the forkserver is killed: by the time it asks, it
+    # has been re-parented, so it must compare with the parent it was forked by
+    code = ("import os; from sim.plan.executors.orphans import die_with_parent; "
+            "die_with_parent({parent}); print('alive')")
+    gone = subprocess.run([sys.executable, "-c", code.format(parent=2**22 + 1)],
+                          capture_output=True, text=True, timeout=60)
+    assert (gone.returncode, gone.stdout) == (1, "")
+    here = subprocess.run([sys.executable, "-c", code.format(parent="os.getppid()")],
+                          capture_output=True, text=True, timeout=60)
+    assert (here.returncode, here.stdout) == (0, "alive\n")

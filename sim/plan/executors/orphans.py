@@ -11,7 +11,11 @@ for by every pool process:
       `-- resource tracker  exits by itself once every process holding its pipe is gone
 
 The kernel clears the request on fork, so each level asks for itself; a process whose
-parent died before it asked exits at once. Elsewhere than Linux this is a no-op.
+parent died before it asked exits at once. "Its parent" is the pid it was forked by (the
+forkserver's, recorded there on import), never the one it reads when it asks: a worker forked
+just as the forkserver is killed is already re-parented by then, and would otherwise run on
+(seen once: a worker and the resource tracker it kept alive). Elsewhere than Linux this is a
+no-op.
 """
 
 from __future__ import annotations
@@ -25,13 +29,15 @@ from collections.abc import Iterator
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 PARENT_ENV = "SERVESIM_POOL_PARENT"  # pid of the servesim process that starts the pool
+_server: int | None = None  # the forkserver's pid, in it and in the workers it forks
 
 
-def die_with_parent() -> None:
-    """Have the kernel SIGKILL this process when its parent exits."""
+def die_with_parent(parent: int | None = None) -> None:
+    """Have the kernel SIGKILL this process when ``parent`` (pid; default: the forkserver
+    that forked it, else its parent now) exits; exit at once if it already has."""
     if not sys.platform.startswith("linux"):
         return
-    parent = os.getppid()
+    parent = parent or _server or os.getppid()
     try:
         prctl = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
@@ -54,10 +60,14 @@ def marked() -> Iterator[None]:
 
 
 def _in_forkserver() -> None:
-    """On import: the forkserver (this module is preloaded there) asks for itself; any other
-    importer (its parent is not the marked process) does nothing."""
-    if os.environ.get(PARENT_ENV) == str(os.getppid()):
-        die_with_parent()
+    """On import: the forkserver (this module is preloaded there) records its pid for the
+    workers it forks and asks for itself; any other importer (its parent is not the marked
+    process) does nothing."""
+    global _server
+    marked_parent = os.environ.get(PARENT_ENV)
+    if marked_parent == str(os.getppid()):
+        _server = os.getpid()
+        die_with_parent(int(marked_parent))
 
 
 _in_forkserver()
