@@ -13,6 +13,10 @@ aiconfigurator-core ships tables measured on real GPUs under
   ``isl`` tokens per sequence, no cached prefix -> ``prefill_attn`` (q = isl, p = 0);
 * ``attention/generation_attention_perf``: same filters; the KV length is ``isl + step``
   (collector: isl = 1, step = sequence length - 1) -> ``decode_attn`` (ctx = step);
+* the same two attention tables' sliding-window rows (windows 128, 1024, 8192): one curve
+  per window and head shape over batch x length (``window_context`` /
+  ``window_generation``, calibrate/aiconfigurator_curves.py convert_window), which price
+  gpt-oss's banded layers;
 * ``comm/custom_allreduce_perf``: the CUDA-graph (``vllm_graph``) backend; ``message_size``
   counts bf16 elements -> ``allreduce`` rows of 2 bytes per element.
 
@@ -261,6 +265,19 @@ def mla_of(system: str, phase: str, framework: str = "vllm"):
     return convert_mla(path, phase, f"{PACKAGE} {pkg_version} {rel}")
 
 
+def window_of(system: str, phase: str, framework: str = "vllm"):
+    """The system's measured sliding-window attention of one phase (``context`` or
+    ``generation``) from the same table as its full attention, or None."""
+    from calibrate.aiconfigurator_curves import convert_window
+
+    root, pkg_version = package_root()
+    path = newest_table(root, system, "attention", framework, f"{phase}_attention_perf")
+    if path is None:
+        return None
+    rel = str(path.relative_to(root))
+    return convert_window(path, phase, f"{PACKAGE} {pkg_version} {rel}")
+
+
 def system_spec(system: str) -> dict:
     """aiconfigurator's system YAML (datasheet figures and empirical corrections)."""
     root, _ = package_root()
@@ -305,8 +322,12 @@ def import_and_fit(system: str, framework: str = "vllm", seed: int = 0,
     mf.moe = moe_of(system, framework)
     mf.mla_context, mf.mla_generation = (mla_of(system, ph, framework)
                                          for ph in ("context", "generation"))
+    mf.window_context, mf.window_generation = (window_of(system, ph, framework)
+                                               for ph in ("context", "generation"))
     for what, t in (("fused-MoE", mf.moe), ("MLA context", mf.mla_context),
-                    ("MLA generation", mf.mla_generation)):
+                    ("MLA generation", mf.mla_generation),
+                    ("sliding-window context attention", mf.window_context),
+                    ("sliding-window generation attention", mf.window_generation)):
         if t is not None:
             mf.provenance.notes.append(f"{what}: {len(t.curves)} curves from {t.source} "
                                        "(calibrate/aiconfigurator_curves.py)")

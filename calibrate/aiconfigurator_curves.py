@@ -1,4 +1,5 @@
-"""Import aiconfigurator-core's measured vLLM fused-MoE and MLA times as ``CurveTable``s.
+"""Import aiconfigurator-core's measured vLLM fused-MoE, MLA and sliding-window attention times
+as ``CurveTable``s.
 
 ``systems/data/<system>/moe/vllm/<version>/moe_perf.parquet`` holds one fused-MoE layer
 (vLLM's ``FusedMoE``: token permutation, the gate+up and down expert GEMMs, activation and
@@ -28,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from sim.cost.moe import backend_of
-from sim.cost.profile.model_file import MLA_KEY, MOE_KEY, CurveAxis, CurveTable, moe_key
+from sim.cost.profile.model_file import MLA_KEY, MOE_KEY, WINDOW_KEY, CurveAxis, CurveTable, moe_key
 
 MAX_GPUS = 8  # tp x ep kept (one node)
 _COLS = {"dtype": "moe_dtype", "hidden": "hidden_size", "inter": "inter_size",
@@ -111,9 +112,36 @@ def convert_mla(path: Path, phase: str, source: str) -> CurveTable:
     and written (aiconfigurator's collector)."""
     t = pd.read_parquet(path)
     t = t[t["tp_size"] == 1]  # heads are per GPU: a TP split is its heads count
-    cols = ["architecture", "kv_cache_dtype", "gemm_type", "num_heads"]
-    t = _best_kernel(t, cols)
     length = "isl" if phase == "context" else "step"
+    return _batch_length_table(t, ["architecture", "kv_cache_dtype", "gemm_type", "num_heads"],
+                               MLA_KEY, length, source)
+
+
+def convert_window(path: Path, phase: str, source: str) -> CurveTable | None:
+    """The sliding-window attention CurveTable of one ``<phase>_attention_perf.parquet``
+    (``context`` or ``generation``), or None when it has no windowed rows: bf16 attention,
+    one curve per (window, KV-cache dtype, query heads, KV heads, head dim; heads per GPU)
+    over batch x length (context: the prompt ``isl``, no cached prefix; generation: the KV
+    length ``isl + step``, the collector's isl = 1), the most-measured kernel per key.
+    aiconfigurator times windows of 128 (gpt-oss), 1024 and 8192 tokens."""
+    t = pd.read_parquet(path)
+    if "window_size" not in t:
+        return None
+    t = t[(t["window_size"] > 0) & (t["attn_dtype"] == "bfloat16") & (t["beam_width"] == 1)]
+    if t.empty:
+        return None
+    if phase == "generation":
+        t = t.assign(kv_len=t["isl"] + t["step"])
+    cols = ["window_size", "kv_cache_dtype", "num_heads", "num_key_value_heads", "head_dim"]
+    return _batch_length_table(t, cols, WINDOW_KEY, "isl" if phase == "context" else "kv_len",
+                               source)
+
+
+def _batch_length_table(t: pd.DataFrame, cols: list[str], fields: tuple[str, ...],
+                        length: str, source: str) -> CurveTable:
+    """One curve per ``cols`` key (the most-measured kernel's rows, median latency) over
+    batch x ``length``; NaN where the collector did not measure."""
+    t = _best_kernel(t, cols)
     t = t.assign(key=["|".join(str(v) for v in r) for r in t[cols].itertuples(index=False)])
     batch = [int(x) for x in np.sort(t["batch_size"].unique())]
     lens = [int(x) for x in np.sort(t[length].unique())]
@@ -125,7 +153,7 @@ def convert_mla(path: Path, phase: str, source: str) -> CurveTable:
         grid[ki[k], bi[int(b)], li[int(n)]] = ms
     kernels = t.drop_duplicates("key").set_index("key")["kernel_source"].reindex(keys)
     enc, offset, scale = CurveTable.encode(grid)
-    return CurveTable(fields=list(MLA_KEY), axes=[CurveAxis(name="batch", nodes=batch),
-                                                  CurveAxis(name=length, nodes=lens)],
+    return CurveTable(fields=list(fields), axes=[CurveAxis(name="batch", nodes=batch),
+                                                 CurveAxis(name=length, nodes=lens)],
                       curves=keys, kernels=[str(k) for k in kernels], offset=offset,
                       scale=scale, values=enc, source=source)

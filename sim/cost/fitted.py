@@ -28,6 +28,8 @@ model's shapes once, at construction, so pricing a step is a few 1-D/2-D interpo
 * decode attention: the decode requests as one batch at their mean context (vectorised
   over the steps of a decode run);
 * attention from the tables of the model's KV dtype (``*_attn`` or ``*_attn.fp8_kv``);
+  a sliding-window layer (gpt-oss) from the measured windowed kernel of its window and
+  heads (the file's ``window_context`` / ``window_generation``), where the file has it;
 * all-reduce: the file's table for this tp, else the GPU's roofline interconnect figures;
 * elementwise kernels (sim/cost/elementwise.py) at the file's stated efficiency and floor.
 
@@ -46,6 +48,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sim.cost.base import COST_MODELS, CostModel, decode_contexts
+from sim.cost.curve_grid import MeasuredAttention
 from sim.cost.elementwise import ElementwiseWork
 from sim.cost.layer_plan import dense_format, expert_format, plan_layers
 from sim.cost.mla import MlaModule
@@ -61,6 +64,7 @@ from sim.cost.profile.model_file import (
     resolve_profile,
     shipped_profiles,
     table_key,
+    window_key,
 )
 from sim.cost.scalar import ScalarPricing
 from sim.cost.stepfit import StepFitPricer
@@ -246,6 +250,7 @@ class FittedCost(ScalarPricing, CostModel):
         self.mla = self._mla_module() if m.is_mla else None
         self.attn_layers, self.slide_layers = plan.full_attn_layers, plan.sliding_layers
         self.window = plan.window
+        self.swa = self._window_module(fp8_kv) if self.slide_layers else None
         group = self.heads / self.kv_heads
         lg = np.log2
         self.gemms = {}
@@ -294,6 +299,24 @@ class FittedCost(ScalarPricing, CostModel):
         kv = "fp8" if m.kv_bytes == 1 else "bfloat16"
         key = f"DeepseekV3ForCausalLM|{kv}|{dense_format(m)}|{m.num_attention_heads // self.tp}"
         return MlaModule(f.mla_context, f.mla_generation, key, what)
+
+    def _window_module(self, fp8_kv: bool) -> MeasuredAttention | None:
+        """The measured sliding-window attention of this model's window and heads per GPU
+        (aiconfigurator's windowed FlashAttention / FlashInfer rows), or None: the sliding
+        layers are then priced as chunks of full attention (_sliding), said once."""
+        f, m = self.file, self.model
+        key = window_key(self.window, "fp8" if fp8_kv else "bfloat16", self.heads,
+                         self.kv_heads, self.head_dim)
+        what = f"cost fitted: profile {self.spec}, {m.name}"
+        tables = (f.window_context, f.window_generation)
+        if all(t is not None and key in t.index() for t in tables):
+            return MeasuredAttention(*tables, key, what, "sliding-window attention")
+        warnings.warn(f"{what}: no measured sliding-window attention for window "
+                      f"{self.window}, {self.heads} heads / {self.kv_heads} KV heads of "
+                      f"{self.head_dim} per GPU; its {self.slide_layers} sliding layers are "
+                      "priced as window-long chunks of full attention (an over-estimate)",
+                      UserWarning, stacklevel=5)
+        return None
 
     def _moe_curve(self, plan) -> MoeCurve:
         """The measured fused-MoE curve of this model's experts at this TP / EP split."""
@@ -499,10 +522,21 @@ class FittedCost(ScalarPricing, CostModel):
 
     def _sliding(self, prefill_q, prefill_ctx, num_decode: int) -> float:
         """One sliding-window layer's attention (seconds): each query attends to at most
-        ``window`` keys, so a chunk of q > W tokens costs q / W chunks of W over a W prefix,
-        and a decoding request costs a decode over min(context, W) -- taken as W (a request
-        past its first W tokens; shorter ones are over-priced by at most one window)."""
+        ``window`` keys. From the profile's measured windowed kernel where it has this shape
+        (sim/cost/curve_grid.py MeasuredAttention); else a chunk of q > W tokens costs q / W
+        chunks of W over a W prefix (each priced, floor included, as a full-attention
+        launch: an over-estimate, 4-40x on gpt-oss at 8k tokens). A decoding request costs
+        a decode over min(context, W) -- taken as W (a request past its first W tokens;
+        shorter ones are over-priced by at most one window)."""
         w = self.window
+        if self.swa is not None:  # measured: prefill and decode of the window (module doc)
+            t = self.swa.prefill(prefill_q, prefill_ctx) if len(prefill_q) else 0.0
+            if num_decode:
+                d = self._slide_memo.get(num_decode)
+                if d is None:
+                    d = self._slide_memo[num_decode] = self.swa.decode(num_decode, w)
+                t += d
+            return t
         t = 0.0
         for q, p in zip(prefill_q, prefill_ctx):
             q, p = int(q), int(p)

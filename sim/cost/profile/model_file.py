@@ -116,6 +116,7 @@ class OpTable(BaseModel):
 # curve keys: one fused-MoE layer (calibrate/aiconfigurator_curves.py); one MLA attention module
 MOE_KEY = ("dtype", "hidden", "inter", "experts", "topk", "tp", "ep", "distribution")
 MLA_KEY = ("arch", "kv_dtype", "gemm", "heads")
+WINDOW_KEY = ("window", "kv_dtype", "heads", "kv_heads", "head_dim")  # heads: per GPU
 _MISSING = -32768  # stored int16 of a node the measurement did not cover
 
 
@@ -123,6 +124,11 @@ def moe_key(dtype: str, hidden: int, inter: int, experts: int, topk: int, tp: in
             distribution: str) -> str:
     """The curve key of one expert configuration (``MOE_KEY`` order)."""
     return "|".join(str(v) for v in (dtype, hidden, inter, experts, topk, tp, ep, distribution))
+
+
+def window_key(window: int, kv_dtype: str, heads: int, kv_heads: int, head_dim: int) -> str:
+    """The curve key of one sliding-window attention shape (``WINDOW_KEY`` order)."""
+    return "|".join(str(v) for v in (window, kv_dtype, heads, kv_heads, head_dim))
 
 
 class CurveAxis(BaseModel):
@@ -461,6 +467,12 @@ class ModelFile(BaseModel):
     mla_generation: CurveTable | None = Field(
         None, description="Measured MLA attention module, decode (fields MLA_KEY, axes "
         "batch x context); None: MLA models not priced.")
+    window_context: CurveTable | None = Field(
+        None, description="Measured sliding-window attention, prefill (fields WINDOW_KEY, "
+        "axes batch x isl); None: sliding layers priced as chunks of full attention.")
+    window_generation: CurveTable | None = Field(
+        None, description="Measured sliding-window attention, decode (fields WINDOW_KEY, "
+        "axes batch x KV length); None: priced as full attention over the window.")
     steps: StepsFit | None = None
 
     def overhead_ms(self, layers: int, tp: int) -> float:
