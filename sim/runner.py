@@ -14,7 +14,7 @@ from sim.config.memory import GIB
 from sim.config.resolve import Resolved
 from sim.cost.base import COST_MODELS, CostModel, RunExtras
 from sim.cost.drafter import drafter_of
-from sim.engine.arrivals import ArrivalSource, Gated, OpenLoop
+from sim.engine.arrivals import ArrivalSource, Gated, OpenLoop, client_sent
 from sim.engine.clock import ns, to_ns
 from sim.engine.engine import Engine, RunStatus, admissible
 from sim.engine.requests import RequestSpecs
@@ -240,7 +240,7 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
         speculative=_spec_summary(sched, drafter),
     )
     return res if isinstance(source, OpenLoop) else _as_sent(
-        res, source.arrival_times() - ingress)
+        res, client_sent(source.arrival_times(), ingress, specs.arrival_s))
 
 
 
@@ -296,7 +296,7 @@ def _simulate_fast(r, specs, seen, sched, kv, cost, source, stop, t0, progress, 
         host_times=cost.host_times,
     )
     return res if isinstance(source, OpenLoop) else _as_sent(
-        res, source.arrival_times() - ingress)
+        res, client_sent(source.arrival_times(), ingress, specs.arrival_s))
 
 
 def _observed(cost: CostModel, on_plan):

@@ -155,3 +155,13 @@ class Gated(ArrivalSource):
 
     def exhausted(self) -> bool:
         return self.slots.next_req >= len(self.ready)
+
+
+def client_sent(seen_s: np.ndarray, ingress_s, ready_s: np.ndarray) -> np.ndarray:
+    """When the client sent each gated request (s): the engine saw it ``ingress_s`` later
+    (NaN: never sent), and never before it was ready -- the subtraction's float residue
+    (-1.7e-18 s for a request ready at 0 behind an 11.0592 ms ingress) would otherwise put
+    it before a warm-up of 0 and out of every latency figure."""
+    sent = np.asarray(seen_s, dtype=np.float64) - ingress_s
+    return np.where(np.isnan(sent), np.nan, np.maximum(sent, ready_s))
+

@@ -34,7 +34,7 @@ import numpy as np
 import simpy
 
 from sim.config.resolve import ConfigError
-from sim.engine.arrivals import Gated
+from sim.engine.arrivals import Gated, client_sent
 from sim.engine.clock import ns, to_ns, to_s
 from sim.engine.requests import RequestSpecs
 from sim.fleet import replica as rp
@@ -264,7 +264,8 @@ class Fleet:
         # as a single run computes it (its engine's arrival less the ingress), to the bit
         ingress = np.array([p.specs.ingress_s for p in self.pools])[self.entry_of]
         seen = self.gate.sent + to_ns(ingress)
-        sent = np.where(self.gate.sent >= 0, to_s(seen) - ingress, np.nan)
+        sent = client_sent(np.where(self.gate.sent >= 0, to_s(seen), np.nan), ingress,
+                           self.specs.arrival_s)
         queue = sent - self.specs.arrival_s
         self.never_sent += int(np.isnan(sent).sum())
         self.specs = _with_arrival(self.specs, sent)

@@ -160,3 +160,21 @@ def test_a_decode_run_past_a_release_hands_it_over_as_single_steps_do():
                                        think_s=0.003, **knobs)
     assert folded.engine.source.sent[11] == single.engine.source.sent[11] == 164_223_000
     assert folded.scheduler.status[11] == single.scheduler.status[11] == Status.WAITING
+
+
+@pytest.mark.parametrize("core", ["general", "fast"])
+def test_a_closed_loop_behind_an_ingress_counts_its_first_wave(tmp_path, core):
+    # the client's send time is the engine's arrival less the ingress; for a request ready at
+    # 0 behind 11.0592 ms that subtraction leaves -1.7e-18 s, which once fell before the
+    # warm-up of 0 and dropped the first wave (4 of 120 requests) from every latency figure
+    out = tmp_path / "o"
+    sc = write(tmp_path, CLOSED4 + f"core: {core}\nengine: {{ingress_ms: 11.0592}}\n")
+    assert main(["run", str(sc), "-o", str(out), "-q", "--no-plots"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["latency_ms"]["ttft"]["count"] == 120
+    import pandas as pd
+
+    req = pd.read_parquet(out / "requests.parquet")
+    first = req.sort_values("arrival_s").head(4)
+    assert (first["arrival_s"] == 0.0).all()  # exactly the time they were ready
+    assert (first["ttft_s"] > 0.0110592).all()
