@@ -119,10 +119,15 @@ def simulate(p: Published, cost: dict | None = None) -> float:
     model = get_model(p.model).model_copy(update={"dtype_bytes": p.dtype_bytes})
     n = p.concurrency
     # synchronous scheduling: the host cost (calibrate/overhead.py) was fitted on these
-    # points with the host added to the kernels; the build pages read give no vLLM version
+    # points with the host added to the kernels; the build pages read give no vLLM version.
+    # vLLM's latency benchmark runs the offline engine on token IDs: no API server, so no
+    # per-token frontend time (vllm bench serve's TPOT points do not see it either)
+    engine = dict(async_scheduling=False)
+    if p.metric == "batch_ms":
+        engine["ingress_per_token_us"] = 0.0
     sc = Scenario.model_validate(dict(
         name=p.name, model=model.model_dump(), gpu=p.gpu, tensor_parallel_size=p.tp,
-        engine=dict(async_scheduling=False), cost=cost,
+        engine=engine, cost=cost,
         workload=dict(lengths=dict(dist="fixed", prompt=p.prompt, output=p.output),
                       num_requests=n, arrival=dict(process="constant", rate=1.0))))
     specs = RequestSpecs.from_arrays(np.zeros(n), np.full(n, p.prompt), np.full(n, p.output))

@@ -51,6 +51,7 @@ class RunResult:
     drain_cut: bool = False  # the drain limit (DRAIN_MIN_PLANS) stopped the run
     shortened: int = 0  # requests served with max_tokens shortened to fit max_model_len
     ingress_s: float = 0.0  # client send -> visible to the scheduler (s)
+    ingress_per_token_s: float = 0.0  # plus this per prompt token (s per token)
     egress_s: float = 0.0  # step end -> token at the client (s)
     warnings: tuple[str, ...] = ()  # said once per run (e.g. a fitted model's ranges left)
     client_queue_s: np.ndarray | None = None  # gated arrivals: sent - ready, per request (s)
@@ -155,6 +156,38 @@ def engine_delays(r: Resolved, cost: CostModel | None) -> tuple[float, float]:
     return ingress, egress
 
 
+def ingress_per_token(r: Resolved, cost: CostModel | None) -> float:
+    """Seconds per prompt token on top of the ingress: ``engine.ingress_per_token_us``, else
+    the cost model's value, else 0."""
+    e = r.scenario.engine
+    if e.ingress_per_token_us is not None:
+        return e.ingress_per_token_us * 1e-6
+    return cost.fitted_ingress_per_token_s() if cost is not None else 0.0
+
+
+def engine_arrivals(specs: RequestSpecs, ingress: float, per_token: float):
+    """(the requests as the engine sees them, per-request delays in s or None): each
+    request ``ingress + per_token x prompt`` after it is sent, in the order sent (a
+    request behind a longer prompt waits for it); with no per-token part, the constant
+    shift (and None)."""
+    if not per_token:
+        seen = specs if not ingress else dataclasses.replace(
+            specs, arrival_s=_frozen(specs.arrival_s + ingress))
+        return seen, None
+    delays = ingress + per_token * specs.prompt_tokens.astype(np.float64)
+    seen = dataclasses.replace(
+        specs, arrival_s=_frozen(np.maximum.accumulate(specs.arrival_s + delays)))
+    return seen, delays
+
+
+def _client_sent(source, ingress: float, specs: RequestSpecs) -> np.ndarray:
+    """A gated run's client send times (s): exact with per-request delays, else the
+    engine's arrival less the constant ingress."""
+    sent = source.client_times()
+    return sent if sent is not None else client_sent(source.arrival_times(), ingress,
+                                                     specs.arrival_s)
+
+
 def chain_hooks(first, second):
     """One on_plan hook calling ``first`` then ``second`` (either may be None)."""
     if first is None or second is None:
@@ -188,8 +221,8 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
     if not isinstance(cost, CostModel):
         cost = None
     ingress, egress = engine_delays(r, cost)
-    seen = specs if not ingress else dataclasses.replace(
-        specs, arrival_s=_frozen(specs.arrival_s + ingress))
+    per_token = ingress_per_token(r, cost)
+    seen, delays = engine_arrivals(specs, ingress, per_token)
     kv = build_kv(r, seen)
     sched = build_scheduler(r, seen, kv)
     recorder = Recorder(len(specs), egress_s=egress)
@@ -202,7 +235,7 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
         on_plan = chain_hooks(cost.after_plan if overridden else None, on_plan)
         if type(cost).observe is not CostModel.observe:
             on_plan = _observed(cost, on_plan)
-    source = arrival_source(r, seen, sched, ingress + egress)
+    source = arrival_source(r, seen, sched, ingress + egress, specs, delays, egress)
     why = _fast_unsupported(r, sched, kv, cost, source)
     if not why:
         return _simulate_fast(r, specs, seen, sched, kv, cost, source, stop, t0, progress,
@@ -236,11 +269,12 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
         kv_total_blocks=kv.num_blocks, run=status, never_sent=n_all - n,
         wall_s=time.perf_counter() - t0, drain_cut=drain.cut, shortened=shortened,
         ingress_s=ingress, egress_s=egress, warnings=said, extras=extras,
+        ingress_per_token_s=per_token,
         host_times=cost.host_times if cost is not None else None,
         speculative=_spec_summary(sched, drafter),
     )
     return res if isinstance(source, OpenLoop) else _as_sent(
-        res, client_sent(source.arrival_times(), ingress, specs.arrival_s))
+        res, _client_sent(source, ingress, specs))
 
 
 
@@ -293,10 +327,11 @@ def _simulate_fast(r, specs, seen, sched, kv, cost, source, stop, t0, progress, 
         kv_total_blocks=kv.num_blocks, run=out.run, never_sent=never_sent,
         wall_s=time.perf_counter() - t0, drain_cut=out.drain_cut, shortened=shortened,
         ingress_s=ingress, egress_s=egress, warnings=said, core="fast",
+        ingress_per_token_s=ingress_per_token(r, cost),
         host_times=cost.host_times,
     )
     return res if isinstance(source, OpenLoop) else _as_sent(
-        res, client_sent(source.arrival_times(), ingress, specs.arrival_s))
+        res, _client_sent(source, ingress, specs))
 
 
 def _observed(cost: CostModel, on_plan):
@@ -315,14 +350,20 @@ def _frozen(a: np.ndarray) -> np.ndarray:
 
 
 def arrival_source(r: Resolved, specs: RequestSpecs, sched: Scheduler,
-                   turnaround_s: float = 0.0) -> ArrivalSource:
-    """Open loop at the trace's times, or gated by ``workload.arrival.concurrency``.
-    ``turnaround_s`` (egress + ingress) lies between a finish the scheduler sees and the
-    client's next request reaching it, on top of the think time."""
+                   turnaround_s: float = 0.0, client: RequestSpecs | None = None,
+                   delays: np.ndarray | None = None, egress_s: float = 0.0) -> ArrivalSource:
+    """Open loop at the (engine-seen) ``specs``' times, or gated by
+    ``workload.arrival.concurrency``. ``turnaround_s`` (egress + ingress) lies between a
+    finish the scheduler sees and the client's next request reaching it, on top of the
+    think time; with per-request ``delays`` (s, engine_arrivals) the gate sends at the
+    ``client``'s times and each request reaches the engine its delay later."""
     a = r.scenario.workload.arrival
     ok = admissible(specs, sched)
     if a.concurrency is None:
         return OpenLoop(to_ns(specs.arrival_s), ok)
+    if delays is not None:
+        return Gated(to_ns(client.arrival_s), ok, a.concurrency, ns(a.think_s + egress_s),
+                     delay_ns=to_ns(delays))
     return Gated(to_ns(specs.arrival_s), ok, a.concurrency, ns(a.think_s + turnaround_s))
 
 

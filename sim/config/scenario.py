@@ -191,6 +191,14 @@ class EngineConfig(BaseModel):
         "step that made it ends (ms). None: the cost profile's fitted value, else 0. Added to "
         "the first-token, token and finish times reported.",
     )
+    ingress_per_token_us: float | None = Field(
+        None, ge=0, le=1000, description="Plus this per prompt token (us): the API server's "
+        "work on a text prompt before the engine sees it (tokenizing it, building and sending "
+        "the request), which grows with its length. None: the cost profile's value "
+        "(frontend_us_per_token; the shipped profiles carry none yet), else 0; 12 fits NVIDIA's "
+        "measured deployments best (NOTES.md); 0 for a client that sends token IDs. Requests "
+        "still reach the scheduler in the order sent.",
+    )
 
 
     @field_validator("block_size")

@@ -117,6 +117,11 @@ class CostModel(ABC):
         default to them), or None when the model carries none."""
         return None
 
+    def fitted_ingress_per_token_s(self) -> float:
+        """Seconds of API-server work per prompt token before the engine sees a request
+        (engine.ingress_per_token_us defaults to it); 0 when the model carries none."""
+        return 0.0
+
     def observe(self, plan: StepPlan) -> None:
         """Called with every plan the engine committed (a priced decode run may be cut
         short before it commits). Default: nothing."""

@@ -483,6 +483,9 @@ class FittedCost(ScalarPricing, CostModel):
             return None
         return (st.ingress_ms or 0.0) * 1e-3, (st.egress_ms or 0.0) * 1e-3
 
+    def fitted_ingress_per_token_s(self) -> float:
+        return (self.file.frontend_us_per_token or 0.0) * 1e-6
+
     def observe(self, plan):
         if self.file.kind == "steps":
             self._stepfit.observe(plan)

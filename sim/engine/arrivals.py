@@ -95,37 +95,52 @@ class OpenLoop(ArrivalSource):
 
 @dataclass
 class _Slots:
-    """The gate's state: free slots (a heap of the times they free, ns) and the next
-    request."""
+    """The gate's state: free slots (a heap of the times they free, ns), the next request
+    and when the last one released reached the engine (ns; requests arrive in order)."""
 
     free_at: list[int]
     next_req: int
+    last: int = 0
 
     def copy(self) -> _Slots:
-        return _Slots(list(self.free_at), self.next_req)
+        return _Slots(list(self.free_at), self.next_req, self.last)
 
 
 class Gated(ArrivalSource):
-    """At most ``concurrency`` requests in the system (see the module docstring)."""
+    """At most ``concurrency`` requests in the system (see the module docstring).
+
+    ``delay_ns`` (per request, ns): the client sends at max(ready, a slot frees) and the
+    engine sees the request that much later, in the order sent (the API server's work on
+    each prompt: engine.ingress_ms + ingress_per_token_us); ``ready_ns`` are then the
+    client's ready times and ``think_ns`` the think time plus the egress. Without it the
+    caller folds a constant ingress into both (``ready_ns`` shifted, ``think_ns`` plus
+    ingress and egress)."""
 
     def __init__(self, ready_ns: np.ndarray, admissible: np.ndarray, concurrency: int,
-                 think_ns: int = 0):
+                 think_ns: int = 0, delay_ns: np.ndarray | None = None):
         self.ready, self.admissible, self.think = ready_ns.tolist(), admissible, int(think_ns)
+        self.delay = None if delay_ns is None else np.asarray(delay_ns, np.int64).tolist()
         self.slots = _Slots([0] * concurrency, 0)  # every slot free from time 0
-        self.sent = np.full(len(ready_ns), -1, dtype=np.int64)  # when sent (ns; -1 never)
+        self.sent = np.full(len(ready_ns), -1, dtype=np.int64)  # engine sees it (ns; -1 never)
+        self.client = np.full(len(ready_ns), -1, dtype=np.int64)  # client sends it (ns)
 
     def _release_time(self, s: _Slots) -> int | None:
         if s.next_req >= len(self.ready) or not s.free_at:
             return None
-        return max(self.ready[s.next_req], s.free_at[0])
+        send = max(self.ready[s.next_req], s.free_at[0])
+        if self.delay is None:
+            return send
+        return max(send + self.delay[s.next_req], s.last)
 
     def _release(self, s: _Slots, t: int) -> int:
-        """Send request ``s.next_req`` at ``t`` (a rejected one frees its slot at once)."""
+        """Send request ``s.next_req``, seen by the engine at ``t`` (a rejected one frees its
+        slot at once)."""
         req = s.next_req
         heapq.heappop(s.free_at)
         if not self.admissible[req]:
             heapq.heappush(s.free_at, t + self.think)
         s.next_req += 1
+        s.last = t
         return req
 
     def next_time(self) -> int | None:
@@ -134,8 +149,9 @@ class Gated(ArrivalSource):
     def due(self, now: int) -> list[int]:
         out = []
         while (t := self._release_time(self.slots)) is not None and t <= now:
+            send = max(self.ready[self.slots.next_req], self.slots.free_at[0])
             req = self._release(self.slots, t)
-            self.sent[req] = t
+            self.sent[req], self.client[req] = t, send
             out.append(req)
         return out
 
@@ -152,6 +168,13 @@ class Gated(ArrivalSource):
 
     def arrival_times(self) -> np.ndarray:
         return np.where(self.sent >= 0, to_s(self.sent), np.nan)
+
+    def client_times(self) -> np.ndarray | None:
+        """When the client sent each request (s; NaN: never), exactly, with per-request
+        delays; None without them (the caller subtracts its constant ingress)."""
+        if self.delay is None:
+            return None
+        return np.where(self.client >= 0, to_s(self.client), np.nan)
 
     def exhausted(self) -> bool:
         return self.slots.next_req >= len(self.ready)

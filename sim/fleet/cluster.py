@@ -56,6 +56,15 @@ class PoolRun:
     arrivals: np.ndarray  # requests routed to this pool from the clients, in order
     due_ns: np.ndarray  # when each reaches the pool (ns)
     next: int = 0  # arrivals[:next] have been routed
+    last_due: int = 0  # gated, per-request delays: the last request sent reached it (ns)
+
+    def reach_ns(self, sent: int, req: int) -> int:
+        """When request ``req``, sent at ``sent`` (ns), reaches this pool: the constant
+        ingress, or its own delay in the order sent (sim.runner.engine_arrivals)."""
+        d = self.specs.delays
+        if d is None:
+            return sent + ns(self.specs.ingress_s)
+        return max(sent + ns(float(d[req])), self.last_due)
 
 
 @dataclass(frozen=True)
@@ -208,7 +217,8 @@ class Fleet:
         t = self.gate.next_time()
         if t is None and not self.gate.exhausted():
             t = self._earliest_free(pool.replicas[k])
-        heads = [] if t is None else [t + ns(pool.specs.ingress_s)]
+        nxt = self.gate.slots.next_req
+        heads = [] if t is None or nxt >= len(self.specs) else [pool.reach_ns(t, nxt)]
         if self.routes:
             heads.append(self.routes[0][0])
         return min(heads) if heads else None
@@ -252,7 +262,9 @@ class Fleet:
         """Send what the gate lets go at ``now``, route what has reached its pool."""
         for req in self.gate.due(now):
             pool = self.pools[self.entry_of[req]]
-            due = int(self.gate.sent[req]) + ns(pool.specs.ingress_s)
+            due = pool.reach_ns(int(self.gate.sent[req]), req)
+            if pool.specs.delays is not None:
+                pool.last_due = due
             heapq.heappush(self.routes, (due, req))
         while self.routes and self.routes[0][0] <= now:
             due, req = heapq.heappop(self.routes)
@@ -261,11 +273,13 @@ class Fleet:
     def _as_sent(self) -> np.ndarray:
         """After a gated run: requests arrive when sent (latencies count from there); the
         client queue time of each (s; NaN: never sent, within the horizon)."""
-        # as a single run computes it (its engine's arrival less the ingress), to the bit
-        ingress = np.array([p.specs.ingress_s for p in self.pools])[self.entry_of]
-        seen = self.gate.sent + to_ns(ingress)
-        sent = client_sent(np.where(self.gate.sent >= 0, to_s(seen), np.nan), ingress,
-                           self.specs.arrival_s)
+        if any(p.specs.delays is not None for p in self.pools):  # exact, as a single run's
+            sent = np.where(self.gate.sent >= 0, to_s(self.gate.sent), np.nan)
+        else:  # as a single run computes it (its engine's arrival less the ingress), to the bit
+            ingress = np.array([p.specs.ingress_s for p in self.pools])[self.entry_of]
+            seen = self.gate.sent + to_ns(ingress)
+            sent = client_sent(np.where(self.gate.sent >= 0, to_s(seen), np.nan), ingress,
+                               self.specs.arrival_s)
         queue = sent - self.specs.arrival_s
         self.never_sent += int(np.isnan(sent).sum())
         self.specs = _with_arrival(self.specs, sent)

@@ -14,7 +14,7 @@ from sim.cost.base import CostModel
 from sim.cost.drafter import priced_steps
 from sim.engine.engine import Engine, RunStatus, admissible
 from sim.engine.requests import RequestSpecs
-from sim.fleet.plan import PoolPlan
+from sim.fleet.plan import DECODE, PoolPlan
 from sim.fleet.source import Pushed
 from sim.metrics.recorder import Recorder
 from sim.runner import (
@@ -27,7 +27,9 @@ from sim.runner import (
     build_kv,
     build_scheduler,
     chain_hooks,
+    engine_arrivals,
     engine_delays,
+    ingress_per_token,
 )
 
 
@@ -41,6 +43,10 @@ class PoolSpecs:
     shortened: np.ndarray  # bool per request: max_tokens was cut to fit max_model_len
     ingress_s: float
     egress_s: float
+    # per request: client send -> its pool's schedulers (s), the ingress plus the API
+    # server's per-token part (sim.runner.engine_arrivals); None: the constant ingress_s
+    delays: np.ndarray | None = None
+    ingress_per_token_s: float = 0.0
 
 
 @dataclass
@@ -126,6 +132,7 @@ def result(rep: Replica, never_sent: int, wall_s: float) -> RunResult:
         kv_total_blocks=rep.kv.num_blocks, run=rep.status, never_sent=never_sent,
         wall_s=wall_s, drain_cut=rep.drain.cut, shortened=0,
         ingress_s=rep.specs.ingress_s, egress_s=rep.specs.egress_s, warnings=said,
+        ingress_per_token_s=rep.specs.ingress_per_token_s,
         host_times=cost.host_times)
 
 
@@ -138,10 +145,13 @@ def pool_specs(pool: PoolPlan, specs: RequestSpecs, prefill: bool) -> PoolSpecs:
     shortened = served.output_tokens < specs.output_tokens
     if prefill:  # the prefill server runs each request with max_tokens 1
         served = dataclasses.replace(served, output_tokens=_ro(np.ones(len(specs), np.int64)))
-    ingress, egress = engine_delays(r, build_cost(r))
-    seen = served if not ingress else dataclasses.replace(
-        served, arrival_s=_ro(served.arrival_s + ingress))
-    return PoolSpecs(seen, served, shortened, ingress, egress)
+    cost = build_cost(r)
+    ingress, egress = engine_delays(r, cost)
+    # the API server's per-token part is paid where the client's request enters (a decode
+    # pool's ingress is the hop from its prefill pool)
+    per_token = ingress_per_token(r, cost) if pool.role != DECODE else 0.0
+    seen, delays = engine_arrivals(served, ingress, per_token)
+    return PoolSpecs(seen, served, shortened, ingress, egress, delays, per_token)
 
 
 def _ro(a: np.ndarray) -> np.ndarray:

@@ -85,7 +85,9 @@ def summarize(res: RunResult) -> dict:
         "sim": {"end_s": float(res.run.end_s), "stopped_at_limit": bool(res.run.stopped_at_limit),
                 "stuck_requests": res.run.stuck,
                 "stopped": res.counters.get("engine_stopped", ""),
-                "ingress_ms": res.ingress_s * 1e3, "egress_ms": res.egress_s * 1e3,
+                "ingress_ms": res.ingress_s * 1e3,
+                "ingress_per_token_us": res.ingress_per_token_s * 1e6,
+                "egress_ms": res.egress_s * 1e3,
                 "warnings": run_warnings(res), **client_queue(res)},
     }
 

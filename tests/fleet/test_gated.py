@@ -21,6 +21,9 @@ CLOSED8 = "workload.arrival={process: closed, concurrency: 8}"
     ("workload.arrival.concurrency=4",),  # a cap on the Poisson stream
     ("workload.arrival={process: closed, concurrency: 64}", "engine.max_num_seqs=8"),
     (CLOSED8, "engine.enable_prefix_caching=false"),
+    # the API server's per-token part: per-request delays, in the order sent
+    ("workload.arrival={process: closed, concurrency: 16, think_s: 0.05}",
+     "engine.ingress_ms=3", "engine.egress_ms=2", "engine.ingress_per_token_us=12"),
 ])
 def test_one_replica_gated_fleet_equals_the_single_run(extra):
     plain, s1 = single(None, *SMALL, *extra)

@@ -89,3 +89,43 @@ def test_requests_parquet_round_trips_token_times(tmp_path):
 
     back = pd.read_parquet(tmp_path / "r.parquet")
     np.testing.assert_allclose(back["token_times_s"][0], req["token_times_s"][0])
+
+
+def test_the_per_token_ingress_by_hand(tmp_path):
+    # ingress 1 ms + 250 us per prompt token (the API server's work on a text prompt):
+    # r0 (P=8) sent at 0 is seen at 1 + 2 = 3 ms: s1 [3, 21) prefill 8 -> token 1 at 21 ms;
+    # r1 (P=4) sent at 16 ms is seen at 16 + 1 + 1 = 18 ms, inside s1: s2 [21, 35), s3 [35, 45)
+    res, req, s = run(tmp_path, [(0.0, 8, 3), (0.016, 4, 2)], ingress_ms=1.0,
+                      ingress_per_token_us=250.0)
+    np.testing.assert_allclose(req["arrival_s"], [0.0, 0.016])  # the client's send time
+    np.testing.assert_allclose(req["first_scheduled_s"], [0.003, 0.021], atol=1e-12)
+    np.testing.assert_allclose(req["ttft_s"], [0.021, 0.019], atol=1e-12)
+    assert s["sim"]["ingress_per_token_us"] == pytest.approx(250.0)
+
+
+def test_a_short_prompt_behind_a_long_one_waits_for_it(tmp_path):
+    # r0 (P=40) sent at 0 is seen at 40 x 0.5 = 20 ms; r1 (P=2) sent at 5 ms would be seen at
+    # 6 ms, but requests reach the scheduler in the order sent: both at 20 ms, one step of
+    # 42 prefill tokens [20, 72) (10 + 42 ms)
+    _, req, _ = run(tmp_path, [(0.0, 40, 1), (0.005, 2, 1)], ingress_per_token_us=500.0)
+    np.testing.assert_allclose(req["first_scheduled_s"], [0.020, 0.020], atol=1e-12)
+    np.testing.assert_allclose(req["ttft_s"], [0.072, 0.067], atol=1e-12)
+
+
+@pytest.mark.parametrize("core", ["general", "fast"])
+def test_a_closed_loop_sends_then_waits_its_per_token_delay(tmp_path, core):
+    # two clients, 100 us per token, synchronous steps of 10 ms + 1 ms per prefill token:
+    # r0 (P=8) and r1 (P=4) sent at 0, seen at 0.8 and 0.8 ms (in order: r1 behind r0)
+    rows = [(0.0, 8, 1), (0.0, 4, 1), (0.0, 6, 1)]
+    data = {"name": "d", "model": "llama-3-8b", "gpu": "h100-sxm", "cost": LINEAR, "core": core,
+            "engine": {"async_scheduling": False, "ingress_per_token_us": 100.0},
+            "workload": {"trace": str(trace(tmp_path, rows)),
+                         "arrival": {"process": "closed", "concurrency": 2}}}
+    r, specs, _ = prepare(LoadedScenario(validate(data, "test"), "test", tmp_path))
+    res = simulate(r, specs)
+    req = requests_table(res)
+    # s1 [0.8, 22.8) prefills both (12 tokens): both finish (1 token each) at 22.8 ms; r2 is
+    # sent then and seen 0.6 ms later: s2 [23.4, 39.4)
+    np.testing.assert_allclose(req["arrival_s"], [0.0, 0.0, 0.0228], atol=1e-12)
+    np.testing.assert_allclose(req["first_scheduled_s"], [0.0008, 0.0008, 0.0234], atol=1e-12)
+    np.testing.assert_allclose(req["ttft_s"], [0.0228, 0.0228, 0.0166], atol=1e-12)

@@ -473,6 +473,10 @@ class ModelFile(BaseModel):
     window_generation: CurveTable | None = Field(
         None, description="Measured sliding-window attention, decode (fields WINDOW_KEY, "
         "axes batch x KV length); None: priced as full attention over the window.")
+    frontend_us_per_token: float | None = Field(
+        None, ge=0, description="API-server time per prompt token before the engine sees a "
+        "request (us; engine.ingress_per_token_us defaults to it); None: none measured.")
+    frontend_source: str = Field("", description="Where frontend_us_per_token comes from.")
     steps: StepsFit | None = None
 
     def overhead_ms(self, layers: int, tp: int) -> float:
