@@ -257,12 +257,8 @@ def mla_of(system: str, phase: str, framework: str = "vllm"):
     """The system's measured MLA attention-module table of one phase, or None."""
     from calibrate.aiconfigurator_curves import convert_mla
 
-    root, pkg_version = package_root()
-    path = newest_table(root, system, "mla", framework, f"mla_{phase}_module_perf")
-    if path is None:
-        return None
-    rel = str(path.relative_to(root))
-    return convert_mla(path, phase, f"{PACKAGE} {pkg_version} {rel}")
+    return _phase_table(system, "mla", framework, f"mla_{phase}_module_perf", convert_mla,
+                        phase)
 
 
 def window_of(system: str, phase: str, framework: str = "vllm"):
@@ -270,12 +266,17 @@ def window_of(system: str, phase: str, framework: str = "vllm"):
     ``generation``) from the same table as its full attention, or None."""
     from calibrate.aiconfigurator_curves import convert_window
 
+    return _phase_table(system, "attention", framework, f"{phase}_attention_perf",
+                        convert_window, phase)
+
+
+def _phase_table(system: str, op_dir: str, framework: str, name: str, convert, phase: str):
+    """``convert(path, phase, source)`` of the newest ``name`` table, or None without one."""
     root, pkg_version = package_root()
-    path = newest_table(root, system, "attention", framework, f"{phase}_attention_perf")
+    path = newest_table(root, system, op_dir, framework, name)
     if path is None:
         return None
-    rel = str(path.relative_to(root))
-    return convert_window(path, phase, f"{PACKAGE} {pkg_version} {rel}")
+    return convert(path, phase, f"{PACKAGE} {pkg_version} {path.relative_to(root)}")
 
 
 def system_spec(system: str) -> dict:

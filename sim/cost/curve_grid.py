@@ -1,10 +1,11 @@
 """One curve of a measured batch x length table (a profile's ``CurveTable`` of two axes).
 
-The MLA attention module (sim/cost/mla.py) and sliding-window attention (sim/cost/window.py)
-are timed by aiconfigurator-core over batch size x sequence (or KV) length. A curve is read
-as log2 seconds on (log2 batch, log2 length) nodes: bilinear between nodes, clamped in
-batch, and in proportion to length beyond the longest measured one (the work grows with
-it). A node the collector missed takes the nearest measured length of the same batch.
+The MLA attention module (sim/cost/mla.py) and sliding-window attention
+(sim/cost/fitted.py ``_sliding``) are timed by aiconfigurator-core over batch size x
+sequence (or KV) length. A curve is read as log2 seconds on (log2 batch, log2 length)
+nodes: bilinear between nodes, clamped in batch, and in proportion to length beyond the
+longest measured one (the work grows with it). A node the collector missed takes the
+nearest measured length of the same batch.
 """
 
 from __future__ import annotations

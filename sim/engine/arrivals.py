@@ -124,10 +124,14 @@ class Gated(ArrivalSource):
         self.sent = np.full(len(ready_ns), -1, dtype=np.int64)  # engine sees it (ns; -1 never)
         self.client = np.full(len(ready_ns), -1, dtype=np.int64)  # client sends it (ns)
 
+    def _send_time(self, s: _Slots) -> int:
+        """When the client sends request ``s.next_req``: ready, and a slot free (ns)."""
+        return max(self.ready[s.next_req], s.free_at[0])
+
     def _release_time(self, s: _Slots) -> int | None:
         if s.next_req >= len(self.ready) or not s.free_at:
             return None
-        send = max(self.ready[s.next_req], s.free_at[0])
+        send = self._send_time(s)
         if self.delay is None:
             return send
         return max(send + self.delay[s.next_req], s.last)
@@ -149,7 +153,7 @@ class Gated(ArrivalSource):
     def due(self, now: int) -> list[int]:
         out = []
         while (t := self._release_time(self.slots)) is not None and t <= now:
-            send = max(self.ready[self.slots.next_req], self.slots.free_at[0])
+            send = self._send_time(self.slots)
             req = self._release(self.slots, t)
             self.sent[req], self.client[req] = t, send
             out.append(req)

@@ -56,7 +56,7 @@ class PoolRun:
     arrivals: np.ndarray  # requests routed to this pool from the clients, in order
     due_ns: np.ndarray  # when each reaches the pool (ns)
     next: int = 0  # arrivals[:next] have been routed
-    last_due: int = 0  # gated, per-request delays: the last request sent reached it (ns)
+    last_due: int = 0  # gated: when the last request sent reaches it (ns)
 
     def reach_ns(self, sent: int, req: int) -> int:
         """When request ``req``, sent at ``sent`` (ns), reaches this pool: the constant
@@ -262,9 +262,7 @@ class Fleet:
         """Send what the gate lets go at ``now``, route what has reached its pool."""
         for req in self.gate.due(now):
             pool = self.pools[self.entry_of[req]]
-            due = pool.reach_ns(int(self.gate.sent[req]), req)
-            if pool.specs.delays is not None:
-                pool.last_due = due
+            due = pool.last_due = pool.reach_ns(int(self.gate.sent[req]), req)
             heapq.heappush(self.routes, (due, req))
         while self.routes and self.routes[0][0] <= now:
             due, req = heapq.heappop(self.routes)
