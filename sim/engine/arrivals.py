@@ -47,9 +47,10 @@ class ArrivalSource(ABC):
         """Requests ``reqs`` finished at ``now`` (ns)."""
 
     @abstractmethod
-    def arrivals_by(self, starts: np.ndarray) -> np.ndarray:
-        """Admissible arrivals in (starts[0], s] for each s of ``starts`` (ns), assuming no
-        finish in between: the waiting-queue growth during a run of steps."""
+    def arrivals_by(self, after: int, upto: np.ndarray) -> np.ndarray:
+        """Admissible arrivals in (after, t] for each t of ``upto`` (ns), assuming no finish
+        in between: the waiting-queue growth during a run of steps (``seen_by_step``).
+        Every arrival at or before ``after`` has been handed over."""
 
     @abstractmethod
     def arrival_times(self) -> np.ndarray:
@@ -81,9 +82,9 @@ class OpenLoop(ArrivalSource):
     def finished(self, reqs: np.ndarray, now: int) -> None:
         """Finishes do not move an open loop's arrivals."""
 
-    def arrivals_by(self, starts: np.ndarray) -> np.ndarray:
-        lo = np.searchsorted(self.arrival, starts[0], side="right")
-        hi = np.searchsorted(self.arrival, starts, side="right")
+    def arrivals_by(self, after: int, upto: np.ndarray) -> np.ndarray:
+        lo = np.searchsorted(self.arrival, after, side="right")
+        hi = np.searchsorted(self.arrival, upto, side="right")
         return self.cum_admissible[hi] - self.cum_admissible[lo]
 
     def arrival_times(self) -> np.ndarray:
@@ -163,12 +164,13 @@ class Gated(ArrivalSource):
         for _ in range(len(reqs)):
             heapq.heappush(self.slots.free_at, now + self.think)
 
-    def arrivals_by(self, starts: np.ndarray) -> np.ndarray:
+    def arrivals_by(self, after: int, upto: np.ndarray) -> np.ndarray:
+        # the releases not yet made all come after ``after`` (every earlier one was due)
         s, times = self.slots.copy(), []
-        while (t := self._release_time(s)) is not None and t <= starts[-1]:
+        while (t := self._release_time(s)) is not None and t <= upto[-1]:
             if self.admissible[self._release(s, t)]:
                 times.append(t)
-        return np.searchsorted(np.asarray(times), starts, side="right")
+        return np.searchsorted(np.asarray(times), upto, side="right")
 
     def arrival_times(self) -> np.ndarray:
         return np.where(self.sent >= 0, to_s(self.sent), np.nan)
@@ -182,6 +184,19 @@ class Gated(ArrivalSource):
 
     def exhausted(self) -> bool:
         return self.slots.next_req >= len(self.ready)
+
+
+def seen_by_step(seen: int, starts, async_scheduling: bool):
+    """Up to when (ns) the plan of each step of a run saw arrivals: its first step's plan
+    saw ``seen`` (the clock, or the start of the step before when it was planned behind
+    it); step j > 0's plan was made at step j's start, or with async scheduling at step
+    j - 1's start while that step ran (sim/engine/engine.py _lagging), as a run unfolded
+    into single steps plans them. The waiting count at step j is the first plan's plus the
+    admissible arrivals in (seen, seen_by_step[j]]."""
+    later = starts[:-1] if async_scheduling else starts[1:]
+    if isinstance(starts, np.ndarray):
+        return np.concatenate(([seen], later)).astype(np.int64)
+    return [seen, *later]
 
 
 def client_sent(seen_s: np.ndarray, ingress_s, ready_s: np.ndarray) -> np.ndarray:

@@ -26,7 +26,7 @@ import numpy as np
 import simpy
 from simpy.events import Event
 
-from sim.engine.arrivals import ArrivalSource, OpenLoop
+from sim.engine.arrivals import ArrivalSource, OpenLoop, seen_by_step
 from sim.engine.clock import MAX_NS, ns, to_ns, to_s
 from sim.engine.plan import StepPlan, StepResult
 from sim.engine.requests import RequestSpecs
@@ -72,6 +72,7 @@ class Engine:
         self.last_start: int | None = None  # start of the last step executed (ns)
         self.last_end: int | None = None  # end of the last step executed (ns)
         self.busy_until = -1  # end of the plan being executed, after its cut (ns; -1 none)
+        self.seen = 0  # the last plan saw the arrivals up to this time (ns)
         self.source = source or OpenLoop(to_ns(specs.arrival_s[:num_arrivals]),
                                          admissible(specs, scheduler)[:num_arrivals])
 
@@ -124,6 +125,7 @@ class Engine:
         lagging (async scheduling), at or before the start of the step that just ended."""
         if upto is None:
             upto = self.last_start if self._lagging() else self.clock
+        self.seen = upto  # the next plan sees the arrivals up to here (ns)
         for i in self.source.due(upto):
             self.scheduler.add_request(i)
 
@@ -186,11 +188,12 @@ class Engine:
         return plan.first(k), durations[:k], times[: k + 1]
 
     def _waiting(self, base: int, starts: np.ndarray) -> np.ndarray:
-        """Waiting requests at each step start (ns): those queued at planning plus later
-        arrivals."""
+        """Waiting requests at each step start (ns) as each step's plan saw them: those
+        queued at planning plus the arrivals seen since (seen_by_step)."""
         if len(starts) == 1:
             return np.array([base], dtype=np.int64)
-        return base + self.source.arrivals_by(starts)
+        upto = seen_by_step(self.seen, starts, self.scheduler.async_scheduling)
+        return base + self.source.arrivals_by(self.seen, upto)
 
 
 def admissible(specs: RequestSpecs, scheduler: Scheduler) -> np.ndarray:

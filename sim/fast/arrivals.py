@@ -39,11 +39,13 @@ class Open:
     def exhausted(self) -> bool:
         return self.delivered >= len(self.arrival)
 
-    def waiting_by(self, base: int, starts: list[int]) -> list[int]:
-        """Waiting requests at each step start of a run no arrival interrupts."""
+    def waiting_by(self, base: int, after: int, upto: list[int]) -> list[int]:
+        """Waiting requests at each step of a run no arrival interrupts, as each step's
+        plan saw them: ``base`` plus the arrivals in (after, t] (sim.engine.arrivals
+        seen_by_step)."""
         arrival, cum = self.arrival, self.cum_ok
-        lo = cum[bisect_right(arrival, starts[0])]
-        return [base + cum[bisect_right(arrival, t)] - lo for t in starts]
+        lo = cum[bisect_right(arrival, after)]
+        return [base + cum[bisect_right(arrival, t)] - lo for t in upto]
 
 
 class GatedView:
@@ -68,10 +70,10 @@ class GatedView:
     def exhausted(self) -> bool:
         return self.src.exhausted()
 
-    def waiting_by(self, base: int, starts: list[int]) -> list[int]:
+    def waiting_by(self, base: int, after: int, upto: list[int]) -> list[int]:
         if not self.src.slots.free_at:  # every client has a request in the system
-            return [base] * len(starts)
-        return (base + self.src.arrivals_by(np.asarray(starts, dtype=np.int64))).tolist()
+            return [base] * len(upto)
+        return (base + self.src.arrivals_by(after, np.asarray(upto, dtype=np.int64))).tolist()
 
 
 def view(source: ArrivalSource) -> Open | GatedView:

@@ -18,7 +18,7 @@ from itertools import accumulate, cycle, islice
 
 import numpy as np
 
-from sim.engine.arrivals import ArrivalSource
+from sim.engine.arrivals import ArrivalSource, seen_by_step
 from sim.engine.clock import MAX_NS, NS_PER_S
 from sim.engine.engine import RunStatus
 from sim.fast import arrivals, hooks
@@ -38,6 +38,7 @@ class FastEngine:
         self.src = arrivals.view(source)  # .nxt: the next arrival (ns; NEVER: none known)
         self.all_in = self.src.exhausted()  # every request handed over (the drain begun)
         self.stop, self.clock, self.last_start, self.last_end = stop_ns, 0, None, None
+        self.seen = 0  # the last plan saw the arrivals up to this time (ns)
         self.last_d = 1  # the last decode run's last step (ns): guesses how long a run lasts
         self.progress, self.hook = progress, hook  # hook(plan, starts, durations, outcome)
         # the drain limit (sim/runner.py _DrainLimit): plans after the last arrival
@@ -61,11 +62,13 @@ class FastEngine:
             # started, so it sees the arrivals up to that start (sim/engine/engine.py _lagging)
             lagging = lag and self.last_end == self.clock
             upto = self.last_start if lagging else self.clock
+            self.seen = upto  # the plan sees the arrivals up to here (ns)
             if src.nxt <= upto:
                 self._deliver(upto)
             p = s.schedule()
             if p is None and lagging:  # nothing in flight to plan behind: at once, as vLLM
                 s.flush_frees()
+                self.seen = self.clock
                 self._deliver(self.clock)
                 p = s.schedule()
             if p is None:
@@ -280,7 +283,8 @@ class FastEngine:
             k = max(1, bisect_left(starts, limit))
             del starts[k:], d[k:]
         if k > 1 and not interruptible:
-            wait = self.src.waiting_by(waiting, starts)
+            wait = self.src.waiting_by(waiting, self.seen,
+                                       seen_by_step(self.seen, starts, self.s.async_frees))
         else:  # an interruptible run ends before the next arrival: nobody joins the queue
             wait = [waiting] * k
         kv_used = used if len(used) == k else used[:k]

@@ -61,10 +61,10 @@ class Pushed(ArrivalSource):
     def finished(self, reqs: np.ndarray, now: int) -> None:
         self.on_finish(reqs, now)
 
-    def arrivals_by(self, starts: np.ndarray) -> np.ndarray:
+    def arrivals_by(self, after: int, upto: np.ndarray) -> np.ndarray:
         t = np.asarray(self.due_times, dtype=np.int64)
-        lo = np.searchsorted(t, starts[0], side="right")
-        return np.searchsorted(t, starts, side="right") - lo
+        lo = np.searchsorted(t, after, side="right")
+        return np.searchsorted(t, upto, side="right") - lo
 
     def arrival_times(self) -> np.ndarray:
         out = np.full(len(self.admissible), np.nan)

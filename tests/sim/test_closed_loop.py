@@ -97,11 +97,11 @@ def test_a_horizon_drops_the_requests_never_sent(tmp_path):
 
 
 @settings(max_examples=60, deadline=None)
-@given(runs(), st.integers(1, 6), st.sampled_from([0.0, 0.003]))
-def test_gated_runs_fold_like_single_steps_and_never_exceed_the_cap(case, cap, think):
+@given(runs(), st.integers(1, 6), st.sampled_from([0.0, 0.003]), st.booleans())
+def test_gated_runs_fold_like_single_steps_and_never_exceed_the_cap(case, cap, think, lag):
     arrival, prompt, output, knobs = case
     folded, single = folded_and_single(run, arrival, prompt, output, concurrency=cap,
-                                       think_s=think, **knobs)
+                                       think_s=think, async_scheduling=lag, **knobs)
     assert_same_results(folded, single)
     np.testing.assert_array_equal(sent(folded), sent(single))
     # in the engine's integer nanoseconds: every send after its ready time, never > cap inside

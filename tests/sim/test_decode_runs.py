@@ -19,6 +19,19 @@ def test_runs_equal_single_steps(case):
     assert_same_results(*folded_and_single(run, arrival, prompt, output, **knobs))
 
 
+@settings(max_examples=80, deadline=None)
+@given(runs())
+def test_async_runs_equal_single_steps(case):
+    """Async scheduling: each step's plan is made while the step before runs and sees the
+    arrivals up to that step's start; a folded run records the waiting count each plan
+    saw (sim.engine.arrivals.seen_by_step), as its single steps do."""
+    arrival, prompt, output, knobs = case
+    knobs = dict(knobs, cost=LinearParams(base_ms=2, prefill_token_ms=0.05, decode_seq_ms=0.1,
+                                          context_token_ms=0.001))
+    assert_same_results(*folded_and_single(run, arrival, prompt, output,
+                                           async_scheduling=True, **knobs))
+
+
 def test_runs_actually_fold_steps(monkeypatch):
     # one long decode: 1 prefill step + one run of 99 decode steps
     monkeypatch.setattr(vllm_mod, "MAX_RUN_STEPS", 4096)
