@@ -271,6 +271,9 @@ class Fleet:
     def _as_sent(self) -> np.ndarray:
         """After a gated run: requests arrive when sent (latencies count from there); the
         client queue time of each (s; NaN: never sent, within the horizon)."""
+        if self.routes:  # sent, still in the API server at the end: a single run's gate
+            # has not released them (it releases at the engine's arrival), so neither here
+            self.gate.sent[[req for _, req in self.routes]] = -1
         if any(p.specs.delays is not None for p in self.pools):  # exact, as a single run's
             sent = np.where(self.gate.sent >= 0, to_s(self.gate.sent), np.nan)
         else:  # as a single run computes it (its engine's arrival less the ingress), to the bit

@@ -95,12 +95,27 @@ def test_disaggregated_fleet_takes_a_closed_loop():
     assert _in_flight(res) == 32
 
 
-def test_horizon_leaves_requests_unsent_and_counts_them():
+@pytest.mark.parametrize("ingress", [(), ("engine.ingress_ms=3", "engine.ingress_per_token_us=12")])
+def test_horizon_leaves_requests_unsent_and_counts_them(ingress):
+    """A request the client sent that is still in the API server at the horizon never
+    reached the engine: never sent, as a single run's gate counts it."""
     fr, res, s = fleet(None, "workload.num_requests=400", "horizon_s=5",
                        "workload.arrival={process: closed, concurrency: 8}",
-                       "cluster={replicas: 2}")
+                       "cluster={replicas: 2}", *ingress)
     req = s["requests"]
     assert req["never_sent"] > 0
     assert req["total"] == 400
     assert req["total"] == (req["finished"] + req["rejected"] + req["unfinished"]
                             + req["aborted"] + req["never_sent"])
+
+
+def test_a_fleet_of_one_with_a_horizon_counts_what_the_single_run_counts():
+    args = ("workload.num_requests=400", "horizon_s=5", "engine.ingress_ms=3",
+            "workload.arrival={process: closed, concurrency: 8}",
+            "engine.ingress_per_token_us=12")
+    _, s1 = single(None, *args)
+    _, _, s2 = fleet(None, *args, "cluster={replicas: 1}")
+    assert s2["requests"] == s1["requests"]
+    r = s1["requests"]
+    assert (r["finished"], r["unfinished"], r["never_sent"]) == (25, 8, 367)  # 8 clients
+    assert s2["latency_ms"]["ttft"] == s1["latency_ms"]["ttft"]
