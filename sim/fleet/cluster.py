@@ -9,7 +9,11 @@ request arriving at t, in request order (they run at SimPy's NORMAL priority), t
 replicas whose steps end or who wake at t commit and plan (the engine's LATE priority), in
 the order their events were scheduled. So a router at t sees replica state from before
 the steps ending at t, and a step starting at t sees every request routed at t, as in a
-single run. A transfer's push is due when the transfer ends.
+single run. A transfer's push is due when the transfer ends. Each replica is a server of
+its own: a per-token ingress (engine.ingress_per_token_us, the API server's work on each
+prompt) is paid at the replica a request is routed to, behind that replica's earlier
+requests only (PoolRun.replica_due); the router sees a request the constant ingress after
+it was sent.
 
 Gated arrivals (``workload.arrival.concurrency``: ``vllm bench serve --max-concurrency C``
 against the fleet's endpoint) are one gate for all the clients (sim.engine.arrivals.Gated, in
@@ -54,17 +58,57 @@ class PoolRun:
     states: list[ReplicaState]
     router: object
     arrivals: np.ndarray  # requests routed to this pool from the clients, in order
-    due_ns: np.ndarray  # when each reaches the pool (ns)
+    due_ns: np.ndarray  # when each reaches the pool's router (ns)
     next: int = 0  # arrivals[:next] have been routed
-    last_due: int = 0  # gated: when the last request sent reaches it (ns)
+    # with a per-token ingress: when the last request routed to each replica reaches its
+    # scheduler (s for open loops, ns for gated clients; each replica's own API server)
+    seen_s: list = dataclasses.field(default_factory=list)
+    seen_ns: list = dataclasses.field(default_factory=list)
+    # the earliest client + delay (s) of arrivals[i:], and of the delays (ns) of requests
+    # i.. in the order sent (gated): the lookahead's lower bounds
+    min_seen_after: np.ndarray | None = None
+    min_delay_ns_after: np.ndarray | None = None
 
-    def reach_ns(self, sent: int, req: int) -> int:
-        """When request ``req``, sent at ``sent`` (ns), reaches this pool: the constant
-        ingress, or its own delay in the order sent (sim.runner.engine_arrivals)."""
+    def route_ns(self, sent: int) -> int:
+        """When a request sent at ``sent`` (ns) reaches this pool's router: the constant
+        ingress after."""
+        return sent + ns(self.specs.ingress_s)
+
+    def replica_due(self, k: int, req: int, route: int, sent: int | None) -> int:
+        """When request ``req``, routed to replica ``k`` at ``route`` (ns), reaches that
+        replica's scheduler: at once with a constant ingress; with a per-token one, after
+        its own delay and behind the requests sent to that replica before it (each
+        replica's API server takes its requests in the order sent: a single run's
+        sim.runner.engine_arrivals, in seconds for open loops and ns for gated clients,
+        as a single run computes it). ``sent``: the gated client's send time (ns)."""
+        t = self.peek_due(k, req, route, sent)
+        if self.specs.delays is not None:
+            if sent is None:
+                self.seen_s[k] = max(float(self.specs.client.arrival_s[req]
+                                           + self.specs.delays[req]), self.seen_s[k])
+            else:
+                self.seen_ns[k] = t
+        return t
+
+    def peek_due(self, k: int, req: int, route: int, sent: int | None) -> int:
+        """``replica_due`` without routing the request."""
         d = self.specs.delays
         if d is None:
-            return sent + ns(self.specs.ingress_s)
-        return max(sent + ns(float(d[req])), self.last_due)
+            return route
+        if sent is None:
+            return ns(max(float(self.specs.client.arrival_s[req] + d[req]), self.seen_s[k]))
+        return max(sent + ns(float(d[req])), self.seen_ns[k])
+
+    def earliest_due(self, k: int, req: int, route: int, sent: int | None) -> int:
+        """The earliest any request from ``req`` on (routed at ``route`` or later, sent at
+        ``sent`` or later) can reach replica ``k`` (ns): ``req``'s own due with one replica
+        (every request comes to it, in order); else a later request with a shorter prompt
+        may overtake ``req`` on its way to another replica."""
+        if self.specs.delays is None or len(self.replicas) == 1:
+            return self.peek_due(k, req, route, sent)
+        if sent is None:
+            return ns(max(float(self.min_seen_after[self.next]), self.seen_s[k]))
+        return max(sent + int(self.min_delay_ns_after[req]), self.seen_ns[k])
 
 
 @dataclass(frozen=True)
@@ -134,7 +178,8 @@ class Fleet:
         rng = np.random.default_rng([seed, 0x524F555445, i])  # "ROUTE", pool i
         router = ROUTERS.get(plan.router.name)(plan.replicas, plan.router.params, rng)
         pool = PoolRun(plan, ps, [], [ReplicaState(k) for k in range(plan.replicas)], router,
-                       np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+                       np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64),
+                       seen_s=[-np.inf] * plan.replicas, seen_ns=[0] * plan.replicas)
         wrap = ((lambda ex: TransferredPrompts(ex, ps.specs.prompt_tokens))
                 if plan.role == DECODE else None)
         for k in range(0 if self.alone else plan.replicas):
@@ -162,7 +207,13 @@ class Fleet:
         for pool in entry:
             mine = np.flatnonzero([of_lane.get(c) is pool for c in self.specs.lane.tolist()])
             pool.arrivals = mine.astype(np.int64)
-            pool.due_ns = to_ns(pool.specs.specs.arrival_s[mine])
+            pool.due_ns = to_ns(pool.specs.client.arrival_s[mine] + pool.specs.ingress_s)
+            d = pool.specs.delays
+            if d is not None:  # suffix minima (np.minimum.accumulate of the reversed)
+                c = pool.specs.client.arrival_s[mine] + d[mine]
+                pool.min_seen_after = np.minimum.accumulate(c[::-1])[::-1]
+                # over every request in the order sent (a gated request's number)
+                pool.min_delay_ns_after = np.minimum.accumulate(to_ns(d)[::-1])[::-1]
 
     def _step_hook(self, plan: PoolPlan, k: int):
         if self.log is None:
@@ -202,9 +253,11 @@ class Fleet:
         received = {}
         for p in self.pools:
             for rep in p.replicas:
-                reqs = self.received[rep.name]
-                received[rep.name] = dict(zip(reqs.tolist(),
-                                              p.specs.specs.arrival_s[reqs].tolist()))
+                reqs, d = self.received[rep.name], p.specs.delays
+                # as the replica's own API server delivered them (PoolRun.replica_due)
+                seen = (p.specs.specs.arrival_s[reqs] if d is None else
+                        np.maximum.accumulate(p.specs.client.arrival_s[reqs] + d[reqs]))
+                received[rep.name] = dict(zip(reqs.tolist(), seen.tolist()))
         return FleetResult(self.plan, self.specs, tuple(self.pools), results, self.first,
                            self.last, received, self.transfer_s, self.transfers,
                            self.never_sent, wall, None, dict(self.received))
@@ -213,14 +266,18 @@ class Fleet:
         """The earliest a request not yet routed could reach replica ``k`` of ``pool`` (ns),
         None if none can before that replica's own next finish."""
         if self.gate is None:
-            return int(pool.due_ns[pool.next]) if pool.next < len(pool.due_ns) else None
+            if pool.next >= len(pool.due_ns):
+                return None
+            return pool.earliest_due(k, int(pool.arrivals[pool.next]),
+                                     int(pool.due_ns[pool.next]), None)
         t = self.gate.next_time()
         if t is None and not self.gate.exhausted():
             t = self._earliest_free(pool.replicas[k])
         nxt = self.gate.slots.next_req
-        heads = [] if t is None or nxt >= len(self.specs) else [pool.reach_ns(t, nxt)]
-        if self.routes:
-            heads.append(self.routes[0][0])
+        heads = [] if t is None or nxt >= len(self.specs) else [
+            pool.earliest_due(k, nxt, pool.route_ns(t), t)]
+        heads += [pool.peek_due(k, req, route, int(self.gate.sent[req]))
+                  for route, req in self.routes]  # sent, not yet at the router
         return min(heads) if heads else None
 
     def _entry_ended(self, pool: PoolRun) -> bool:
@@ -262,8 +319,7 @@ class Fleet:
         """Send what the gate lets go at ``now``, route what has reached its pool."""
         for req in self.gate.due(now):
             pool = self.pools[self.entry_of[req]]
-            due = pool.last_due = pool.reach_ns(int(self.gate.sent[req]), req)
-            heapq.heappush(self.routes, (due, req))
+            heapq.heappush(self.routes, (pool.route_ns(int(self.gate.sent[req])), req))
         while self.routes and self.routes[0][0] <= now:
             due, req = heapq.heappop(self.routes)
             self._route(self.pools[self.entry_of[req]], req, due)
@@ -311,6 +367,8 @@ class Fleet:
         rep, st = pool.replicas[k], pool.states[k]
         st.routed += 1
         st.outstanding += int(rep.source.admissible[req])
+        sent = None if self.gate is None or pool.plan.role == DECODE else int(self.gate.sent[req])
+        due = pool.replica_due(k, req, due, sent) if pool.plan.role != DECODE else due
         rep.source.push(req, due)
         number = self.numbers[rep.name]
         if pool.plan.role != DECODE:

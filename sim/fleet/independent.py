@@ -45,10 +45,6 @@ def why_not(plan: FleetPlan) -> str:
             return "prefill replicas hand requests to decode replicas"
         if ROUTERS.get(p.router.name).reads_replicas:
             return f"router {p.router.name} reads the replicas' state"
-        if p.resolved.scenario.engine.ingress_per_token_us:
-            # the pool's requests reach it in the order sent (sim.runner.engine_arrivals),
-            # which a replica run alone on its share cannot see
-            return "the per-token ingress orders the pool's requests as they were sent"
     return ""
 
 
