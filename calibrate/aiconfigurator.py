@@ -47,6 +47,19 @@ from traces.errors import InputError
 SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm", "a100_sxm": "a100-80gb",
            "l40s": "l40s", "b200_sxm": "b200", "b300_sxm": "b300"}
 PACKAGE = "aiconfigurator-core"
+# vLLM's Python API server, per prompt token, before the engine sees a request (tokenizing
+# the text prompt, building and sending the request): the host's cost, the same for every
+# system; fitted on NVIDIA's measured deployments (benchmarks/silicon, NOTES.md "The API
+# server's time per prompt token")
+FRONTEND_US_PER_TOKEN = 10.0
+FRONTEND_SOURCE = (
+    "fitted on the silicon replay (benchmarks/silicon): its 1,102 rows measured through vllm "
+    "serve's Python API server with text prompts (InferenceX, InferenceMAX: "
+    "benchmark_serving.py) at 0/8/10/12/14/16 us per prompt token, TTFT median abs error "
+    "24.8/16.1/15.5/15.8/16.2/17.1 %, lowest at 10 (leave-one-system-out picks 10-14); "
+    "InferenceX PR 1634 (the Rust frontend, same engine: TTFT -8 % at 1k/1k, -22 % at "
+    "8k/1k) bounds it below at 6-9 us. A host figure: set engine.ingress_per_token_us for "
+    "another frontend (0: token IDs)")
 
 
 class ImportDataError(InputError):
@@ -334,6 +347,7 @@ def import_and_fit(system: str, framework: str = "vllm", seed: int = 0,
                                        "(calibrate/aiconfigurator_curves.py)")
     mf.elementwise = elementwise_of(system)
     mf.host_overhead = shipped_host_overhead(gpu)
+    mf.frontend_us_per_token, mf.frontend_source = FRONTEND_US_PER_TOKEN, FRONTEND_SOURCE
     mf.hardware = Hardware(source=f"aiconfigurator tables ({system}; not this machine)",
                            gpu=gpu, dtype=mf.dtype)
     mark_variants_over_bar(mf)

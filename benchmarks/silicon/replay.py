@@ -50,6 +50,8 @@ def scenario(row: Row, p: Protocol, trace: Path) -> dict:
         engine["block_size"] = p.block_size
     if p.moe_backend != "auto":
         engine["moe_backend"] = p.moe_backend
+    if p.ingress_per_token_us is not None:
+        engine["ingress_per_token_us"] = p.ingress_per_token_us
     if p.max_cudagraph_capture_size is not None:
         engine["max_cudagraph_capture_size"] = p.max_cudagraph_capture_size
     for key in ("max_num_seqs", "max_num_batched_tokens", "max_model_len"):

@@ -45,6 +45,9 @@ class Protocol:
     prefix_caching: bool = False   # random prompts share nothing: on or off changes no step
     moe_backend: str = "auto"      # --moe-backend (or the env flags that choose it)
     max_cudagraph_capture_size: int | None = None  # None: vLLM's default
+    # the API server's time per prompt token (us; engine.ingress_per_token_us); None: the
+    # profile's (vLLM's Python frontend tokenizing the text prompts the client sends)
+    ingress_per_token_us: float | None = None
 
 
 @dataclass(frozen=True)
@@ -191,6 +194,12 @@ INFERENCEMAX = (
     "merged 2025-12-10), --async-scheduling, --no-enable-prefix-caching, "
     "--max-num-batched-tokens 8192, --gpu-memory-utilization 0.9, --max-num-seqs CONC "
     "(H100/H200) or 512 (B200), --max-model-len 10240 (H200 script)")
+# The Kimi-K2.5 rows of `kimi-k2.5-gap-analysis.csv` are InferenceX measurements: 32 of its
+# 47 rows equal an InferenceX row of the same model, GPU, ISL/OSL, TP and concurrency (image
+# vllm/vllm-openai v0.15.1 / v0.16.0 / v0.17.0) in TTFT and TPOT to 0.2 %; the other 15
+# (B200 fp4, TP 4 EP 4, v0.17.0) match InferenceX runs of that configuration on other dates
+# (TPOT median 1.7 %, max 10.5 % apart; TTFT median 5.9 %)
+KIMI_GAP_FILE = "kimi-k2.5-gap-analysis.csv"
 GAP_ANALYSIS = (
     "NVIDIA aic-auto-gap-analysis sweep (vLLM 0.12.0): ASSUMPTION, no public protocol: "
     "vllm bench serve --dataset-name random with its default range ratio 0 (fixed lengths), "
@@ -302,9 +311,10 @@ def protocol(row: Row) -> Protocol:
             max_num_batched_tokens=8192, max_model_len=10240, kv_fp8=row.gpu != "h100-sxm",
             gpu_memory_utilization=0.9, async_scheduling=True, source=INFERENCEMAX)
     if "image=vllm/vllm-openai" in row.data_source or "db-dump/" in row.data_source \
-            or "model=" in row.data_source:
+            or "model=" in row.data_source or KIMI_GAP_FILE in row.data_source:
         return _inferencex(row)
     return Protocol(
         name="gap-analysis", num_prompts=10 * c, concurrency=c, range_ratio=0.0,
         range_below=False, max_num_seqs=None, max_num_batched_tokens=None, max_model_len=None,
-        kv_fp8=False, gpu_memory_utilization=0.9, async_scheduling=False, source=GAP_ANALYSIS)
+        kv_fp8=False, gpu_memory_utilization=0.9, async_scheduling=False, source=GAP_ANALYSIS,
+        ingress_per_token_us=0.0)

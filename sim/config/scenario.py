@@ -195,9 +195,10 @@ class EngineConfig(BaseModel):
         None, ge=0, le=1000, description="Plus this per prompt token (us): the API server's "
         "work on a text prompt before the engine sees it (tokenizing it, building and sending "
         "the request), which grows with its length. None: the cost profile's value "
-        "(frontend_us_per_token; the shipped profiles carry none yet), else 0; 12 fits NVIDIA's "
-        "measured deployments best (NOTES.md); 0 for a client that sends token IDs. Requests "
-        "still reach the scheduler in the order sent.",
+        "(frontend_us_per_token: 10 in the shipped GPU profiles, vLLM's Python API server "
+        "fitted on NVIDIA's measured deployments, NOTES.md), else 0; 0 for a client that "
+        "sends token IDs or a frontend that tokenizes elsewhere. Requests still reach the "
+        "scheduler in the order sent.",
     )
 
 

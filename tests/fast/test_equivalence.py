@@ -179,5 +179,6 @@ def test_no_requests():
 
 
 def test_a_horizon_inside_the_first_step():
-    a, _ = same_scenario(None, "workload.num_requests=3", "horizon_s=0.0001")
+    a, _ = same_scenario(None, "workload.num_requests=3", "horizon_s=0.0001",
+                         "engine.ingress_per_token_us=0")  # the first arrival at 0
     assert a.recorder.num_plans == 1 and a.run.stopped_at_limit

@@ -91,10 +91,10 @@ def test_max_num_seqs_32_at_12_requests_per_s_is_saturated():
     assert st["verdict"] == "saturated", st["reason"]
     assert st["utilization"] > 0.99 and st["peak_queue_to_running"] > 1
     assert s["latency_ms"]["ttft"]["median"] > 2000
-    # 136 waiting beside 32 running: each waited longer than its service (TTFT p50 > 2 s), so
+    # 135 waiting beside 32 running: each waited longer than its service (TTFT p50 > 2 s), so
     # overloaded at the peaks of its Poisson arrivals; the engine holds all 32 sequences
     # (its CUDA graphs hold 64 tokens: every prefill chunk runs eager, launch-bound)
-    assert st["reason"].startswith("overloaded at its peak: in window 10/10 136 requests "
+    assert st["reason"].startswith("overloaded at its peak: in window 10/10 135 requests "
                                    "waited to start beside 32 running (each waited about 4.2x "
                                    "its service time"), st["reason"]
     assert "(31.5 of 32 sequences and 9% of the KV cache in use on average)" in st["reason"]
