@@ -263,7 +263,9 @@ def moe_of(system: str, framework: str = "vllm"):
     if not found:
         return None
     src = [(p, f"{PACKAGE} {pkg_version} {p.relative_to(root)}") for p in found]
-    return convert_moe(*src[0], older=tuple(src[1:]))[0]
+    lenders = tables(root, system, "moe", "sglang", "moe_perf") if framework == "vllm" else []
+    lent = tuple((p, f"{PACKAGE} {pkg_version} {p.relative_to(root)}") for p in lenders)
+    return convert_moe(*src[0], older=tuple(src[1:]), borrowed=lent)[0]
 
 
 def mla_of(system: str, phase: str, framework: str = "vllm"):

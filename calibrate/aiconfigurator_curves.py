@@ -37,8 +37,18 @@ _COLS = {"dtype": "moe_dtype", "hidden": "hidden_size", "inter": "inter_size",
          "distribution": "distribution"}
 
 
+# formats vLLM runs through a kernel another framework's table times for shapes vLLM's
+# tables lack: FlashInfer's TRT-LLM-gen MoE with mxfp4 weights and mxfp8 activations
+# (vLLM's FLASHINFER_TRTLLM_MXFP4_MXFP8 backend, SGLang's flashinfer_trtllm MoE), borrowed
+# per shape only where both frameworks' timings of the sibling format (bf16 activations,
+# the same kernel family) agree to within SAME_KERNEL_TOL (median over token counts)
+BORROW = {"w4a8_mxfp4_mxfp8": "w4a16_mxfp4"}
+SAME_KERNEL_TOL = 0.05
+
+
 def convert_moe(path: Path, source: str,
-                older: tuple[tuple[Path, str], ...] = ()) -> tuple[CurveTable, str]:
+                older: tuple[tuple[Path, str], ...] = (),
+                borrowed: tuple[tuple[Path, str], ...] = ()) -> tuple[CurveTable, str]:
     """The MoE CurveTable of one ``moe_perf.parquet`` and a note saying what was kept.
 
     Per key, the most-measured kernel of PATH is the curve ``key`` (what ``moe_backend:
@@ -51,6 +61,9 @@ def convert_moe(path: Path, source: str,
     best = _best_kernel(t, cols)
     alts, used = _alternates(t, best, older, cols)
     rows = pd.concat([best] + alts, ignore_index=True)
+    lent, used_b = _borrow(rows, borrowed, cols)
+    rows = pd.concat([rows] + lent, ignore_index=True)
+    used += used_b
     tokens = [int(x) for x in np.sort(rows["num_tokens"].unique())]
     grid = rows.pivot_table(index="key", columns="num_tokens", values="latency",
                             aggfunc="median")
@@ -92,6 +105,40 @@ def _alternates(t: pd.DataFrame, best: pd.DataFrame, older, cols: list[str]):
         out.append(new.assign(key=new["key"] + "@" + new["backend"]))
         if src is not None:
             used.append((src, ", ".join(sorted(set(new["moe_dtype"] + " " + new["backend"])))))
+    return out, used
+
+
+def _borrow(rows: pd.DataFrame, borrowed, cols: list[str]):
+    """Rows of BORROW formats from other frameworks' tables (``borrowed``: (path, source))
+    for keys ``rows`` lack, where the lender's sibling-format curve of that shape and
+    kernel family agrees with vLLM's own (the kernel is the same; see BORROW); and which
+    sources gave some (source, what)."""
+    have = set(rows["key"])
+    mine = rows.pivot_table(index="key", columns="num_tokens", values="latency",
+                            aggfunc="median")
+    out, used = [], []
+    for path, src in borrowed:
+        tab = _moe_rows(path, cols)
+        lent = []
+        for fmt, sibling in BORROW.items():
+            same = tab[tab["backend"] == "flashinfer_trtllm"]
+            cand = same[(same["moe_dtype"] == fmt) & ~same["key"].isin(have)]
+            theirs = same[same["moe_dtype"] == sibling].pivot_table(
+                index="key", columns="num_tokens", values="latency", aggfunc="median")
+            for key, g in cand.groupby("key"):
+                sib = sibling + key[len(fmt):]
+                if sib not in mine.index or sib not in theirs.index:
+                    continue
+                ratio = (theirs.loc[sib] / mine.loc[sib]).dropna()
+                if len(ratio) and float((ratio - 1).abs().median()) <= SAME_KERNEL_TOL:
+                    lent.append(_best_kernel(g, cols))
+        if lent:
+            new = pd.concat(lent, ignore_index=True)
+            have |= set(new["key"])
+            out.append(new)
+            used.append((src, ", ".join(sorted(set(new["moe_dtype"] + " " + new["backend"])))
+                         + f" (same kernel: its {'/'.join(BORROW.values())} timings agree "
+                         f"with vLLM's to {SAME_KERNEL_TOL:.0%})"))
     return out, used
 
 

@@ -50,6 +50,8 @@ def scenario(row: Row, p: Protocol, trace: Path) -> dict:
         engine["block_size"] = p.block_size
     if p.moe_backend != "auto":
         engine["moe_backend"] = p.moe_backend
+    if p.moe_activation != "auto":
+        engine["moe_activation"] = p.moe_activation
     if p.ingress_per_token_us is not None:
         engine["ingress_per_token_us"] = p.ingress_per_token_us
     if p.max_cudagraph_capture_size is not None:

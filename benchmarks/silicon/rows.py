@@ -44,6 +44,7 @@ class Protocol:
     block_size: int | None = None  # --block-size (None: vLLM's 16)
     prefix_caching: bool = False   # random prompts share nothing: on or off changes no step
     moe_backend: str = "auto"      # --moe-backend (or the env flags that choose it)
+    moe_activation: str = "auto"   # mxfp8: VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1
     max_cudagraph_capture_size: int | None = None  # None: vLLM's default
     # the API server's time per prompt token (us; engine.ingress_per_token_us); None: the
     # profile's (vLLM's Python frontend tokenizing the text prompts the client sends)
@@ -206,7 +207,9 @@ GAP_ANALYSIS = (
     "--ignore-eos, 10*CONC prompts, --max-concurrency CONC, engine flags at vLLM's defaults "
     "(KV cache dtype auto = bf16: vLLM took the checkpoint's kv_cache_quant_algo only from "
     "PR 29980, merged 2025-12-10, after 0.12.0; async scheduling off: on by default only "
-    "from PR 27614, after 0.12.0)")
+    "from PR 27614, after 0.12.0); frontend: NVIDIA Dynamo's (the sweep's rows that name an "
+    "image name ai-dynamo runtimes, vllm-runtime:0.8.0 for Qwen3-32B), which tokenizes in "
+    "Rust: no per-token API-server time (ASSUMPTION)")
 
 
 INFERENCEX = (
@@ -235,9 +238,9 @@ SERVERS: dict[tuple[str, str, str], dict] = {
         src="minimaxm2.5_fp4_b200.sh @56245be3"),
     ("openai/gpt-oss-120b", "fp4", "b200"): dict(
         util=0.90, block=None, kv_fp8=True, prefix=False, seqs=512, mnbt=8192, graphs=2048,
-        # VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1: FlashInfer TRT-LLM with mxfp8 activations,
-        # a format no shipped table prices (the profile's w4a16 FlashInfer TRT-LLM curve)
-        src="gptoss_fp4_b200.sh @34bc7c40"),
+        # VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1: FlashInfer TRT-LLM with mxfp8 activations
+        # (the profile's w4a8_mxfp4_mxfp8 curves: SGLang's timing of the same kernel)
+        act="mxfp8", src="gptoss_fp4_b200.sh @34bc7c40 (VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1)"),
     ("openai/gpt-oss-120b", "fp4", "h200"): dict(
         util=0.90, block=None, kv_fp8=False, prefix=False, seqs="conc", mnbt=8192, graphs=2048,
         moe="marlin", src="gptoss_fp4_h200.sh @34bc7c40 (VLLM_MXFP4_USE_MARLIN=1)"),
@@ -298,6 +301,7 @@ def _inferencex(row: Row) -> Protocol:
         kv_fp8=srv["kv_fp8"], gpu_memory_utilization=srv["util"], async_scheduling=True,
         source=f"{INFERENCEX}; server {srv['src']}", block_size=block,
         prefix_caching=srv["prefix"], moe_backend=srv.get("moe", "auto"),
+        moe_activation=srv.get("act", "auto"),
         max_cudagraph_capture_size=srv.get("graphs"))
 
 

@@ -181,6 +181,13 @@ class EngineConfig(BaseModel):
         "measured most for the shape. A named one is priced from its own timing where the "
         "profile has it (sim/cost/moe.py). Dense models ignore it.",
     )
+    moe_activation: Literal["auto", "mxfp8"] = Field(
+        "auto", description="The activations of an mxfp4 checkpoint's experts: mxfp8 is "
+        "vLLM's --quantization-config '{\"moe\": {\"activation\": \"mxfp8\"}}' (before "
+        "0.2x VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1): FlashInfer TRT-LLM's mxfp4 x mxfp8 "
+        "kernel on Blackwell, priced from the profile's w4a8_mxfp4_mxfp8 curves; auto: the "
+        "checkpoint's (bf16 for gpt-oss). Only mxfp4 experts take it.",
+    )
     ingress_ms: float | None = Field(
         None, ge=0, le=60_000, description="A request becomes visible to the scheduler this "
         "long after the client sends it (ms). None: the cost profile's fitted value (fit-steps "

@@ -176,6 +176,7 @@ class FittedCost(ScalarPricing, CostModel):
         self.async_host = bool(r is not None and r.scenario.engine.async_scheduling)
         # vLLM's --moe-backend: which measured fused-MoE curve prices the experts
         self.moe_backend = r.scenario.engine.moe_backend if r is not None else "auto"
+        self.moe_activation = r.scenario.engine.moe_activation if r is not None else "auto"
         if self.file.kind == "ops":
             missing = [op for op in ("gemm", "prefill_attn", "decode_attn")
                        if op not in self.file.ops]
@@ -332,6 +333,11 @@ class FittedCost(ScalarPricing, CostModel):
         tp, ep = (1, self.ep) if self.ep > 1 else (self.tp * self.dp, 1)
         fmt = expert_format(self.model)
         what = f"cost fitted: profile {self.spec}, {self.model.name}"
+        if self.moe_activation == "mxfp8":
+            if fmt != "w4a16_mxfp4":
+                raise InputError(f"{what}: engine.moe_activation mxfp8 applies to mxfp4 "
+                                 f"experts; this model's are {fmt}")
+            fmt = "w4a8_mxfp4_mxfp8"  # FlashInfer TRT-LLM, mxfp8 activations
         key = moe_key(fmt, hidden, inter, experts, topk, tp, ep, dist)
         alt = moe_key(fmt, hidden, inter, experts, topk, ep, tp, dist)  # same GPU count
         idx = self.file.moe.index()
