@@ -81,7 +81,8 @@ def _engine_flags(r: Resolved) -> list[str]:
     if e.moe_backend != "auto":
         flags.append(f"--moe-backend {e.moe_backend}")
     if e.moe_activation != "auto":
-        flags.append(f"--quantization-config '{{\"moe\":{{\"activation\":\"{e.moe_activation}\"}}}}'")
+        quant = json.dumps({"moe": {"activation": e.moe_activation}}, separators=(",", ":"))
+        flags.append(f"--quantization-config '{quant}'")
     if e.speculative_config is not None:  # vLLM's keys only (the acceptance is servesim's)
         spec = json.dumps(e.speculative_config.vllm_json(), separators=(",", ":"))
         flags.append(f"--speculative-config '{spec}'")
