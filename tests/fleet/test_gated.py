@@ -119,3 +119,26 @@ def test_a_fleet_of_one_with_a_horizon_counts_what_the_single_run_counts():
     r = s1["requests"]
     assert (r["finished"], r["unfinished"], r["never_sent"]) == (25, 8, 367)  # 8 clients
     assert s2["latency_ms"]["ttft"] == s1["latency_ms"]["ttft"]
+
+
+@pytest.mark.parametrize("router", ["round_robin", "least_outstanding"])
+@pytest.mark.parametrize("arrival", ["workload.arrival.rate=30",
+                                     "workload.arrival={process: closed, concurrency: 6}"])
+def test_a_per_token_ingress_per_replica_conserves_requests(router, arrival):
+    """Each replica's API server (sim/fleet/cluster.py PoolRun.replica_due) with a slow
+    frontend (300 us per prompt token): every request ends somewhere, the gate holds."""
+    fr, res, s = fleet(None, "workload.num_requests=120", arrival, "engine.ingress_ms=2",
+                       "engine.ingress_per_token_us=300",
+                       f"cluster={{replicas: 3, router: {{name: {router}}}}}")
+    req = s["requests"]
+    assert req["total"] == 120 == req["finished"]
+    if "closed" in arrival:
+        assert _in_flight(res) == 6
+    # every request reached its replica after its own prompt's frontend time, and each
+    # replica's requests in the order they were sent (fleet numbering: fr.specs)
+    for name, got in fr.received_s.items():
+        for q, t in got.items():
+            sent = fr.specs.arrival_s[q]
+            assert t >= sent + 0.002 + 300e-6 * fr.specs.prompt_tokens[q] - 1e-9, (name, q)
+        order = sorted(got)
+        assert all(got[a] <= got[b] for a, b in zip(order, order[1:])), name
