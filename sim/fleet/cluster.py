@@ -81,14 +81,13 @@ class PoolRun:
         replica's API server takes its requests in the order sent: a single run's
         sim.runner.engine_arrivals, in seconds for open loops and ns for gated clients,
         as a single run computes it). ``sent``: the gated client's send time (ns)."""
-        t = self.peek_due(k, req, route, sent)
-        if self.specs.delays is not None:
-            if sent is None:
-                self.seen_s[k] = max(float(self.specs.client.arrival_s[req]
-                                           + self.specs.delays[req]), self.seen_s[k])
-            else:
-                self.seen_ns[k] = t
-        return t
+        if self.specs.delays is None:
+            return route
+        if sent is None:
+            self.seen_s[k] = self._seen_open(k, req)
+            return ns(self.seen_s[k])
+        self.seen_ns[k] = self.peek_due(k, req, route, sent)
+        return self.seen_ns[k]
 
     def peek_due(self, k: int, req: int, route: int, sent: int | None) -> int:
         """``replica_due`` without routing the request."""
@@ -96,8 +95,13 @@ class PoolRun:
         if d is None:
             return route
         if sent is None:
-            return ns(max(float(self.specs.client.arrival_s[req] + d[req]), self.seen_s[k]))
+            return ns(self._seen_open(k, req))
         return max(sent + ns(float(d[req])), self.seen_ns[k])
+
+    def _seen_open(self, k: int, req: int) -> float:
+        """An open loop's request ``req`` reaches replica ``k`` (s), as engine_arrivals."""
+        return max(float(self.specs.client.arrival_s[req] + self.specs.delays[req]),
+                   self.seen_s[k])
 
     def earliest_due(self, k: int, req: int, route: int, sent: int | None) -> int:
         """The earliest any request from ``req`` on (routed at ``route`` or later, sent at
@@ -276,8 +280,10 @@ class Fleet:
         nxt = self.gate.slots.next_req
         heads = [] if t is None or nxt >= len(self.specs) else [
             pool.earliest_due(k, nxt, pool.route_ns(t), t)]
-        heads += [pool.peek_due(k, req, route, int(self.gate.sent[req]))
-                  for route, req in self.routes]  # sent, not yet at the router
+        if self.routes:  # sent, not yet at the router (by route time)
+            heads += ([self.routes[0][0]] if pool.specs.delays is None else
+                      [pool.peek_due(k, req, route, int(self.gate.sent[req]))
+                       for route, req in self.routes])
         return min(heads) if heads else None
 
     def _entry_ended(self, pool: PoolRun) -> bool:
@@ -367,8 +373,9 @@ class Fleet:
         rep, st = pool.replicas[k], pool.states[k]
         st.routed += 1
         st.outstanding += int(rep.source.admissible[req])
-        sent = None if self.gate is None or pool.plan.role == DECODE else int(self.gate.sent[req])
-        due = pool.replica_due(k, req, due, sent) if pool.plan.role != DECODE else due
+        # a decode pool has no per-token ingress (its delays None): due as given
+        sent = None if self.gate is None else int(self.gate.sent[req])
+        due = pool.replica_due(k, req, due, sent)
         rep.source.push(req, due)
         number = self.numbers[rep.name]
         if pool.plan.role != DECODE:
