@@ -12,7 +12,7 @@ intermediate_size, vocab_size, max_position_embeddings, tie_word_embeddings):
     DeepseekV2/V3ForCausalLM (also Kimi-K2)  MLA, n_routed_experts, n_shared_experts,
                                              first_k_dense_replace
     GptOssForCausalLM                        num_local_experts, layer_types, sliding_window
-    MiniMaxM2ForCausalLM                     num_local_experts, q/k norm
+    MiniMaxM2ForCausalLM                     num_local_experts, q/k norm across heads
     KimiK25ForConditionalGeneration          its text_config (a DeepseekV3 model; the
                                              vision tower is not counted)
 
@@ -121,8 +121,12 @@ ARCHITECTURES = {
     **{a: _deepseek for a in _DEEPSEEK},
     "GptOssForCausalLM": lambda k: dict(qkv_bias=bool(k.opt("attention_bias", False)),
                                         **_moe(k, "num_local_experts", "intermediate_size")),
-    "MiniMaxM2ForCausalLM": lambda k: dict(qk_norm=bool(k.opt("use_qk_norm", False)),
-                                           **_moe(k, "num_local_experts", "intermediate_size")),
+    # the q/k norm spans all heads (qk_norm_type per_layer; vLLM 0.32's MiniMaxM2Attention
+    # builds MiniMaxText01RMSNormTP whatever the config says)
+    "MiniMaxM2ForCausalLM": lambda k: dict(
+        qk_norm=bool(k.opt("use_qk_norm", False)),
+        qk_norm_layerwise=bool(k.opt("use_qk_norm", False)),
+        **_moe(k, "num_local_experts", "intermediate_size")),
 }
 
 

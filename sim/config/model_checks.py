@@ -44,6 +44,8 @@ def problems(m: ModelSpec) -> Iterator[str]:
         yield (f"num_kv_heads ({m.num_kv_heads}) must divide num_attention_heads "
                f"({m.num_attention_heads}): each KV head serves a group of query heads, as "
                "vLLM's attention layer requires")
+    if m.qk_norm_layerwise and not m.qk_norm:
+        yield "qk_norm_layerwise needs qk_norm (it says how wide the q/k norm is)"
     yield from _moe(m)
     yield from _mla(m)
     yield from _window(m)

@@ -85,7 +85,11 @@ def _attn_small(m: ModelSpec) -> int:
     if m.is_mla:
         return m.q_lora_rank + m.kv_lora_rank  # q_a_layernorm, kv_a_layernorm
     bias = (m.q_size + 2 * m.kv_size) if m.qkv_bias else 0
-    return bias + (2 * m.head_dim if m.qk_norm else 0)
+    if not m.qk_norm:
+        return bias
+    if m.qk_norm_layerwise:  # one scale per element of q and of k (MiniMax-M2)
+        return bias + m.q_size + m.kv_size
+    return bias + 2 * m.head_dim  # one per head dim, shared by the heads (Qwen3)
 
 
 def attn_params(m: ModelSpec) -> int:

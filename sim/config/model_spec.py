@@ -96,6 +96,12 @@ class ModelSpec(BaseModel):
     qk_norm: bool = Field(False, description="Per-head RMSNorm on queries and keys before "
                           "RoPE (Qwen3; Hugging Face's Qwen3Attention q_norm / k_norm): two "
                           "more elementwise kernels per block.")
+    qk_norm_layerwise: bool = Field(
+        False, description="The q/k RMSNorm spans all heads at once, not one head "
+        "(MiniMax-M2: config.json's qk_norm_type per_layer; vLLM's MiniMaxText01RMSNormTP): "
+        "its weights are one scale per q and k element, and under tensor parallelism every "
+        "block also all-reduces each token's two fp32 variances (one all-reduce per block, "
+        "vLLM's minimax_qk_norm_fusion). Needs qk_norm.")
     tie_word_embeddings: bool = Field(
         False, description="The LM head shares the embedding matrix (no separate weights)."
     )

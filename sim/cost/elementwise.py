@@ -39,6 +39,10 @@ SAMPLER_KERNELS = 6  # fp32 cast, temperature, softmax, exponential draw, divide
 # vocabulary bytes per request: 2 (bf16 logits in) + 4 (fp32 out) + 8 (temperature r/w)
 # + 8 (softmax r/w) + 4 (exponential draw) + 12 (divide r/r/w) + 4 (argmax read)
 SAMPLER_BYTES_PER_VOCAB = 42
+# a layerwise q/k norm under TP all-reduces each token's q and k variances, fp32 (bytes):
+# vLLM's MiniMaxText01RMSNormTP, the variance kernel before the all-reduce and the apply
+# kernel after it standing in for the two norm kernels above
+QK_VARIANCE_BYTES = 8
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,7 @@ class ElementwiseWork:
             write = (model.kv_lora_rank + model.qk_rope_head_dim) * (a + kv)
         layer = (4.0 * h * a, 4.0 * h * a, rope, write, 3.0 * inter * a)
         if model.qk_norm:  # vLLM's Qwen3Attention: q_norm, then k_norm, one kernel each
+            # (MiniMax-M2's layerwise norm: a variance kernel and an apply kernel, same bytes)
             layer += (2.0 * hq * d * a, 2.0 * hkv * d * a)
         return ElementwiseWork(layer, 4.0 * h * a, 2.0 * h * a,
                                float(SAMPLER_BYTES_PER_VOCAB * model.vocab_size))

@@ -49,7 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sim.cost.base import COST_MODELS, CostModel, decode_contexts
 from sim.cost.curve_grid import MeasuredAttention
-from sim.cost.elementwise import ElementwiseWork
+from sim.cost.elementwise import QK_VARIANCE_BYTES, ElementwiseWork
 from sim.cost.layer_plan import dense_format, expert_format, plan_layers
 from sim.cost.mla import MlaModule
 from sim.cost.moe import MoeCurve, auto_distribution
@@ -375,8 +375,10 @@ class FittedCost(ScalarPricing, CostModel):
                                         ew.gather_efficiency, ew.kernel_floor_s),
                 self.elem.request_seconds(rows, bw, ew.mem_efficiency))
 
-    def _allreduce(self, tokens: np.ndarray) -> np.ndarray:
-        msg = tokens * float(self.model.hidden_size * self.model.act_bytes)
+    def _allreduce(self, tokens: np.ndarray, msg: np.ndarray | None = None) -> np.ndarray:
+        """One all-reduce of ``tokens`` activations (or of ``msg`` bytes)."""
+        if msg is None:
+            msg = tokens * float(self.model.hidden_size * self.model.act_bytes)
         wire = work.allreduce_wire_bytes(msg, self.tp)
         if self.ar is None:  # no measured table for this tp: the GPU's roofline figures
             g = self.gpu
@@ -413,6 +415,8 @@ class FittedCost(ScalarPricing, CostModel):
             if self.tp > 1:  # two per block, one after the vocab-parallel embedding
                 blocks = blocks + 2 * self.layers * self._allreduce(t)
                 step = step + self._allreduce(t)
+                if self.model.qk_norm_layerwise:  # and the q/k norm's variances (MiniMax)
+                    blocks = blocks + self.layers * self._allreduce(t, t * QK_VARIANCE_BYTES)
             self._layer = np.concatenate(([0.0], blocks + step))
         if rows >= len(self._head):
             r = np.arange(1, max(2 * len(self._head), rows + 1, 256), dtype=np.float64)

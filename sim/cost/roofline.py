@@ -34,7 +34,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from sim.cost.base import COST_MODELS, ShapeCost, decode_contexts
-from sim.cost.elementwise import ElementwiseWork
+from sim.cost.elementwise import QK_VARIANCE_BYTES, ElementwiseWork
 from sim.cost.moe_roofline import MoeRoofline, attention_dims, window_pairs
 
 
@@ -149,13 +149,21 @@ class RooflineCost(ShapeCost):
         return _roof(flops, self.kv_token_layer * tokens, self.peak_attn, self.bw)
 
     def _allreduce(self, tokens: int) -> float:
+        """One block's all-reduces: two of the activations, plus the q/k norm's variances
+        (two fp32 per token) for a layerwise q/k norm (MiniMax-M2)."""
         if self.tp == 1:
             return 0.0
+        m = self.model
+        t = 2 * self._one_allreduce(tokens * m.hidden_size * m.act_bytes)
+        if m.qk_norm_layerwise:
+            t += self._one_allreduce(tokens * QK_VARIANCE_BYTES)
+        return t
+
+    def _one_allreduce(self, msg: float) -> float:
         g = self.gpu
-        msg = tokens * self.model.hidden_size * self.model.act_bytes
         wire = 2.0 * (self.tp - 1) / self.tp * msg
-        return 2 * (wire / (g.interconnect_bandwidth * g.allreduce_efficiency)
-                    + g.allreduce_latency_s)
+        return wire / (g.interconnect_bandwidth * g.allreduce_efficiency) + \
+            g.allreduce_latency_s
 
     def _lm_head(self, rows: int) -> float:
         m = self.model
