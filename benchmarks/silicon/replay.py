@@ -62,8 +62,10 @@ def scenario(row: Row, p: Protocol, trace: Path) -> dict:
     return {
         "name": row.id, "seed": 0, "model": model_spec(row, p), "gpu": row.gpu,
         "tensor_parallel_size": row.tp, "data_parallel_size": row.attn_dp,
-        # the rows' MoE EP size > 1: vLLM's --enable-expert-parallel (EP = TP x DP)
-        "enable_expert_parallel": row.moe_ep > 1, "engine": engine,
+        # the rows' MoE EP size > 1 (or the script's flag): vLLM's --enable-expert-parallel
+        # (EP = TP x DP)
+        "enable_expert_parallel": row.moe_ep > 1 if p.expert_parallel is None
+        else p.expert_parallel, "engine": engine,
         "workload": {"trace": str(trace), "format": "native",
                      "arrival": {"process": "replay", "concurrency": p.concurrency}},
         "slo": {"ttft_ms": None, "tpot_ms": None},

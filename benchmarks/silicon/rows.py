@@ -49,6 +49,8 @@ class Protocol:
     # the API server's time per prompt token (us; engine.ingress_per_token_us); None: the
     # profile's (vLLM's Python frontend tokenizing the text prompts the client sends)
     ingress_per_token_us: float | None = None
+    # --enable-expert-parallel; None: on where the row's MoE EP size is > 1
+    expert_parallel: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -257,18 +259,48 @@ SERVERS: dict[tuple[str, str, str], dict] = {
         util=0.90, block=None, kv_fp8=False, prefix=True, seqs="conc", mnbt=None,
         src="kimik2.5_fp4_b200.sh @04107b3d"),
 }
+# (model path, precision, GPU) -> (the image the script in SERVERS came with, the script
+# before it): rows measured on an older image ran the older script. InferenceX's
+# perf-changelog: MiniMax-M2.5 FP8 H200 came at v0.16.0 (PRs 831 TP4, 869 TP8), moved to
+# v0.18.0 (958), lost prefix caching (966), and took fp8 KV, FlashInfer attention, Triton
+# MoE and the QK-norm fusion only with v0.20.1 (1354). The script before (whn09/InferenceX
+# @53605e05, lishuoshuo-amd/InferenceX @f2931b49): `if [ "$EP_SIZE" -ge 1 ]` turns
+# --enable-expert-parallel on for every row (its EP_SIZE is 1, the rows' moe_ep), with
+# --gpu-memory-utilization 0.95 and vLLM's defaults otherwise (KV dtype auto: bf16).
+EARLIER: dict[tuple[str, str, str], tuple[tuple[int, ...], dict]] = {
+    ("MiniMaxAI/MiniMax-M2.5", "fp8", "h200"): ((0, 20), dict(
+        util=0.95, block=None, kv_fp8=False, prefix=False, seqs=None, mnbt=None, ep=True,
+        src="minimaxm2.5_fp8_h200.sh before InferenceX PR 1354 (whn09/InferenceX "
+            "@53605e05: --enable-expert-parallel whenever EP_SIZE >= 1)")),
+}
 _BORROW = {"h100": "h200", "b300": "b200", "h200": "b200"}  # ASSUMPTION: the sibling script
+
+
+def _release(version: str) -> tuple[int, ...] | None:
+    """(major, minor, patch) of a release image's version ('0.18.0'); None for a nightly
+    or an unnamed one."""
+    parts = version.split(".")
+    return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else None
+
+
+def _script(key: tuple[str, str, str], row: Row) -> dict | None:
+    """The server flags of KEY's script as ROW's image ran it, or None if none was read."""
+    if key in EARLIER:
+        since, older = EARLIER[key]
+        release = _release(row.version)
+        if release is not None and release < since:
+            return older
+    return SERVERS.get(key)
 
 
 def _server(row: Row) -> dict:
     gpu = row.gpu.split("-")[0]
-    key = (row.model_path, row.precision, gpu)
-    if key in SERVERS:
-        return SERVERS[key]
-    alt = (row.model_path, row.precision, _BORROW.get(gpu, ""))
-    if alt in SERVERS:
-        return {**SERVERS[alt], "src": f"ASSUMPTION: as {SERVERS[alt]['src']} (no {gpu} "
-                f"script read)"}
+    srv = _script((row.model_path, row.precision, gpu), row)
+    if srv is not None:
+        return srv
+    alt = _script((row.model_path, row.precision, _BORROW.get(gpu, "")), row)
+    if alt is not None:
+        return {**alt, "src": f"ASSUMPTION: as {alt['src']} (no {gpu} script read)"}
     return dict(util=0.90, block=None, kv_fp8=False, prefix=True, seqs=None, mnbt=None,
                 src="ASSUMPTION: vLLM's defaults at --gpu-memory-utilization 0.9")
 
@@ -302,7 +334,7 @@ def _inferencex(row: Row) -> Protocol:
         source=f"{INFERENCEX}; server {srv['src']}", block_size=block,
         prefix_caching=srv["prefix"], moe_backend=srv.get("moe", "auto"),
         moe_activation=srv.get("act", "auto"),
-        max_cudagraph_capture_size=srv.get("graphs"))
+        max_cudagraph_capture_size=srv.get("graphs"), expert_parallel=srv.get("ep"))
 
 
 def protocol(row: Row) -> Protocol:

@@ -6,6 +6,7 @@ B300, attention-DP rows), so it needs neither the aiconfigurator extra nor a GPU
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -32,12 +33,24 @@ def test_subset_rows_and_reasons(rows):
 
 
 def test_moe_rows_take_the_inferencex_scripts_flags_and_one_dp_rank(rows):
-    mm = protocol(rows["minimaxm2_5_h200_vllm_fp8_agg_1024x1024_c4_cfg606"])
-    # minimaxm2.5_fp8_h200.sh: fp8 KV, 512 seqs, 16384 batched tokens up to 32 clients
-    assert (mm.name, mm.kv_fp8, mm.max_num_seqs, mm.max_num_batched_tokens) == (
-        "inferencex", True, 512, 16384)
-    assert mm.gpu_memory_utilization == 0.95 and not mm.prefix_caching
-    assert mm.max_model_len == 1024 + 1024 + 20 and "@0949de54" in mm.source
+    row = rows["minimaxm2_5_h200_vllm_fp8_agg_1024x1024_c4_cfg606"]
+    # measured on v0.16.0: minimaxm2.5_fp8_h200.sh before InferenceX PR 1354 (v0.20.1), its
+    # EP_SIZE >= 1 test turning expert parallelism on, KV auto, vLLM's batch limits
+    old = protocol(row)
+    assert row.version == "0.16.0" and row.moe_ep == 1
+    assert (old.expert_parallel, old.kv_fp8, old.max_num_seqs, old.max_num_batched_tokens,
+            old.moe_backend) == (True, False, None, None, "auto")
+    assert old.gpu_memory_utilization == 0.95 and "PR 1354" in old.source
+    assert scenario(row, old, Path("t.csv"))["enable_expert_parallel"] is True
+    # a row of a later image (or a nightly) takes the script as read: fp8 KV, 512 seqs,
+    # 16384 batched tokens up to 32 clients, Triton MoE, EP as the row says
+    for version in ("0.20.1", "nightly-5b8c30d62b754b57"):
+        mm = protocol(dataclasses.replace(row, version=version))
+        assert (mm.name, mm.kv_fp8, mm.max_num_seqs, mm.max_num_batched_tokens) == (
+            "inferencex", True, 512, 16384)
+        assert mm.gpu_memory_utilization == 0.95 and not mm.prefix_caching
+        assert mm.max_model_len == 1024 + 1024 + 20 and "@0949de54" in mm.source
+        assert mm.expert_parallel is None and mm.moe_backend == "triton"
     dp = rows["minimaxm2_5_b200_vllm_fp8_agg_1024x1024_c512_cfg690"]
     p = protocol(dp)  # TP 2 x DP 2, EP 4: one rank's half of the 512 clients
     assert (dp.tp, dp.attn_dp, dp.moe_ep) == (2, 2, 4)
