@@ -70,6 +70,10 @@ from sim.cost.scalar import ScalarPricing
 from sim.cost.stepfit import StepFitPricer
 from traces.errors import InputError
 
+# vLLM's VLLM_SHARED_EXPERTS_STREAM_TOKEN_THRESHOLD default: the largest step (tokens) whose
+# shared experts run on the second stream
+SHARED_STREAM_TOKENS = 256
+
 AUTO = "auto"
 _EMPTY = np.zeros(0, dtype=np.int64)
 MEMO_MAX = 1_000_000  # memoised single-prefill prices kept at most (entries)
@@ -401,16 +405,34 @@ class FittedCost(ScalarPricing, CostModel):
         return 2 * (wire / (g.interconnect_bandwidth * g.allreduce_efficiency)
                     + g.allreduce_latency_s)
 
+    def _moe_block(self, t: np.ndarray, moe_side: set[str]) -> np.ndarray:
+        """One MoE block's router, routed experts (with DP's exchange) and shared experts
+        (s per token count). vLLM runs the shared experts on a second CUDA stream beside
+        the router and the routed experts for steps of up to SHARED_STREAM_TOKENS tokens
+        (vllm/model_executor/layers/fused_moe/runner/shared_experts.py, MULTI_STREAM_
+        OVERLAPPED; off on the cpu platform), so there the block takes the longer of the
+        two. With data parallelism (the exchange's modular kernels order them
+        differently) they are summed."""
+        routed = self.moe.seconds(self.dp * t) + self._dp_exchange(t)
+        if "router" in moe_side:
+            routed = routed + self._gemm("router", t)
+        shared = sum((self._gemm(g, t) for g in moe_side if g != "router"),
+                     np.zeros_like(t))
+        if self.dp == 1 and self.gpu.platform == "cuda":
+            both = np.maximum(routed, shared)
+            return np.where(t <= SHARED_STREAM_TOKENS, both, routed + shared)
+        return routed + shared
+
     def _grow(self, tokens: int, rows: int) -> None:
         """Tabulate layer time per token count and LM-head time per row count (vectorised)
         up to at least ``tokens`` / ``rows``; index 0 is unused."""
         if tokens >= len(self._layer):
             t = np.arange(1, max(2 * len(self._layer), tokens + 1, 256), dtype=np.float64)
+            moe_side = {g for g in self.gemms if g == "router" or g.startswith("shared_")}
             blocks = sum(self.gemms[g][4] * self._gemm(g, t) for g in self.gemms
-                         if g != "lm_head")
+                         if g != "lm_head" and (self.moe is None or g not in moe_side))
             if self.moe is not None:
-                blocks = blocks + self.plan.moe_layers * (self.moe.seconds(self.dp * t)
-                                                          + self._dp_exchange(t))
+                blocks = blocks + self.plan.moe_layers * self._moe_block(t, moe_side)
             step = self._elementwise(t, t)[0]
             if self.tp > 1:  # two per block, one after the vocab-parallel embedding
                 blocks = blocks + 2 * self.layers * self._allreduce(t)
