@@ -5,7 +5,7 @@ Reads every vLLM aggregated-serving row of aiconfigurator-core's `silicon_sample
 row servesim can represent the way it was measured (benchmarks/silicon/rows.py names the
 protocol of each and its sources), prints the error table, and writes to `--out`:
   rows.csv            every replayed row: measured and simulated TTFT/TPOT, signed errors
-  errors.csv          the table printed (all, per system, per model + precision)
+  errors.csv          the table printed (all, per system, each system's MoE rows, per family)
   unrepresentable.csv every row not replayed, with the reason
   scatter.png         simulated vs measured, log axes, one colour per system
 `--record` also writes the error band per GPU and model class to

@@ -29,13 +29,24 @@ def _stats(group: pd.DataFrame) -> dict:
 
 
 def table(df: pd.DataFrame) -> pd.DataFrame:
-    """Error figures for all rows, per system and per model + precision (absolute %,
-    median and p90; bias = median signed %)."""
+    """Error figures for all rows, per system, per system's mixture-of-experts rows (the
+    MoE issue's bar is per system) and per model + precision (absolute %, median and p90;
+    bias = median signed %)."""
     parts = [{"group": "all", **_stats(df)}]
-    for key in ("system", "family"):
-        for name, g in sorted(df.groupby(key), key=lambda kv: kv[0]):
+    groups = {"system": df["system"], "moe": df["system"].where(_is_moe(df)),
+              "family": df["family"]}
+    for key, by in groups.items():
+        for name, g in sorted(df.groupby(by), key=lambda kv: kv[0]):
             parts.append({"group": f"{key} {name}", **_stats(g)})
     return pd.DataFrame(parts)
+
+
+def _is_moe(df: pd.DataFrame) -> pd.Series:
+    """Rows whose served model is a mixture of experts (rows.MODELS' catalog entry)."""
+    moe = {(m, p): _model_class(m, p).startswith("moe")
+           for m, p in set(zip(df["model_path"], df["precision"]))}
+    return pd.Series([moe[(m, p)] for m, p in zip(df["model_path"], df["precision"])],
+                     index=df.index, dtype=bool)
 
 
 def _model_class(model_path: str, precision: str) -> str:

@@ -156,6 +156,24 @@ def test_replay_writes_the_table_and_meets_the_bar_on_h100(tmp_path, capsys):
     assert (df["tpot_err_pct"].abs() < 10).all(), df[["id", "tpot_err_pct"]]
     table = pd.read_csv(out / "errors.csv")
     assert table.loc[table.group == "all", "rows"].item() == 3
+    assert not table.group.str.startswith("moe ").any()  # Llama-3.1-70B only: no MoE rows
+
+
+def test_the_table_gives_each_systems_moe_rows(rows):
+    from benchmarks.silicon.report import table
+
+    ids = ["minimaxm2_5_h200_vllm_fp8_agg_1024x1024_c4_cfg606",
+           "minimaxm2_5_b200_vllm_fp8_agg_1024x1024_c512_cfg690",
+           "kimik2_5_b200_vllm_fp4_agg_1024x1024_c4_cfg636"]
+    dense = [r for r in rows.values() if "Llama" in r.model_path][0]
+    df = pd.DataFrame([{**r.__dict__, "family": r.family, "ttft_err_pct": e,
+                        "tpot_err_pct": -e} for r, e in
+                       zip([rows[i] for i in ids] + [dense], (10.0, -20.0, 30.0, 99.0))])
+    t = table(df).set_index("group")
+    assert t.loc["moe b200_sxm", "rows"] == 2 and t.loc["moe h200_sxm", "rows"] == 1
+    assert t.loc["moe b200_sxm", "ttft_median_abs"] == 25.0  # |-20|, |30|: the dense row out
+    assert t.loc["moe h200_sxm", "tpot_bias"] == -10.0
+    assert t.loc["all", "rows"] == 4
 
 
 @pytest.mark.parametrize("case, expect", [
