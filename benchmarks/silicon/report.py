@@ -33,20 +33,19 @@ def table(df: pd.DataFrame) -> pd.DataFrame:
     MoE issue's bar is per system) and per model + precision (absolute %, median and p90;
     bias = median signed %)."""
     parts = [{"group": "all", **_stats(df)}]
-    groups = {"system": df["system"], "moe": df["system"].where(_is_moe(df)),
-              "family": df["family"]}
+    moe = model_classes(df).str.startswith("moe")
+    groups = {"system": df["system"], "moe": df["system"].where(moe), "family": df["family"]}
     for key, by in groups.items():
         for name, g in sorted(df.groupby(by), key=lambda kv: kv[0]):
             parts.append({"group": f"{key} {name}", **_stats(g)})
     return pd.DataFrame(parts)
 
 
-def _is_moe(df: pd.DataFrame) -> pd.Series:
-    """Rows whose served model is a mixture of experts (rows.MODELS' catalog entry)."""
-    moe = {(m, p): _model_class(m, p).startswith("moe")
-           for m, p in set(zip(df["model_path"], df["precision"]))}
-    return pd.Series([moe[(m, p)] for m, p in zip(df["model_path"], df["precision"])],
-                     index=df.index, dtype=bool)
+def model_classes(df: pd.DataFrame) -> pd.Series:
+    """Each row's model class (_model_class), worked out once per model and precision."""
+    pairs = list(zip(df["model_path"], df["precision"]))
+    cls = {pair: _model_class(*pair) for pair in set(pairs)}
+    return pd.Series([cls[pair] for pair in pairs], index=df.index, dtype=object)
 
 
 def _model_class(model_path: str, precision: str) -> str:
@@ -72,8 +71,7 @@ def record_bands(df: pd.DataFrame, csv: Path) -> Path:
     from sim.cost.validation import BANDS_FILE
 
     bands: dict = {}
-    cls = pd.Series([_model_class(m, p) for m, p in zip(df["model_path"], df["precision"])],
-                    index=df.index)
+    cls = model_classes(df)
     for (system, c), g in sorted(df.groupby([df["system"], cls]), key=lambda kv: kv[0]):
         st = _stats(g)
         bands.setdefault(SYSTEMS[system], {})[c] = {

@@ -379,10 +379,13 @@ class FittedCost(ScalarPricing, CostModel):
                                         ew.gather_efficiency, ew.kernel_floor_s),
                 self.elem.request_seconds(rows, bw, ew.mem_efficiency))
 
-    def _allreduce(self, tokens: np.ndarray, msg: np.ndarray | None = None) -> np.ndarray:
-        """One all-reduce of ``tokens`` activations (or of ``msg`` bytes)."""
-        if msg is None:
-            msg = tokens * float(self.model.hidden_size * self.model.act_bytes)
+    def _allreduce(self, tokens: np.ndarray) -> np.ndarray:
+        """One all-reduce of ``tokens`` activations."""
+        return self._allreduce_bytes(tokens * float(self.model.hidden_size
+                                                    * self.model.act_bytes))
+
+    def _allreduce_bytes(self, msg: np.ndarray) -> np.ndarray:
+        """One all-reduce of ``msg`` bytes."""
         wire = work.allreduce_wire_bytes(msg, self.tp)
         if self.ar is None:  # no measured table for this tp: the GPU's roofline figures
             g = self.gpu
@@ -405,7 +408,12 @@ class FittedCost(ScalarPricing, CostModel):
         return 2 * (wire / (g.interconnect_bandwidth * g.allreduce_efficiency)
                     + g.allreduce_latency_s)
 
-    def _moe_block(self, t: np.ndarray, moe_side: set[str]) -> np.ndarray:
+    @staticmethod
+    def _moe_side(gemm: str) -> bool:
+        """A GEMM _moe_block prices (the router, the shared experts' GEMMs)."""
+        return gemm == "router" or gemm.startswith("shared_")
+
+    def _moe_block(self, t: np.ndarray) -> np.ndarray:
         """One MoE block's router, routed experts (with DP's exchange) and shared experts
         (s per token count). vLLM runs the shared experts on a second CUDA stream beside
         the router and the routed experts for steps of up to SHARED_STREAM_TOKENS tokens
@@ -413,10 +421,8 @@ class FittedCost(ScalarPricing, CostModel):
         OVERLAPPED; off on the cpu platform), so there the block takes the longer of the
         two. With data parallelism (the exchange's modular kernels order them
         differently) they are summed."""
-        routed = self.moe.seconds(self.dp * t) + self._dp_exchange(t)
-        if "router" in moe_side:
-            routed = routed + self._gemm("router", t)
-        shared = sum((self._gemm(g, t) for g in moe_side if g != "router"),
+        routed = self.moe.seconds(self.dp * t) + self._dp_exchange(t) + self._gemm("router", t)
+        shared = sum((self._gemm(g, t) for g in self.gemms if g.startswith("shared_")),
                      np.zeros_like(t))
         if self.dp == 1 and self.gpu.platform == "cuda":
             both = np.maximum(routed, shared)
@@ -428,17 +434,16 @@ class FittedCost(ScalarPricing, CostModel):
         up to at least ``tokens`` / ``rows``; index 0 is unused."""
         if tokens >= len(self._layer):
             t = np.arange(1, max(2 * len(self._layer), tokens + 1, 256), dtype=np.float64)
-            moe_side = {g for g in self.gemms if g == "router" or g.startswith("shared_")}
             blocks = sum(self.gemms[g][4] * self._gemm(g, t) for g in self.gemms
-                         if g != "lm_head" and (self.moe is None or g not in moe_side))
+                         if g != "lm_head" and (self.moe is None or not self._moe_side(g)))
             if self.moe is not None:
-                blocks = blocks + self.plan.moe_layers * self._moe_block(t, moe_side)
+                blocks = blocks + self.plan.moe_layers * self._moe_block(t)
             step = self._elementwise(t, t)[0]
             if self.tp > 1:  # two per block, one after the vocab-parallel embedding
                 blocks = blocks + 2 * self.layers * self._allreduce(t)
                 step = step + self._allreduce(t)
                 if self.model.qk_norm_layerwise:  # and the q/k norm's variances (MiniMax)
-                    blocks = blocks + self.layers * self._allreduce(t, t * QK_VARIANCE_BYTES)
+                    blocks = blocks + self.layers * self._allreduce_bytes(t * QK_VARIANCE_BYTES)
             self._layer = np.concatenate(([0.0], blocks + step))
         if rows >= len(self._head):
             r = np.arange(1, max(2 * len(self._head), rows + 1, 256), dtype=np.float64)

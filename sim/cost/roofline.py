@@ -154,12 +154,12 @@ class RooflineCost(ShapeCost):
         if self.tp == 1:
             return 0.0
         m = self.model
-        t = 2 * self._one_allreduce(tokens * m.hidden_size * m.act_bytes)
+        t = 2 * self._allreduce_bytes(tokens * m.hidden_size * m.act_bytes)
         if m.qk_norm_layerwise:
-            t += self._one_allreduce(tokens * QK_VARIANCE_BYTES)
+            t += self._allreduce_bytes(tokens * QK_VARIANCE_BYTES)
         return t
 
-    def _one_allreduce(self, msg: float) -> float:
+    def _allreduce_bytes(self, msg: float) -> float:
         g = self.gpu
         wire = 2.0 * (self.tp - 1) / self.tp * msg
         return wire / (g.interconnect_bandwidth * g.allreduce_efficiency) + \

@@ -58,7 +58,7 @@ def test_fitted_step_adds_one_variance_allreduce_per_block_under_tp(gpu, tp):
         assert gap == 0.0
         return
     t = np.array([4.0])
-    one = float(layerwise._allreduce(t, t * QK_VARIANCE_BYTES)[0])
+    one = float(layerwise._allreduce_bytes(t * QK_VARIANCE_BYTES)[0])
     assert gap == pytest.approx(62 * one, rel=1e-9)
     # aiconfigurator's B200 vllm_graph all-reduce at its smallest messages, 4 GPUs:
     # 6.7-7.1 us, so 62 blocks add about 0.43 ms to a 4-request decode step
@@ -70,5 +70,5 @@ def test_roofline_adds_the_same_allreduce():
     layerwise = RooflineCost(r.model, r.gpu, 4)
     plain = RooflineCost(per_head(r.model), r.gpu, 4)
     gap = layerwise.step_times(decode(4))[0] - plain.step_times(decode(4))[0]
-    assert gap == pytest.approx(62 * layerwise._one_allreduce(4 * QK_VARIANCE_BYTES))
+    assert gap == pytest.approx(62 * layerwise._allreduce_bytes(4 * QK_VARIANCE_BYTES))
     assert gap > 62 * r.gpu.allreduce_latency_s

@@ -35,7 +35,7 @@ def test_a_moe_block_takes_the_longer_stream_up_to_256_tokens(cost, n, overlappe
     routed, shared, side = parts(cost, n)
     assert side == {"router", "shared_shared_gate_up", "shared_shared_down"}
     assert 0 < shared < routed  # DeepSeek-V3's one shared expert is the shorter stream
-    block = float(cost._moe_block(np.array([float(n)]), side)[0])
+    block = float(cost._moe_block(np.array([float(n)]))[0])
     assert block == pytest.approx(routed if overlapped else routed + shared, rel=1e-12)
 
 
