@@ -150,7 +150,11 @@ def spec_fields(cfg: dict, where: str, hf_quant: dict | None = None) -> dict:
     """ModelSpec fields (all but name and source) of the config mapping ``cfg``."""
     arch = (cfg.get("architectures") or [None])[0]
     if arch in _WRAPPERS and isinstance(cfg.get("text_config"), dict):
-        return spec_fields(cfg["text_config"], where, hf_quant)
+        text = cfg["text_config"]
+        if "quantization_config" not in text and "quantization_config" in cfg:
+            # nvidia/Kimi-K2.5-NVFP4 quantizes the wrapper (its language model's layers)
+            text = {**text, "quantization_config": cfg["quantization_config"]}
+        return spec_fields(text, where, hf_quant)
     if arch not in ARCHITECTURES:
         raise InputError(f"{where}: architectures: {arch!r} is not one servesim reads "
                          f"({', '.join(sorted(ARCHITECTURES) + list(_WRAPPERS))})")

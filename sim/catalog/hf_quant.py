@@ -15,6 +15,12 @@ the 2026 models in:
     awq, gptq           int4 checkpoints               4      4        awq, gptq
 
 fp8's ``weight_block_size`` (128 x 128 block scales) becomes ``weight_block_size``.
+
+KV cache: a modelopt checkpoint that names an fp8 KV cache (``kv_cache_scheme`` of 8-bit
+static floats, or ``kv_cache_quant_algo: FP8``) is served with an fp8 KV cache under
+vLLM's default ``--kv-cache-dtype auto`` (vLLM 0.32 ``resolve_kv_cache_dtype_string``, from
+PR 29980 of 2025-12): ``kv_dtype_bytes: 1``. Only modelopt configs are resolved so; other
+methods keep the activation dtype under ``auto``.
 (*) the dense weights keep the checkpoint's dtype when the ignore / exclude list names the
 attention (``self_attn``). NVIDIA's modelopt checkpoints keep the settings in a sibling
 ``hf_quant_config.json`` (its ``quantization`` section), which ``hf_config`` passes here.
@@ -45,13 +51,34 @@ def _compressed_tensors(q: dict, base: int, where: str) -> tuple[int, int]:
     return (base if _keeps_attention(q.get("ignore")) else bits[0]), bits[0]
 
 
+def _modelopt_kv_bytes(q: dict, where: str) -> int | None:
+    """1 when the modelopt config ``q`` names an fp8 KV cache (vLLM 0.32
+    get_kv_cache_quant_algo_string: ``kv_cache_scheme`` first, then ``kv_cache_quant_algo``);
+    None when it names none."""
+    algo = q.get("kv_cache_scheme") or q.get("kv_cache_quant_algo")
+    if algo is None:
+        return None
+    if isinstance(algo, dict):
+        fp8 = (algo.get("dynamic") is False and algo.get("num_bits") == 8
+               and algo.get("type") == "float")
+        name = "fp8" if fp8 else f"{algo.get('num_bits')}-bit {algo.get('type')}"
+    else:
+        name = str(algo).lower()
+    if name != "fp8":
+        raise InputError(f"{where}: quantization kv cache {name!r}: servesim models an fp8 "
+                         "KV cache or an unquantized one (kv_cache_quant_algo FP8)")
+    return 1
+
+
 def _modelopt(q: dict, base: int, where: str) -> tuple[int, int, str]:
     algo = str(q.get("quant_algo", "")).upper()
     if algo not in ("NVFP4", "FP8"):
         raise InputError(f"{where}: quantization.quant_algo: {algo or 'missing'!r} is not one "
                          "servesim reads (NVFP4, FP8)")
     bits = 4 if algo == "NVFP4" else 8
-    dense = base if _keeps_attention(q.get("exclude_modules")) else bits
+    # hf_quant_config.json names them exclude_modules, a config.json's modelopt section ignore
+    kept = [*(q.get("exclude_modules") or ()), *(q.get("ignore") or ())]
+    dense = base if _keeps_attention(kept) else bits
     return dense, bits, "modelopt_fp4" if bits == 4 else "modelopt"
 
 
@@ -86,5 +113,7 @@ def precision(cfg: dict, where: str, hf_quant: dict | None = None) -> dict:
                          "is not one servesim reads (fp8, mxfp4, compressed-tensors, modelopt, "
                          "awq, gptq)")
     block = q.get("weight_block_size") if name == "fp8" else None
-    return {"dtype_bits": dense, "moe_dtype_bits": None if moe == dense else moe,
-            "quantization": name, "weight_block_size": int(block[0]) if block else 0}
+    out = {"dtype_bits": dense, "moe_dtype_bits": None if moe == dense else moe,
+           "quantization": name, "weight_block_size": int(block[0]) if block else 0}
+    kv = _modelopt_kv_bytes(q, where) if method == "modelopt" else None
+    return out | ({"kv_dtype_bytes": kv} if kv else {})

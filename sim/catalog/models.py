@@ -182,9 +182,11 @@ _FROM_CONFIGS: tuple[ModelSpec, ...] = (
     _from_config("deepseek-v3", "deepseek-ai/DeepSeek-V3"),
     _from_config("kimi-k2", "moonshotai/Kimi-K2-Instruct"),
     _from_config("kimi-k2.5", "moonshotai/Kimi-K2.5"),
+    _from_config("kimi-k2.5-nvfp4", "nvidia/Kimi-K2.5-NVFP4"),
     _from_config("gpt-oss-20b", "openai/gpt-oss-20b"),
     _from_config("gpt-oss-120b", "openai/gpt-oss-120b"),
     _from_config("minimax-m2.5", "MiniMaxAI/MiniMax-M2.5"),
+    _from_config("minimax-m2.5-nvfp4", "nvidia/MiniMax-M2.5-NVFP4"),
 )
 
 MODELS: dict[str, ModelSpec] = {m.name: m for m in (*_ENTRIES, *_FROM_CONFIGS)}
@@ -211,9 +213,11 @@ PUBLISHED_PARAMS: dict[str, float] = {
     "deepseek-v3": 671e9,  # DeepSeek-V3 report / card: 671B total, 37B activated (no MTP)
     "kimi-k2": 1.04e12,  # Kimi K2 tech report: 1.04T total, 32B activated
     "kimi-k2.5": 1.04e12,  # K2.5 keeps K2's language model (vision tower not counted)
+    "kimi-k2.5-nvfp4": 1.04e12,  # the same model, quantized by NVIDIA ModelOpt
     "gpt-oss-20b": 20.91e9,  # OpenAI gpt-oss model card, table 1: 20.91B total, 3.61B active
     "gpt-oss-120b": 116.83e9,  # OpenAI gpt-oss model card, table 1: 116.83B, 5.13B active
     "minimax-m2.5": 230e9,  # MiniMax-M2 / M2.5 model cards: 230B total, 10B activated
+    "minimax-m2.5-nvfp4": 230e9,  # the same model, quantized by NVIDIA ModelOpt
 }
 
 #: Active parameters per token as published, and which embeddings the figure leaves out
@@ -228,7 +232,9 @@ PUBLISHED_ACTIVE: dict[str, tuple[float, str]] = {
     "deepseek-v3": (37e9, "all"),
     "kimi-k2": (32e9, "no_input_embedding"),
     "kimi-k2.5": (32e9, "no_input_embedding"),
+    "kimi-k2.5-nvfp4": (32e9, "no_input_embedding"),
     "gpt-oss-20b": (3.61e9, "no_input_embedding"),
     "gpt-oss-120b": (5.13e9, "no_input_embedding"),
     "minimax-m2.5": (10e9, "no_embeddings"),
+    "minimax-m2.5-nvfp4": (10e9, "no_embeddings"),
 }

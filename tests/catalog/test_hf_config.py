@@ -74,10 +74,46 @@ def test_mistral_v01_imports_with_its_window_on_every_layer():
     ("deepseek-v3", 8, 8, "fp8"), ("kimi-k2", 8, 8, "fp8"), ("minimax-m2.5", 8, 8, "fp8"),
     ("gpt-oss-120b", 16, 4, "mxfp4"), ("kimi-k2.5", 16, 4, "compressed-tensors"),
     ("qwen3-235b-a22b-nvfp4", 4, 4, "modelopt_fp4"), ("qwen3-235b-a22b", 16, 16, None),
+    # NVIDIA's NVFP4 checkpoints leave the attention (and MiniMax's router) unquantized:
+    # minimax's in its config.json's `ignore`, kimi's on the wrapper, not its text_config
+    ("minimax-m2.5-nvfp4", 16, 4, "modelopt_fp4"), ("kimi-k2.5-nvfp4", 16, 4, "modelopt_fp4"),
 ])
 def test_quantization_configs(key, bits, moe_bits, method):
     m = MODELS[key]
     assert (m.dtype_bits, m.moe_bits, m.quantization) == (bits, moe_bits, method)
+
+
+@pytest.mark.parametrize("key, kv_bytes", [
+    ("qwen3-235b-a22b-nvfp4", 1), ("minimax-m2.5-nvfp4", 1), ("kimi-k2.5-nvfp4", 1),
+    ("minimax-m2.5", None), ("kimi-k2.5", None), ("deepseek-v3", None), ("gpt-oss-120b", None),
+])
+def test_a_modelopt_checkpoint_naming_fp8_kv_is_served_with_it(key, kv_bytes):
+    """vLLM 0.32's --kv-cache-dtype auto takes a modelopt checkpoint's fp8 KV cache
+    (resolve_kv_cache_dtype_string: kv_cache_scheme, else kv_cache_quant_algo); other
+    checkpoints keep the activation dtype."""
+    m = MODELS[key]
+    assert m.kv_dtype_bytes == kv_bytes
+    # MiniMax-M2.5: 62 layers x 2 (K, V) x 8 KV heads x 128 x 2 bytes in bf16; half in fp8
+    if key.startswith("minimax"):
+        assert m.kv_bytes_per_token(1) == 62 * 2 * 8 * 128 * (kv_bytes or 2)
+
+
+def test_kv_cache_quantization_the_checkpoint_names(tmp_path):
+    from sim.catalog.hf_quant import precision
+
+    q = {"quant_method": "modelopt", "quant_algo": "NVFP4"}
+    assert precision({"quantization_config": {**q, "kv_cache_quant_algo": "FP8"}},
+                     "c")["kv_dtype_bytes"] == 1
+    scheme = {"dynamic": False, "num_bits": 8, "type": "float"}
+    assert precision({"quantization_config": {**q, "kv_cache_scheme": scheme}},
+                     "c")["kv_dtype_bytes"] == 1
+    assert "kv_dtype_bytes" not in precision({"quantization_config": q}, "c")
+    with pytest.raises(InputError, match=r"^c: quantization kv cache 'nvfp4': servesim"):
+        precision({"quantization_config": {**q, "kv_cache_quant_algo": "NVFP4"}}, "c")
+    # compressed-tensors' kv_cache_scheme is not resolved by vLLM's auto
+    ct = {"quant_method": "compressed-tensors", "kv_cache_scheme": scheme,
+          "config_groups": {"g": {"weights": {"num_bits": 8}}}}
+    assert "kv_dtype_bytes" not in precision({"quantization_config": ct}, "c")
 
 
 def test_shapes_of_the_2026_families():
