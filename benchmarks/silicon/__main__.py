@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from benchmarks.silicon import report
-from benchmarks.silicon.replay import replay
+from benchmarks.silicon.replay import model_spec, replay
 from benchmarks.silicon.rows import Row, protocol, read_rows, unrepresentable
 
 
@@ -48,7 +48,10 @@ def _one(row: Row) -> dict:
     except (InputError, ValueError) as e:
         return {"id": row.id, "refused": str(e).splitlines()[0]}
     return {**asdict(row), "family": row.family, "protocol": p.name,
-            "num_prompts": p.num_prompts, "kv_fp8": p.kv_fp8,
+            "num_prompts": p.num_prompts, "served_tp": p.tensor_parallel or row.tp,
+            "served_dp": p.data_parallel or row.attn_dp,
+            "served_ep": row.moe_ep > 1 if p.expert_parallel is None else p.expert_parallel,
+            "kv_fp8": model_spec(row, p).get("kv_dtype_bytes") == 1,
             "sim_ttft_ms": sim["ttft_mean"], "sim_tpot_ms": sim["tpot_mean"],
             "sim_ttft_median_ms": sim["ttft_median"], "sim_tpot_median_ms": sim["tpot_median"],
             "sim_preemptions": sim["preemptions"], "sim_warnings": sim["warnings"]}

@@ -33,12 +33,13 @@ def lengths(row: Row, p: Protocol, seed: int = 0) -> tuple[np.ndarray, np.ndarra
 
 
 def model_spec(row: Row, p: Protocol) -> dict:
-    """The catalog model with the served checkpoint's weight format (rows.MODELS) and the
-    protocol's KV dtype."""
+    """The catalog model of the served checkpoint (rows.MODELS) and the protocol's KV dtype:
+    the script's, or under `auto` the checkpoint's (Protocol.kv_fp8 None)."""
     entry, fields = MODELS[row.model_path][row.precision]
     spec = get_model(entry).model_dump(exclude={"dtype_bytes"})
     spec.update(fields)
-    spec["kv_dtype_bytes"] = 1 if p.kv_fp8 else None
+    if p.kv_fp8 is not None:  # the script's --kv-cache-dtype (or an image before vLLM
+        spec["kv_dtype_bytes"] = 1 if p.kv_fp8 else None  # read the checkpoint's)
     return spec
 
 
@@ -61,9 +62,10 @@ def scenario(row: Row, p: Protocol, trace: Path) -> dict:
             engine[key] = getattr(p, key)
     return {
         "name": row.id, "seed": 0, "model": model_spec(row, p), "gpu": row.gpu,
-        "tensor_parallel_size": row.tp, "data_parallel_size": row.attn_dp,
-        # the rows' MoE EP size > 1 (or the script's flag): vLLM's --enable-expert-parallel
-        # (EP = TP x DP)
+        # the deployment as the script ran it (rows.Protocol), else as the row says; EP is
+        # vLLM's --enable-expert-parallel (EP = TP x DP)
+        "tensor_parallel_size": p.tensor_parallel or row.tp,
+        "data_parallel_size": p.data_parallel or row.attn_dp,
         "enable_expert_parallel": row.moe_ep > 1 if p.expert_parallel is None
         else p.expert_parallel, "engine": engine,
         "workload": {"trace": str(trace), "format": "native",

@@ -13,6 +13,7 @@ ASSUMPTION and said again in benchmarks/silicon/README.md.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import gzip
 import io
 import re
@@ -37,7 +38,10 @@ class Protocol:
     max_num_seqs: int | None  # --max-num-seqs (None: vLLM's default)
     max_num_batched_tokens: int | None
     max_model_len: int | None
-    kv_fp8: bool              # --kv-cache-dtype fp8
+    # --kv-cache-dtype: True fp8; False the model's dtype (bf16); None `auto` on an image
+    # that resolves it from the served checkpoint (vLLM >= 0.13, PR 29980: a modelopt
+    # checkpoint naming an fp8 KV cache gets one; the catalog entry's kv_dtype_bytes)
+    kv_fp8: bool | None
     gpu_memory_utilization: float
     async_scheduling: bool    # --async-scheduling
     source: str
@@ -49,8 +53,13 @@ class Protocol:
     # the API server's time per prompt token (us; engine.ingress_per_token_us); None: the
     # profile's (vLLM's Python frontend tokenizing the text prompts the client sends)
     ingress_per_token_us: float | None = None
-    # --enable-expert-parallel; None: on where the row's MoE EP size is > 1
+    # the deployment as the server ran it: --tensor-parallel-size, --data-parallel-size
+    # (attention DP ranks; one is replayed with its share of the clients) and
+    # --enable-expert-parallel; None: the row's tp, attention_dp and MoE EP size > 1
+    tensor_parallel: int | None = None
+    data_parallel: int | None = None
     expert_parallel: bool | None = None
+    stream_interval: int = 1  # --stream-interval (recorded; not modelled)
 
 
 @dataclass(frozen=True)
@@ -75,6 +84,12 @@ class Row:
     @property
     def family(self) -> str:
         return f"{self.model_path.split('/')[-1]} {self.precision}"
+
+    @property
+    def measured(self) -> str:
+        """The measurement date the source names (ISO, 'YYYY-MM-DD'), or ''."""
+        m = re.search(r"measured=(\d{4}-\d\d-\d\d)", self.data_source)
+        return m.group(1) if m else ""
 
 
 def _num(value: str) -> float | None:
@@ -153,9 +168,10 @@ def unrepresentable(row: Row) -> str | None:
         return f"{row.model_path}: not in servesim's catalog"
     if row.precision not in MODELS[row.model_path]:
         return f"{row.model_path} {row.precision} weights: no catalog checkpoint of them"
-    if row.tp * row.attn_dp > 8:
-        return (f"{row.tp * row.attn_dp} GPUs (TP {row.tp} x attention DP {row.attn_dp}): "
-                "more than one 8-GPU node")
+    p = protocol(row)
+    tp, dp = p.tensor_parallel or row.tp, p.data_parallel or row.attn_dp
+    if tp * dp > 8:
+        return f"{tp * dp} GPUs (TP {tp} x attention DP {dp}): more than one 8-GPU node"
     return None
 
 
@@ -174,15 +190,16 @@ MODELS: dict[str, dict[str, tuple[str, dict]]] = {
     # MiniMaxAI/MiniMax-M2.5 ships block-fp8 (the catalog's); nvidia/MiniMax-M2.5-NVFP4
     "MiniMaxAI/MiniMax-M2.5": {
         "fp8": ("minimax-m2.5", {}),
-        "fp4": ("minimax-m2.5", {"dtype_bits": 4, "moe_dtype_bits": 4,
-                                 "quantization": "modelopt_fp4", "weight_block_size": 0})},
+        # nvidia/MiniMax-M2.5-NVFP4 (InferenceX's fp4 checkpoint): NVFP4 experts, bf16
+        # attention and router, fp8 KV named by the checkpoint
+        "fp4": ("minimax-m2.5-nvfp4", {})},
     # openai/gpt-oss-120b: MXFP4 experts, bf16 attention (the CSV's "nvfp4" label aside)
     "openai/gpt-oss-120b": {"fp4": ("gpt-oss-120b", {})},
     # moonshotai/Kimi-K2.5: int4 weight-only experts (compressed-tensors), bf16 elsewhere;
-    # nvidia/Kimi-K2.5-NVFP4: NVFP4 experts
+    # nvidia/Kimi-K2.5-NVFP4: NVFP4 experts, bf16 attention, fp8 KV named by the checkpoint
     "moonshotai/Kimi-K2.5": {
         "int4": ("kimi-k2.5", {}),
-        "fp4": ("kimi-k2.5", {"moe_dtype_bits": 4, "quantization": "modelopt_fp4"})},
+        "fp4": ("kimi-k2.5-nvfp4", {})},
 }
 
 INFERENCEMAX = (
@@ -221,59 +238,137 @@ INFERENCEX = (
     "10*CONC --max-concurrency CONC --request-rate inf --ignore-eos --num-warmups 2*CONC "
     "(benchmarks/benchmark_lib.sh run_benchmark_serving), lengths np.random.randint(int(L*0.8),"
     " L+1); server: the model's benchmarks/single_node/<model>_<precision>_<gpu>.sh as read "
-    "(commit in SERVERS); async scheduling on (vLLM's default since PR 27614, before these "
-    "images)")
+    "(the version in force for the row's image and date: SCRIPTS); async scheduling on "
+    "(vLLM's default since PR 27614, before these images)")
 
-# (model path, precision, GPU) -> server flags of the InferenceX script read (commit), or an
-# ASSUMPTION naming the script it borrows from. seqs/mnbt None: vLLM's default.
-SERVERS: dict[tuple[str, str, str], dict] = {
-    ("MiniMaxAI/MiniMax-M2.5", "fp8", "b200"): dict(
-        util=0.95, block=32, kv_fp8=False, prefix=True, seqs=None, mnbt=None,
-        # VLLM_USE_FLASHINFER_MOE_FP8=0, VLLM_MOE_USE_DEEP_GEMM=0: ASSUMPTION, what is left
-        # for block-fp8 experts is vLLM's Triton fused_moe (aiconfigurator timed it, 0.22)
-        moe="triton", src="minimaxm2.5_fp8_b200.sh @07e171a3"),
-    ("MiniMaxAI/MiniMax-M2.5", "fp8", "h200"): dict(
-        util=0.95, block=None, kv_fp8=True, prefix=False, seqs=512, mnbt="minimax_h200",
-        moe="triton", src="minimaxm2.5_fp8_h200.sh @0949de54 (--moe-backend triton)"),
-    ("MiniMaxAI/MiniMax-M2.5", "fp4", "b200"): dict(
-        util=0.90, block=None, kv_fp8=False, prefix=True, seqs="conc", mnbt=None,
-        src="minimaxm2.5_fp4_b200.sh @56245be3"),
-    ("openai/gpt-oss-120b", "fp4", "b200"): dict(
-        util=0.90, block=None, kv_fp8=True, prefix=False, seqs=512, mnbt=8192, graphs=2048,
+# The InferenceX server scripts as they ran for the rows: (model path, precision, GPU) ->
+# each version of benchmarks/single_node/<model>_<precision>_<gpu>.sh, oldest first, with
+# when it took over (the row's image release, or its measured date). Read at the commits
+# named in `src` (SemiAnalysisAI/InferenceX and forks holding earlier states) and dated
+# from perf-changelog.yaml's PR entries (image bumps) and the PR threads; what no source
+# dates is marked INFERRED in `src`. util: --gpu-memory-utilization; kv: --kv-cache-dtype
+# (True fp8, None not passed: `auto`); seqs / mnbt: --max-num-seqs / --max-num-batched-
+# tokens ("conc", "2isl", "minimax_h200", a number, None: vLLM's default); prefix: prefix
+# caching left on; ep: how the script turns --enable-expert-parallel on from the matrix's
+# EP_SIZE ("always": `[ "$EP_SIZE" -ge 1 ]`, every row, the sweep's EP_SIZE is 1 by
+# default; "gt1": EP_SIZE > 1; "none": no such code); dp_attn: its DP_ATTENTION branch
+# (--tensor-parallel-size 1 --data-parallel-size $TP --enable-expert-parallel); graphs:
+# --max-cudagraph-capture-size; stream: --stream-interval (recorded, not modelled: vLLM's
+# output processor sends a request's first token at once).
+
+
+@dataclass(frozen=True)
+class Script:
+    src: str
+    release: tuple[int, ...] = ()  # in force for images of this release and later
+    since: str = ""                # ... or for rows measured on this date (ISO) and later
+    util: float = 0.90
+    kv: bool | None = None
+    block: int | None = None
+    seqs: int | str | None = None
+    mnbt: int | str | None = None
+    prefix: bool = True
+    ep: str = "gt1"
+    dp_attn: bool = False
+    moe: str = "auto"
+    act: str = "auto"
+    graphs: int | None = None
+    mml: int | None = None         # a fixed --max-model-len (None: the sweep's by ISL/OSL)
+    stream: int = 1
+
+    def applies(self, row: Row) -> bool:
+        rel = _release(row.version)
+        if self.release and (rel is None or rel < self.release):
+            return False
+        return not self.since or row.measured >= self.since
+
+
+_V019 = dict(util=0.90, kv=True, graphs=2048, mnbt="2isl", stream=20, prefix=False)
+# minimaxm2.5_fp8_b200.sh from PR 947 (the v0.19.0-cu130 bump): fp8 KV, 2 x ISL batched
+# tokens, 2048-token graphs, --stream-interval 20, no prefix caching, EP only for EP_SIZE > 1,
+# and no VLLM_USE_FLASHINFER_MOE_FP8=0 / VLLM_MOE_USE_DEEP_GEMM=0 (vLLM's own MoE choice)
+_MM_FP8_V3 = dict(block=32, **_V019)
+# minimaxm2.5_fp4_b200.sh from PR 996: the same flags, no --max-num-seqs, a DP-attention branch
+_MM_FP4_F2 = dict(dp_attn=True, **_V019)
+
+SCRIPTS: dict[tuple[str, str, str], tuple[Script, ...]] = {
+    ("MiniMaxAI/MiniMax-M2.5", "fp8", "b200"): (
+        Script("minimaxm2.5_fp8_b200.sh @07e171a3 (PR 757, v0.17.0): VLLM_USE_FLASHINFER_"
+               "MOE_FP8=0 and VLLM_MOE_USE_DEEP_GEMM=0 leave vLLM's Triton fused_moe "
+               "(ASSUMPTION: aiconfigurator's vllm_fused_moe timing)",
+               util=0.95, block=32, ep="always", moe="triton"),
+        Script("minimaxm2.5_fp8_b200.sh whn09/InferenceX @43ae41b7 (PR 947, v0.19.0-cu130; "
+               "PR 1068's VLLM_FLOAT32_MATMUL_PRECISION=high after it)",
+               release=(0, 19, 0), **_MM_FP8_V3)),
+    ("MiniMaxAI/MiniMax-M2.5", "fp8", "b300"): (
+        Script("minimaxm2.5_fp8_b300.sh lishuoshuo-amd/InferenceX @9ea1e1c2 (PR 1054: the B200 "
+               "recipe of PR 947 as is); the nightly rows of 2026-04-03 predate PR 1054: "
+               "INFERRED the same", **_MM_FP8_V3),),
+    ("MiniMaxAI/MiniMax-M2.5", "fp4", "b200"): (
+        Script("minimaxm2.5_fp4_b200.sh @56245be3 (before PR 996: the nightly rows of "
+               "2026-04-03)", seqs="conc"),
+        Script("minimaxm2.5_fp4_b200.sh @a52c31a2 (PR 996, v0.19.0-cu130; vLLM recipes PR 320 "
+               "of 2026-04-08 quotes its flags)", release=(0, 19, 0), **_MM_FP4_F2)),
+    ("MiniMaxAI/MiniMax-M2.5", "fp4", "b300"): (
+        Script("minimaxm2.5_fp4_b300.sh lishuoshuo-amd/InferenceX @9ea1e1c2 (PR 1055: the B200 "
+               "recipe of PR 996 as is)", **_MM_FP4_F2),),
+    ("MiniMaxAI/MiniMax-M2.5", "fp8", "h200"): (
+        Script("minimaxm2.5_fp8_h200.sh @1c3aa8bf (PR 831, v0.16.0, TP 4): no expert-parallel "
+               "code", util=0.95, ep="none"),
+        Script("minimaxm2.5_fp8_h200.sh whn09/InferenceX @53605e05 (PR 869 of 2026-03-05, TP 8: "
+               "`[ \"$EP_SIZE\" -ge 1 ]`; PR 966 then turned prefix caching off)",
+               since="2026-03-05", util=0.95, ep="always"),
+        Script("minimaxm2.5_fp8_h200.sh @0949de54 (PR 1354, v0.20.1: --moe-backend triton)",
+               release=(0, 20, 1), util=0.95, kv=True, seqs=512, mnbt="minimax_h200",
+               prefix=False, moe="triton")),
+    ("MiniMaxAI/MiniMax-M2.5", "fp8", "h100"): (
+        Script("minimaxm2.5_fp8_h100.sh akao-amd/InferenceX @ac0d2a85 (PR 832; PR 966 then "
+               "turned prefix caching off): --max-num-seqs 256, cudagraph_mode PIECEWISE "
+               "(not modelled)", seqs=256),),
+    ("openai/gpt-oss-120b", "fp4", "b200"): (
         # VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1: FlashInfer TRT-LLM with mxfp8 activations
         # (the profile's w4a8_mxfp4_mxfp8 curves: SGLang's timing of the same kernel)
-        act="mxfp8", src="gptoss_fp4_b200.sh @34bc7c40 (VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1)"),
-    ("openai/gpt-oss-120b", "fp4", "h200"): dict(
-        util=0.90, block=None, kv_fp8=False, prefix=False, seqs="conc", mnbt=8192, graphs=2048,
-        moe="marlin", src="gptoss_fp4_h200.sh @34bc7c40 (VLLM_MXFP4_USE_MARLIN=1)"),
-    ("openai/gpt-oss-120b", "fp4", "h100"): dict(
-        util=0.90, block=None, kv_fp8=False, prefix=False, seqs="conc", mnbt=8192, graphs=2048,
-        moe="marlin", src="gptoss_fp4_h100.sh @34bc7c40 (VLLM_MXFP4_USE_MARLIN=1)"),
-    ("moonshotai/Kimi-K2.5", "int4", "h200"): dict(
-        util=0.95, block=None, kv_fp8=False, prefix=True, seqs="conc", mnbt=None,
-        src="kimik2.5_int4_h200.sh @34bc7c40"),
-    ("moonshotai/Kimi-K2.5", "int4", "b200"): dict(
-        util=0.97, block=None, kv_fp8=False, prefix=True, seqs=None, mnbt=None,
-        src="kimik2.5_int4_b200.sh @2b7b6949"),
-    ("moonshotai/Kimi-K2.5", "fp4", "b200"): dict(
-        util=0.90, block=None, kv_fp8=False, prefix=True, seqs="conc", mnbt=None,
-        src="kimik2.5_fp4_b200.sh @04107b3d"),
-}
-# (model path, precision, GPU) -> (the image the script in SERVERS came with, the script
-# before it): rows measured on an older image ran the older script. InferenceX's
-# perf-changelog: MiniMax-M2.5 FP8 H200 came at v0.16.0 (PRs 831 TP4, 869 TP8), moved to
-# v0.18.0 (958), lost prefix caching (966), and took fp8 KV, FlashInfer attention, Triton
-# MoE and the QK-norm fusion only with v0.20.1 (1354). The script before (whn09/InferenceX
-# @53605e05, lishuoshuo-amd/InferenceX @f2931b49): `if [ "$EP_SIZE" -ge 1 ]` turns
-# --enable-expert-parallel on for every row (its EP_SIZE is 1, the rows' moe_ep), with
-# --gpu-memory-utilization 0.95 and vLLM's defaults otherwise (KV dtype auto: bf16).
-EARLIER: dict[tuple[str, str, str], tuple[tuple[int, ...], dict]] = {
-    ("MiniMaxAI/MiniMax-M2.5", "fp8", "h200"): ((0, 20), dict(
-        util=0.95, block=None, kv_fp8=False, prefix=False, seqs=None, mnbt=None, ep=True,
-        src="minimaxm2.5_fp8_h200.sh before InferenceX PR 1354 (whn09/InferenceX "
-            "@53605e05: --enable-expert-parallel whenever EP_SIZE >= 1)")),
+        Script("gptoss_fp4_b200.sh @34bc7c40 (PR 789, v0.15.1; "
+               "VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1)", kv=True, seqs=512, mnbt=8192,
+               graphs=2048, prefix=False, act="mxfp8", ep="none"),),
+    ("openai/gpt-oss-120b", "fp4", "h200"): (
+        Script("gptoss_fp4_h200.sh whn09/InferenceX @53605e05 (v0.18.0, PR 960; "
+               "VLLM_MXFP4_USE_MARLIN=1)", seqs="conc", mnbt=8192, graphs=2048, prefix=False,
+               moe="marlin", ep="none"),),
+    ("openai/gpt-oss-120b", "fp4", "h100"): (
+        Script("gptoss_fp4_h100.sh before PR 327 (v0.11.2: no VLLM_MXFP4_USE_MARLIN yet; "
+               "INFERRED from perf-changelog PR 327)", seqs="conc", mnbt=8192, graphs=2048,
+               prefix=False, ep="none", mml=10240),
+        Script("gptoss_fp4_h100.sh whn09/InferenceX @53605e05 (v0.18.0, PR 960; "
+               "VLLM_MXFP4_USE_MARLIN=1 since PR 327)", release=(0, 13, 0), seqs="conc",
+               mnbt=8192, graphs=2048, prefix=False, moe="marlin", ep="none", mml=10240)),
+    ("moonshotai/Kimi-K2.5", "int4", "h200"): (
+        Script("kimik2.5_int4_h200.sh @34bc7c40 (PR 847, v0.16.0; PR 926 then turned prefix "
+               "caching off): tensor parallel only", util=0.95, seqs="conc", ep="none"),),
+    ("moonshotai/Kimi-K2.5", "int4", "b200"): (
+        Script("kimik2.5_int4_b200.sh whn09/InferenceX @53605e05 (v0.15.1; INFERRED in force "
+               "for the 2026-03-24 rows, after PR 735's util 0.97 original): tensor "
+               "parallel only", util=0.95, seqs="conc", ep="none"),),
+    ("moonshotai/Kimi-K2.5", "fp4", "b200"): (
+        Script("kimik2.5_fp4_b200.sh @04107b3d (PR 862, v0.17.0; PR 926 then turned prefix "
+               "caching off; PR 1047's fp8 KV and 2048-token graphs came after the rows of "
+               "2026-04-20: INFERRED): tensor parallel only, even for the rows' EP 4",
+               seqs="conc", ep="none"),),
+    ("moonshotai/Kimi-K2.5", "fp4", "b300"): (
+        Script("kimik2.5_fp4_b300.sh mpashkovskii/InferenceX @01d209c2 (PR 1100, v0.19.0-cu130;"
+               " the rows of 2026-04-03 predate it: INFERRED the same): tensor parallel only",
+               seqs="conc", prefix=False, ep="none"),),
 }
 _BORROW = {"h100": "h200", "b300": "b200", "h200": "b200"}  # ASSUMPTION: the sibling script
+
+# The InferenceX matrix entries that ran with dp-attn (nvidia-master.yaml, mpashkovskii/
+# InferenceX @01d209c2, late April 2026): (ISL, OSL, TP, EP_SIZE, lowest and highest CONC).
+# Only scripts with a DP_ATTENTION branch (Script.dp_attn) act on it.
+DP_ATTENTION: dict[tuple[str, str, str], tuple[tuple[int, ...], ...]] = {
+    ("MiniMaxAI/MiniMax-M2.5", "fp4", "b200"): ((1024, 1024, 2, 2, 256, 1024),),
+    ("MiniMaxAI/MiniMax-M2.5", "fp4", "b300"): ((1024, 1024, 2, 2, 256, 2048),
+                                                (8192, 1024, 2, 2, 512, 512)),
+}
 
 
 def _release(version: str) -> tuple[int, ...] | None:
@@ -283,58 +378,72 @@ def _release(version: str) -> tuple[int, ...] | None:
     return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else None
 
 
-def _script(key: tuple[str, str, str], row: Row) -> dict | None:
-    """The server flags of KEY's script as ROW's image ran it, or None if none was read."""
-    if key in EARLIER:
-        since, older = EARLIER[key]
-        release = _release(row.version)
-        if release is not None and release < since:
-            return older
-    return SERVERS.get(key)
-
-
-def _server(row: Row) -> dict:
+def _script(row: Row) -> Script:
+    """The server script ROW ran: the newest version in force for its image and date, or a
+    sibling GPU's (ASSUMPTION), or vLLM's defaults (ASSUMPTION)."""
     gpu = row.gpu.split("-")[0]
-    srv = _script((row.model_path, row.precision, gpu), row)
-    if srv is not None:
-        return srv
-    alt = _script((row.model_path, row.precision, _BORROW.get(gpu, "")), row)
-    if alt is not None:
-        return {**alt, "src": f"ASSUMPTION: as {alt['src']} (no {gpu} script read)"}
-    return dict(util=0.90, block=None, kv_fp8=False, prefix=True, seqs=None, mnbt=None,
-                src="ASSUMPTION: vLLM's defaults at --gpu-memory-utilization 0.9")
+    for g in (gpu, _BORROW.get(gpu, "")):
+        versions = [s for s in SCRIPTS.get((row.model_path, row.precision, g), ())
+                    if s.applies(row)]
+        if versions:
+            s = versions[-1]
+            return s if g == gpu else dataclasses.replace(
+                s, src=f"ASSUMPTION: as {s.src} (no {gpu} script read)")
+    return Script("ASSUMPTION: vLLM's defaults at --gpu-memory-utilization 0.9")
+
+
+def _matrix(row: Row) -> tuple[int, int]:
+    """(TP, EP_SIZE) of the InferenceX matrix entry ROW ran. aiconfigurator's db-dump rows
+    write an expert-parallel entry either as attention_dp 1, moe_ep EP or as attention_dp EP,
+    moe_ep TP x EP (the same 4-GPU TP 4 EP 4 deployment both ways: 61 rows that read as 16
+    GPUs); attention_dp > 1 says nothing of DP attention (InferenceX's dp-attn is in
+    DP_ATTENTION)."""
+    if row.attn_dp > 1 and row.moe_tp == 1 and row.moe_ep == row.tp * row.attn_dp:
+        return row.tp, row.attn_dp
+    return row.tp, row.moe_ep
 
 
 def _mnbt(rule, row: Row) -> int | None:
-    """--max-num-batched-tokens of the script: a number, vLLM's default, or the MiniMax H200
-    script's rule by concurrency (16384 up to 32 clients, 32768 for 64-256, 2 x ISL else)."""
+    """--max-num-batched-tokens of the script: a number, vLLM's default, 2 x ISL, or the
+    MiniMax H200 script's rule by concurrency (16384 up to 32 clients, 32768 for 64-256, 2 x
+    ISL else)."""
     if rule == "minimax_h200":
         c = row.concurrency
         return 16384 if c <= 32 else 32768 if c <= 256 else 2 * row.isl
-    return rule
+    return 2 * row.isl if rule == "2isl" else rule
 
 
 def _inferencex(row: Row) -> Protocol:
-    srv, c = _server(row), row.concurrency
-    dp = row.attn_dp
-    seqs = c if srv["seqs"] == "conc" else srv["seqs"]
-    if row.isl == 1024 and row.osl == 1024:  # the scripts' CALCULATED_MAX_MODEL_LEN
+    srv, c = _script(row), row.concurrency
+    key = (row.model_path, row.precision, row.gpu.split("-")[0])
+    tp, ep = _matrix(row)
+    dp_attn = srv.dp_attn and any(
+        (row.isl, row.osl, tp, ep) == e[:4] and e[4] <= c <= e[5]
+        for e in DP_ATTENTION.get(key, ()))
+    if dp_attn:  # --tensor-parallel-size 1 --data-parallel-size $TP --enable-expert-parallel
+        tp, dp, expert = 1, tp, True
+    else:
+        dp, expert = 1, {"always": True, "gt1": ep > 1, "none": False}[srv.ep]
+    seqs = c if srv.seqs == "conc" else srv.seqs
+    if srv.mml is not None:
+        mml = srv.mml
+    elif row.isl == 1024 and row.osl == 1024:  # the scripts' CALCULATED_MAX_MODEL_LEN
         mml = row.isl + row.osl + 20
     elif 8192 in (row.isl, row.osl):
         mml = row.isl + row.osl + 200
     else:
         mml = 10240
-    block = 32 if srv["mnbt"] == "minimax_h200" and c in (128, 256) else srv["block"]
+    block = 32 if srv.mnbt == "minimax_h200" and c in (128, 256) else srv.block
     # one DP rank of the load-balanced endpoint: its share of the clients and prompts
     return Protocol(
         name="inferencex", num_prompts=10 * c // dp, concurrency=max(1, c // dp),
         range_ratio=0.8, range_below=True, max_num_seqs=seqs,
-        max_num_batched_tokens=_mnbt(srv["mnbt"], row), max_model_len=mml,
-        kv_fp8=srv["kv_fp8"], gpu_memory_utilization=srv["util"], async_scheduling=True,
-        source=f"{INFERENCEX}; server {srv['src']}", block_size=block,
-        prefix_caching=srv["prefix"], moe_backend=srv.get("moe", "auto"),
-        moe_activation=srv.get("act", "auto"),
-        max_cudagraph_capture_size=srv.get("graphs"), expert_parallel=srv.get("ep"))
+        max_num_batched_tokens=_mnbt(srv.mnbt, row), max_model_len=mml,
+        kv_fp8=srv.kv, gpu_memory_utilization=srv.util, async_scheduling=True,
+        source=f"{INFERENCEX}; server {srv.src}", block_size=block,
+        prefix_caching=srv.prefix, moe_backend=srv.moe, moe_activation=srv.act,
+        max_cudagraph_capture_size=srv.graphs, tensor_parallel=tp, data_parallel=dp,
+        expert_parallel=expert, stream_interval=srv.stream)
 
 
 def protocol(row: Row) -> Protocol:

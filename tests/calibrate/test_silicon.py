@@ -27,43 +27,86 @@ def rows():
 
 def test_subset_rows_and_reasons(rows):
     assert len(rows) == 26
-    reasons = sorted(filter(None, (unrepresentable(r) for r in rows.values())))
-    # only the 16-GPU deployment (TP 4 x attention DP 4: two nodes) is not replayed
-    assert reasons == ["16 GPUs (TP 4 x attention DP 4): more than one 8-GPU node"]
+    # every row is replayed: the one that reads as 16 GPUs (attention_dp 4, moe_ep 16) is
+    # aiconfigurator's other writing of InferenceX's TP 4 EP 4 entry, 4 GPUs
+    assert [r for r in rows.values() if unrepresentable(r)] == []
+    b300 = rows["minimaxm2_5_b300_vllm_fp8_agg_1024x1024_c512_cfg734"]
+    p = protocol(b300)
+    assert (b300.tp, b300.moe_ep, b300.attn_dp) == (4, 16, 4)
+    assert (p.tensor_parallel, p.data_parallel, p.expert_parallel, p.concurrency) == (
+        4, 1, True, 512)
 
 
-def test_moe_rows_take_the_inferencex_scripts_flags_and_one_dp_rank(rows):
+def test_each_row_runs_the_script_of_its_image_and_date(rows):
+    """rows.SCRIPTS: the InferenceX script version in force when the row was measured."""
     row = rows["minimaxm2_5_h200_vllm_fp8_agg_1024x1024_c4_cfg606"]
-    # measured on v0.16.0: minimaxm2.5_fp8_h200.sh before InferenceX PR 1354 (v0.20.1), its
-    # EP_SIZE >= 1 test turning expert parallelism on, KV auto, vLLM's batch limits
+    # 2026-03-01, v0.16.0, TP 4: PR 831's script had no expert-parallel code; KV auto
+    # (MiniMaxAI/MiniMax-M2.5 names no KV dtype: bf16), vLLM's batch limits
     old = protocol(row)
-    assert row.version == "0.16.0" and row.moe_ep == 1
+    assert (row.version, row.measured, row.moe_ep) == ("0.16.0", "2026-03-01", 1)
     assert (old.expert_parallel, old.kv_fp8, old.max_num_seqs, old.max_num_batched_tokens,
-            old.moe_backend) == (True, False, None, None, "auto")
-    assert old.gpu_memory_utilization == 0.95 and "PR 1354" in old.source
-    assert scenario(row, old, Path("t.csv"))["enable_expert_parallel"] is True
-    # a row of a later image (or a nightly) takes the script as read: fp8 KV, 512 seqs,
-    # 16384 batched tokens up to 32 clients, Triton MoE, EP as the row says
-    for version in ("0.20.1", "nightly-5b8c30d62b754b57"):
-        mm = protocol(dataclasses.replace(row, version=version))
-        assert (mm.name, mm.kv_fp8, mm.max_num_seqs, mm.max_num_batched_tokens) == (
-            "inferencex", True, 512, 16384)
-        assert mm.gpu_memory_utilization == 0.95 and not mm.prefix_caching
-        assert mm.max_model_len == 1024 + 1024 + 20 and "@0949de54" in mm.source
-        assert mm.expert_parallel is None and mm.moe_backend == "triton"
+            old.moe_backend) == (False, None, None, None, "auto")
+    assert old.gpu_memory_utilization == 0.95 and "PR 831" in old.source
+    sc = scenario(row, old, Path("t.csv"))
+    assert sc["enable_expert_parallel"] is False and sc["model"]["kv_dtype_bytes"] is None
+    # from PR 869 (2026-03-05, TP 8) its `-ge 1` test turned expert parallelism on always
+    tp8 = dataclasses.replace(row, version="0.18.0", tp=8,
+                              data_source=row.data_source.replace("2026-03-01", "2026-03-27"))
+    assert protocol(tp8).expert_parallel is True and "PR 869" in protocol(tp8).source
+    # a row of v0.20.1 or later takes PR 1354's script: fp8 KV, 512 seqs, 16384 batched
+    # tokens up to 32 clients, Triton MoE, EP as the matrix says
+    mm = protocol(dataclasses.replace(row, version="0.20.1"))
+    assert (mm.name, mm.kv_fp8, mm.max_num_seqs, mm.max_num_batched_tokens) == (
+        "inferencex", True, 512, 16384)
+    assert mm.gpu_memory_utilization == 0.95 and not mm.prefix_caching
+    assert mm.max_model_len == 1024 + 1024 + 20 and "@0949de54" in mm.source
+    assert mm.expert_parallel is False and mm.moe_backend == "triton"
+    # MiniMax fp8 B200 on v0.19.0 (PR 947): fp8 KV, 2 x ISL batched tokens, 2048-token
+    # graphs, no prefix caching, EP for EP_SIZE > 1; aiconfigurator wrote this TP 2 EP 2
+    # entry as attention_dp 2 / moe_ep 4, which the script ran on 2 GPUs, no DP
     dp = rows["minimaxm2_5_b200_vllm_fp8_agg_1024x1024_c512_cfg690"]
-    p = protocol(dp)  # TP 2 x DP 2, EP 4: one rank's half of the 512 clients
+    p = protocol(dp)
     assert (dp.tp, dp.attn_dp, dp.moe_ep) == (2, 2, 4)
-    assert (p.concurrency, p.num_prompts, p.block_size) == (256, 2560, 32)
+    assert (p.tensor_parallel, p.data_parallel, p.expert_parallel) == (2, 1, True)
+    assert (p.concurrency, p.num_prompts, p.block_size, p.kv_fp8) == (512, 5120, 32, True)
+    assert (p.max_num_batched_tokens, p.max_cudagraph_capture_size, p.prefix_caching,
+            p.moe_backend, p.stream_interval) == (2048, 2048, False, "auto", 20)
     sc = scenario(dp, p, Path("t.csv"))
-    assert sc["data_parallel_size"] == 2 and sc["enable_expert_parallel"] is True
+    assert sc["data_parallel_size"] == 1 and sc["enable_expert_parallel"] is True
+    # its v0.17.0 script (PR 757): `-ge 1` EP always, Triton MoE, bf16 KV, util 0.95
+    v17 = protocol(dataclasses.replace(dp, version="0.17.0"))
+    assert (v17.expert_parallel, v17.kv_fp8, v17.moe_backend, v17.gpu_memory_utilization,
+            v17.max_num_batched_tokens) == (True, None, "triton", 0.95, None)
     q = rows["qwen_qwen3_235b_a22b_fp8_qwen_qwen3_235b_a22b_fp8_h200_sxm_vllm_agg_1000x100_"
              "c8_tp1_epnone_2"]
     assert (q.tp, q.moe_tp, q.attn_dp) == (1, 2, 2)  # blank attention_dp: tp x dp = 2 GPUs
-    kimi = scenario(rows["kimik2_5_b200_vllm_fp4_agg_1024x1024_c4_cfg636"],
-                    protocol(rows["kimik2_5_b200_vllm_fp4_agg_1024x1024_c4_cfg636"]),
-                    Path("t.csv"))
+    kimi_row = rows["kimik2_5_b200_vllm_fp4_agg_1024x1024_c4_cfg636"]
+    kimi = scenario(kimi_row, protocol(kimi_row), Path("t.csv"))
     assert kimi["model"]["moe_dtype_bits"] == 4 and kimi["model"]["kv_lora_rank"] == 512
+    # nvidia/Kimi-K2.5-NVFP4 names an fp8 KV cache, which vLLM's --kv-cache-dtype auto takes
+    # (the script sets none): fp8 KV; its attention stays bf16 (the checkpoint ignores it)
+    assert kimi["model"]["kv_dtype_bytes"] == 1 and kimi["model"]["dtype_bits"] == 16
+    # the Kimi scripts have no expert-parallel code: TP 4 even for the matrix's EP 4
+    ep4 = protocol(dataclasses.replace(kimi_row, tp=4, moe_tp=1, moe_ep=4))
+    assert (ep4.tensor_parallel, ep4.expert_parallel) == (4, False)
+
+
+def test_dp_attention_only_where_the_script_and_the_matrix_ran_it(rows):
+    """MiniMax-M2.5 fp4 from PR 996: DP_ATTENTION runs --tensor-parallel-size 1
+    --data-parallel-size $TP --enable-expert-parallel (nvidia-master's dp-attn entries)."""
+    fp4 = rows["minimaxm2_5_b200_vllm_fp4_agg_1024x1024_c16_cfg701"]
+    assert protocol(fp4).max_num_seqs is None and protocol(fp4).kv_fp8 is True
+    tp2ep2 = dict(tp=2, moe_tp=1, moe_ep=4, attn_dp=2)
+    dp = protocol(dataclasses.replace(fp4, concurrency=512, **tp2ep2))
+    assert (dp.tensor_parallel, dp.data_parallel, dp.expert_parallel) == (1, 2, True)
+    assert (dp.concurrency, dp.num_prompts) == (256, 2560)  # one rank's share
+    tp = protocol(dataclasses.replace(fp4, concurrency=128, **tp2ep2))  # {tp2 ep2 128}
+    assert (tp.tensor_parallel, tp.data_parallel, tp.expert_parallel) == (2, 1, True)
+    # the nightly rows of 2026-04-03 ran the script before PR 996: --max-num-seqs CONC,
+    # KV auto (the checkpoint's fp8), prefix caching on, vLLM's graph sizes
+    night = protocol(dataclasses.replace(fp4, version="nightly-5b8c30d62b754b57"))
+    assert (night.max_num_seqs, night.kv_fp8, night.prefix_caching,
+            night.max_cudagraph_capture_size) == (16, None, True, None)
 
 
 def test_moe_and_mla_rows_replay_under_the_fitted_tables(rows):
