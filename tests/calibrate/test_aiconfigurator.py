@@ -144,3 +144,23 @@ def test_default_outputs_never_replace_a_users_files(tmp_path, monkeypatch, caps
         "h100-sxm-vllm-2.parquet"}
     assert all((tmp_path / n).read_text() == "mine"
                for n in ("h100-sxm-vllm.yaml", "h100-sxm-vllm.parquet"))
+
+
+def test_a_gemm_row_far_above_a_larger_shape_is_the_collectors_spike():
+    """calibrate.aiconfigurator.without_spikes: a row more than 1.5x the fastest shape with
+    at least its m, n and k takes that time (a larger GEMM with padding could run it); rows
+    within 1.5x keep their measured time (a tile that fits a shape better)."""
+    import pandas as pd
+
+    from calibrate.aiconfigurator import dominance_envelope, without_spikes
+
+    # m 4, k 8192: n 1536 at 30 us between n 1024 (10.7) and n 2048 (11.7); n 3072 at 13.2
+    # is 1.13x n 4096's 11.7: kept
+    t = pd.DataFrame({"m": [4, 4, 4, 4, 4, 16], "n": [1024, 1536, 2048, 3072, 4096, 4096],
+                      "k": [8192] * 6, "latency": [10.7, 30.1, 11.7, 13.2, 11.7, 34.2]})
+    assert dominance_envelope(t).tolist() == [10.7, 11.7, 11.7, 11.7, 11.7, 34.2]
+    assert without_spikes(t).tolist() == [10.7, 11.7, 11.7, 13.2, 11.7, 34.2]
+    # the shipped B200 profile's fp8 GEMMs, fitted without the spikes, meet the bar that
+    # missed it before (held-out p90 31.9 %)
+    held = load_model_file(shipped_profiles()["b200/vllm"]).ops["gemm.fp8"].heldout
+    assert held.median_ape <= BAR["median_ape"] and held.p90_ape <= BAR["p90_ape"], held
