@@ -116,4 +116,4 @@ def precision(cfg: dict, where: str, hf_quant: dict | None = None) -> dict:
     out = {"dtype_bits": dense, "moe_dtype_bits": None if moe == dense else moe,
            "quantization": name, "weight_block_size": int(block[0]) if block else 0}
     kv = _modelopt_kv_bytes(q, where) if method == "modelopt" else None
-    return out | ({"kv_dtype_bytes": kv} if kv else {})
+    return out | ({"kv_dtype_bytes": kv, "checkpoint_kv_fp8": True} if kv else {})

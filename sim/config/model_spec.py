@@ -92,6 +92,11 @@ class ModelSpec(BaseModel):
         description="Bytes per KV-cache element (default: the activation dtype, 2 for "
         "fp8 or 16-bit weights, as vLLM's --kv-cache-dtype auto; 1 = fp8 KV)."
     )
+    checkpoint_kv_fp8: bool = Field(
+        False, description="The checkpoint's quantization config names an fp8 KV cache "
+        "(modelopt kv_cache_quant_algo / kv_cache_scheme), which vLLM's --kv-cache-dtype auto "
+        "serves: the emitted flags then ask for a 16-bit KV cache by name (--kv-cache-dtype "
+        "bfloat16) where kv_dtype_bytes is 2.")
     qkv_bias: bool = Field(False, description="Q/K/V projections carry a bias (Qwen2).")
     qk_norm: bool = Field(False, description="Per-head RMSNorm on queries and keys before "
                           "RoPE (Qwen3; Hugging Face's Qwen3Attention q_norm / k_norm): two "

@@ -43,6 +43,9 @@ def _dtype_flags(m: ModelSpec) -> tuple[list[str], list[str]]:
                      "its method (modelopt_fp4, mxfp4, compressed-tensors, awq, gptq)")
     if m.kv_bytes == 1:
         flags.append("--kv-cache-dtype fp8")
+    elif m.kv_bytes == m.act_bytes == 2 and m.checkpoint_kv_fp8:
+        # auto would take the checkpoint's fp8 (vLLM 0.32 resolve_kv_cache_dtype_string)
+        flags.append("--kv-cache-dtype bfloat16")
     elif m.kv_bytes == m.act_bytes:
         flags.append("--kv-cache-dtype auto")  # the model's dtype
     else:

@@ -17,7 +17,8 @@ def flags(*sets):
 
 FLAGS = Path(__file__).with_name("vllm_0_32_engine_flags.txt")
 CHOICES = {"--dtype": {"auto", "float32"}, "--quantization": {"fp8"},
-           "--kv-cache-dtype": {"auto", "fp8"}, "--scheduling-policy": {"fcfs", "priority"}}
+           "--kv-cache-dtype": {"auto", "fp8", "bfloat16"},
+           "--scheduling-policy": {"fcfs", "priority"}}
 
 
 def vllm_names() -> set[str]:
@@ -68,6 +69,15 @@ def test_cuda_graph_choices_are_flagged_only_when_made():
     assert not any("eager" in x or "cudagraph" in x for x in default)
     f = flags("engine.enforce_eager=true", "engine.max_cudagraph_capture_size=256")[0]
     assert "--enforce-eager" in f and "--max-cudagraph-capture-size 256" in f
+
+
+def test_a_checkpoint_naming_fp8_kv_is_asked_for_16_bit_kv_by_name():
+    """vLLM 0.32's --kv-cache-dtype auto serves nvidia/MiniMax-M2.5-NVFP4's KV in fp8 (the
+    checkpoint names it): fp8 is emitted as is, and a 16-bit KV cache needs bfloat16."""
+    base = ("model=minimax-m2.5-nvfp4", "gpu=b200", "tensor_parallel_size=4")
+    assert "--kv-cache-dtype fp8" in flags(*base)[0]
+    f = flags(*base, "model.kv_dtype_bytes=2")[0]
+    assert "--kv-cache-dtype bfloat16" in f and "--kv-cache-dtype auto" not in f
 
 
 def test_a_kv_dtype_vllm_cannot_store_is_noted():

@@ -92,7 +92,7 @@ def test_a_modelopt_checkpoint_naming_fp8_kv_is_served_with_it(key, kv_bytes):
     (resolve_kv_cache_dtype_string: kv_cache_scheme, else kv_cache_quant_algo); other
     checkpoints keep the activation dtype."""
     m = MODELS[key]
-    assert m.kv_dtype_bytes == kv_bytes
+    assert m.kv_dtype_bytes == kv_bytes and m.checkpoint_kv_fp8 == (kv_bytes == 1)
     # MiniMax-M2.5: 62 layers x 2 (K, V) x 8 KV heads x 128 x 2 bytes in bf16; half in fp8
     if key.startswith("minimax"):
         assert m.kv_bytes_per_token(1) == 62 * 2 * 8 * 128 * (kv_bytes or 2)
