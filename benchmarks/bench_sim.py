@@ -6,6 +6,8 @@ Cases (``--cases``, default all):
     poisson100k        100,000 requests of the default scenario's length mix, Poisson at
     poisson1m          1,000,000    ``--rate`` req/s (15: about 80 % of the default
                                     scenario's capacity of ~18.5 req/s, NOTES.md)
+    prefix100k         poisson100k whose prompts start with one of 16 shared 1,024-token
+                       prefixes (a Mooncake-style trace: prefix caching hits and evictions)
 
 Each case runs in its own process (so peak RSS is its own) through the default scenario
 (Llama-3-8B, H100-SXM, vllm scheduler, fitted cost) and prints: wall seconds of the
@@ -36,7 +38,9 @@ from pathlib import Path
 DEFAULT_TRACE = (Path(__file__).resolve().parents[2] / "shared" / "traces" / "azure_llm_2023"
                  / "AzureLLMInferenceTrace_conv.csv")
 CASES = {"azure1x": ("trace", 1.0), "azure8x": ("trace", 8.0),
-         "poisson100k": ("poisson", 100_000), "poisson1m": ("poisson", 1_000_000)}
+         "poisson100k": ("poisson", 100_000), "poisson1m": ("poisson", 1_000_000),
+         "prefix100k": ("prefix", 100_000)}
+SHARED = "workload.shared_prefix={tokens: 1024, num_prefixes: 16}"
 
 
 def _overrides(case: str, rate: float, core: str,
@@ -45,7 +49,9 @@ def _overrides(case: str, rate: float, core: str,
     core_set = ((f"core={core}",) if core != "auto" else ()) + tuple(sets)
     if kind == "trace":
         return ((f"workload.rate_scale={x}",) if x != 1 else ()) + core_set, "trace"
-    return (f"workload.num_requests={int(x)}", f"workload.arrival.rate={rate}", *core_set), None
+    shared = (SHARED,) if kind == "prefix" else ()
+    return (f"workload.num_requests={int(x)}", f"workload.arrival.rate={rate}", *shared,
+            *core_set), None
 
 
 def one(case: str, trace: Path, rate: float, profile: Path | None, core: str = "auto",
