@@ -8,6 +8,7 @@ import torch
 from tests.kernels.kernel_testlib import (
     DTYPE_IDS,
     DTYPES,
+    TOLERANCE,
     assert_matches,
     int32,
     nan_like,
@@ -28,7 +29,7 @@ HEAD_DIM = 32
 
 
 def run_case(gen, seed, batch, group, block_size, dtype, head_dim=HEAD_DIM, q_scale=1.0,
-             **kwargs):
+             tol=None, **kwargs):
     num_kv_heads = 2 if group == 1 else 1  # few heads: interpreter time ~ programs
     prefix = [p for p, _ in batch]
     chunks = [c for _, c in batch]
@@ -41,7 +42,7 @@ def run_case(gen, seed, batch, group, block_size, dtype, head_dim=HEAD_DIM, q_sc
                            **kwargs)
     ref = pp.paged_prefill_ref(q, k_cache, v_cache, table, prefix_lens, qsl,
                                scale=kwargs.get("scale"))
-    return assert_matches(out, ref, dtype, seed)
+    return assert_matches(out, ref, dtype, seed, tol)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
@@ -77,7 +78,11 @@ def test_prefill_head_dim_padding(gen, seed, head_dim):
 
 
 def test_prefill_large_scores_are_stable(gen, seed):
-    run_case(gen, seed, [(21, 30), (0, 17)], 4, 16, torch.float32, q_scale=30.0)
+    # scores 30x the usual: exp's argument carries 30x the absolute fp32 rounding, so the
+    # bound is 4x the fp32 one (150 seeds: error median 2.5e-6, p99 5.6e-6, max 7.4e-6; 7
+    # of them over the plain 5e-6, which made this test fail one run in twenty)
+    run_case(gen, seed, [(21, 30), (0, 17)], 4, 16, torch.float32, q_scale=30.0,
+             tol=4 * TOLERANCE[torch.float32])
 
 
 def test_prefill_custom_scale_and_max_query_len(gen, seed):
