@@ -89,7 +89,7 @@ def run(loaded: LoadedScenario, out: Path | None = None, *, step_log: bool = Fal
                 fleet = _simulate_fleet(r, specs, writer if step_log else None)
             else:
                 res = _simulate(r, specs, writer if step_log else None, progress, executor,
-                                on_plan)
+                                on_plan, writer.tmp if writer else None)
         with timer.phase("summarize"):
             if r.scenario.cluster is not None:
                 res, summary = fleet_outputs(fleet)
@@ -131,12 +131,13 @@ def _simulate_fleet(r: Resolved, specs: RequestSpecs, writer: ResultWriter | Non
 
 
 def _simulate(r: Resolved, specs: RequestSpecs, writer: ResultWriter | None,
-              progress, executor=None, on_plan=None) -> RunResult:
-    """Simulate, writing steps.jsonl into ``writer``'s folder when given."""
+              progress, executor=None, on_plan=None, spill_dir=None) -> RunResult:
+    """Simulate, writing steps.jsonl into ``writer``'s folder when given; a long run streams
+    its step rows into ``spill_dir`` (the staging folder: sim/metrics/spill.py)."""
     if writer is None:
-        return simulate(r, specs, on_plan=on_plan, progress=progress, executor=executor)
+        return simulate(r, specs, on_plan=on_plan, progress=progress, executor=executor,
+                        spill_dir=spill_dir)
     with open(writer.path("steps.jsonl"), "w") as fh:
         hook = chain_hooks(StepLog(fh, specs.request_id), on_plan)
-        return simulate(r, specs, on_plan=hook, progress=progress, executor=executor)
-    with open(writer.path("steps.jsonl"), "w") as fh:
-        return simulate(r, specs, on_plan=StepLog(fh, specs.request_id), progress=progress)
+        return simulate(r, specs, on_plan=hook, progress=progress, executor=executor,
+                        spill_dir=spill_dir)

@@ -112,8 +112,11 @@ class FastRun:
 
 def run(specs, sched: VllmScheduler, kv: PagedKV | PrefixCachingKV, cost: CostModel,
         source: ArrivalSource, *, stop_s: float, egress_s: float, drain: tuple[int, int],
-        progress=None, on_plan=None) -> FastRun:
-    """Simulate ``specs`` (as the engine sees them) with the general components' settings."""
+        progress=None, on_plan=None, stream: bool = True, spill_dir=None,
+        judged: np.ndarray | None = None) -> FastRun:
+    """Simulate ``specs`` (as the engine sees them) with the general components' settings.
+    A long run streams its step rows into ``spill_dir`` (sim/fast/record.py) unless
+    ``stream`` is False; ``judged``: the requests a summary measures (None: all)."""
     persists = {r: sched.blocked_persists(r) for r in (EMPTY, SEQS, BUDGET, MEMORY)}
     args = (specs.prompt_tokens, specs.output_tokens, sched.limits, kv.block_size,
             kv.num_blocks, kv.admission_reserve, persists)
@@ -123,7 +126,8 @@ def run(specs, sched: VllmScheduler, kv: PagedKV | PrefixCachingKV, cost: CostMo
     kw = cls.policy_args(sched, specs) | ({"kv": kv} if caching else {})
     fs = cls(*args, **kw)
     fs.async_frees = sched.async_scheduling
-    rec = FastRecord(len(specs), egress_s)
+    rec = FastRecord(len(specs), egress_s, kv_total_blocks=kv.num_blocks, stream=stream,
+                     spill_dir=spill_dir, judged=judged)
     engine = FastEngine(fs, cost, source, admissible(specs, sched), rec,
                         stop_ns=min(ns(stop_s), MAX_NS), drain=drain, progress=progress,
                         hook=on_plan)

@@ -57,6 +57,8 @@ class FastEngine:
 
     def _run(self) -> RunStatus:
         s, src, lag = self.s, self.src, self.s.async_frees
+        rec = self.rec
+        rows, stream_at = rec.st[0], rec.stream_at  # past stream_at rows, stream them
         while self.clock < self.stop:
             # async scheduling: the plan starting at a step's end was made when that step
             # started, so it sees the arrivals up to that start (sim/engine/engine.py _lagging)
@@ -82,6 +84,8 @@ class FastEngine:
                 self._decode_run(p)
             else:
                 self._step(p)
+            if len(rows) >= stream_at:
+                rec.flush(s)
             self.last_end = self.clock
             if self.progress is not None:
                 self.progress(self.clock / NS_PER_S)

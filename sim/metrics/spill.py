@@ -1,0 +1,115 @@
+"""Step rows of a long run, streamed to a Parquet file as the run goes (steps.parquet).
+
+A run that records more than ``STREAM_STEPS`` engine steps (about 230,000 requests of the
+default scenario; no shipped scenario or test comes near) does not keep its step rows in
+memory: every ``STREAM_STEPS`` steps the fast core's recorder (sim/fast/record.py) writes
+them as one row group of the run's steps.parquet table, in the table's own columns
+(``steps_frame``), and keeps only what it needs to go on. What reads the rows afterwards
+(the summary, the plots, ``Recorder.steps()``) reads them back in row groups
+(``StepSpill.chunks``); the result writer moves the file into the results folder, so the
+streamed steps.parquet holds the same rows as the table a run kept in memory would.
+
+The file lives in a private folder (``spill_dir``: the results' staging folder when the run
+writes results, else the system's temporary folder), removed with the recorder.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import weakref
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+STREAM_STEPS = 1 << 20  # steps kept in memory before the rows are streamed, and per row group
+SPILL_NAME = "steps.parquet"
+
+
+def steps_frame(steps: dict, kv_total_blocks: int, first_step: int = 0) -> pd.DataFrame:
+    """The steps.parquet rows of ``steps`` (Recorder.steps() columns), numbered from
+    ``first_step``, with the KV figures derived per row."""
+    df = pd.DataFrame(steps)
+    df.insert(0, "step", np.arange(first_step, first_step + len(df), dtype=np.int64))
+    df["kv_blocks_total"] = kv_total_blocks
+    df["kv_used_fraction"] = df["kv_blocks_used"] / max(kv_total_blocks, 1)
+    # the waiting queue while admission was stopped for lack of KV blocks (the summary's
+    # waiting.mean_waiting_on_kv_memory, step by step)
+    df["num_waiting_on_kv_memory"] = df["num_waiting"].where(df["blocked"] == "kv_memory", 0)
+    return df
+
+
+def _remove(folder: str) -> None:
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+class StepSpill:
+    """The streamed step rows of one run: written row group by row group, then read back."""
+
+    def __init__(self, kv_total_blocks: int, spill_dir: str | Path | None = None):
+        self.kv_total_blocks = kv_total_blocks
+        self._folder = tempfile.mkdtemp(prefix=".servesim-steps-", dir=spill_dir)
+        self._cleanup = weakref.finalize(self, _remove, self._folder)
+        self.path = Path(self._folder) / SPILL_NAME
+        self._writer = None
+        self._schema = None
+        self.rows = 0
+
+    def write(self, steps: dict) -> None:
+        """Append rows (Recorder.steps() columns) as one row group."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        df = steps_frame(steps, self.kv_total_blocks, self.rows)
+        if self._writer is None:
+            table = pa.Table.from_pandas(df, preserve_index=False)
+            self._schema = table.schema
+            self._writer = pq.ParquetWriter(self.path, self._schema)
+        else:
+            table = pa.Table.from_pandas(df, schema=self._schema, preserve_index=False)
+        self._writer.write_table(table, row_group_size=max(len(df), 1))
+        self.rows += len(df)
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    def move_to(self, dest: Path) -> None:
+        """Put the file at ``dest`` (the results' steps.parquet) and read it from there on;
+        its private folder goes."""
+        self.close()
+        try:
+            os.replace(self.path, dest)
+        except OSError:  # another file system
+            shutil.copyfile(self.path, dest)
+            os.unlink(self.path)
+        self.path = Path(dest)
+        self._cleanup()
+
+    def relocate(self, path: Path) -> None:
+        """The file was moved with its folder (the results folder swapped in)."""
+        self.path = Path(path)
+
+    def chunks(self, columns: list[str] | None = None) -> Iterator[dict[str, np.ndarray]]:
+        """The rows, one row group at a time, as numpy columns (``blocked`` as str objects)."""
+        import pyarrow.parquet as pq
+
+        self.close()
+        f = pq.ParquetFile(self.path)
+        for i in range(f.num_row_groups):
+            t = f.read_row_group(i, columns=columns)
+            yield {name: _numpy(t.column(name)) for name in t.column_names}
+
+    def frame(self) -> pd.DataFrame:
+        """Every row, as steps.parquet holds them."""
+        self.close()
+        return pd.read_parquet(self.path)
+
+
+def _numpy(col) -> np.ndarray:
+    a = col.to_numpy()
+    return a if a.dtype != object else np.asarray(a, dtype=object)
