@@ -62,7 +62,17 @@ def prepare(loaded: LoadedScenario) -> tuple[Resolved, RequestSpecs, str]:
         except ConfigError as e:
             raise ConfigError(f"{loaded.origin(str(e))}: {e}") from None
     trace = build_workload(sc.workload, seed=sc.seed, base_dir=loaded.base_dir)
-    return r, RequestSpecs.from_trace(trace), trace.source
+    specs, source = RequestSpecs.from_trace(trace), trace.source
+    del trace
+    _release_arrow_memory()  # the trace's text columns (a large workload: hundreds of MB)
+    return r, specs, source
+
+
+def _release_arrow_memory() -> None:
+    """Hand Arrow's freed memory back to the system (its pool keeps it otherwise)."""
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
 
 
 def run(loaded: LoadedScenario, out: Path | None = None, *, step_log: bool = False,

@@ -133,7 +133,8 @@ def run(specs, sched: VllmScheduler, kv: PagedKV | PrefixCachingKV, cost: CostMo
                         hook=on_plan)
     status = engine.run()
     n = len(specs)
-    known = np.frombuffer(fs.known, dtype=np.int64).copy() if n else np.zeros(0, np.int64)
+    known = np.frombuffer(fs.known, dtype=np.int32).astype(np.int64) if n else np.zeros(
+        0, np.int64)
     for r in fs.running:  # decoding requests keep theirs implicitly
         known[r] = fs.known_of(r)
     return FastRun(

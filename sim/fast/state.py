@@ -40,16 +40,22 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def _int32(a: np.ndarray) -> array:
+    """``a`` (token counts) as a 4-byte int array."""
+    return array("i", np.ascontiguousarray(a, dtype=np.int32).tobytes())
+
+
 class Progress:
     """Request progress and the running set (request indices, running order)."""
 
     def __init__(self, prompt: np.ndarray, output: np.ndarray, block_size: int,
                  num_blocks: int):
         n = len(prompt)
-        self.prompt, self.out = array("q", prompt.tolist()), array("q", output.tolist())
+        # token counts are below 2^31 (a request has at most 2 x 2^24 tokens): 4 bytes each
+        self.prompt, self.out = _int32(prompt), _int32(output)
         self.bs = block_size
-        self.comp = array("q", bytes(8 * n))  # computed tokens (prefilling / not running)
-        self.known = array("q", prompt.tolist())  # prompt + generated (not decoding)
+        self.comp = array("i", bytes(4 * n))  # computed tokens (prefilling / not running)
+        self.known = _int32(prompt)  # prompt + generated (not decoding)
         self.base = array("q", bytes(8 * n))  # decoding: computed = base + g
         self.finat = array("q", [-1]) * n  # decoding: the step of its last token
         self.dec = bytearray(n)  # 1 = decoding (running, next step computes 1 token)

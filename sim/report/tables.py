@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from sim.engine.requests import ids_text
 from sim.metrics.latency import request_latencies
 from sim.metrics.spill import steps_frame
 from sim.metrics.token_times import ITL_PERCENTILES, gap_percentiles, split
@@ -29,7 +30,7 @@ def requests_table(res: RunResult, rows: slice = slice(None), tokens: dict | Non
                                                                          finish, generated)
     toks = token_columns(res) if tokens is None else tokens
     return pd.DataFrame({
-        "request_id": s.request_id[i].astype(str),
+        "request_id": ids_text(s.request_id[i]),
         "lane": np.asarray(s.lane_names, dtype=object)[s.lane[i]] if len(arrival) else [],
         "priority": s.priority[i],
         "arrival_s": arrival,
