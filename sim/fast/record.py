@@ -112,24 +112,25 @@ class FastRecord:
             self.max_itl_s = np.zeros(self.n)
             self.itl = SettledItl(self.n, self.judged)
             self.tokens = _TokenPieces(self.n, self.egress_s, TOKEN_TIMES_LIMIT)
-        plans = {c: np.array(a, dtype=np.int64) for c, a in zip(_PLAN, self.p)}
-        st = [np.array(a, dtype=np.int64) for a in self.st]
-        for a in (*self.p, *self.st):
-            del a[:]
-        steps = _expand(plans, st, self.reasons)
-        self.spill.write(steps)
-        g0, m = self.g0, len(st[0])
-        self.g0, self.plans_done = g0 + m, self.plans_done + len(plans["plan_steps"])
-        if not m:
-            return
-        ends = steps["start_s"] + steps["duration_s"]
-        gap = steps["duration_s"].copy()  # inside a decode run: the step's duration
-        first = np.cumsum(plans["plan_steps"])[:-1]  # a plan's first step: from the last end
-        gap[first] = ends[first] - ends[first - 1]
-        if g0:
-            gap[0] = ends[0] - self.prev_end
-        self._emissions(progress, g0, ends, gap)
-        self.prev_end = float(ends[-1])
+        g0, m = self.g0, len(self.st[0])
+        ends = gap = np.zeros(0)
+        if m:
+            plans = {c: np.array(a, dtype=np.int64) for c, a in zip(_PLAN, self.p)}
+            st = [np.array(a, dtype=np.int64) for a in self.st]
+            for a in (*self.p, *self.st):
+                del a[:]
+            steps = _expand(plans, st, self.reasons)
+            self.spill.write(steps)
+            self.g0, self.plans_done = g0 + m, self.plans_done + len(plans["plan_steps"])
+            ends = steps["start_s"] + steps["duration_s"]
+            gap = steps["duration_s"].copy()  # inside a decode run: the step's duration
+            first = np.cumsum(plans["plan_steps"])[:-1]  # a plan's first step: from the
+            gap[first] = ends[first] - ends[first - 1]  # last end
+            if g0:
+                gap[0] = ends[0] - self.prev_end
+        self._emissions(progress, g0, ends, gap)  # runs closed at the very end, too
+        if m:
+            self.prev_end = float(ends[-1])
 
     def _emissions(self, progress, g0: int, ends: np.ndarray, gap: np.ndarray) -> None:
         """Settle the runs closed since the last flush and the open runs' steps so far."""
