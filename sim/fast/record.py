@@ -156,9 +156,9 @@ class FastRecord:
         if len(rr):
             order = np.lexsort((rb, rr))  # each request's latest run last
             self.last_token_s[rr[order]] = end_of(rb[order], rr[order])
-        run_start = progress.run_start
-        open_r = np.array([r for r in progress.running if run_start[r] >= 0], dtype=np.int64)
-        open_a = np.array([run_start[r] for r in open_r.tolist()], dtype=np.int64)
+        run_start = progress.run_start  # the open runs (running, emitting)
+        open_r = np.array(list(run_start), dtype=np.int64)
+        open_a = np.array(list(run_start.values()), dtype=np.int64)
         req = np.concatenate((rr, open_r))
         lo = np.maximum(np.concatenate((ra, open_a)) + 1, g0) - g0
         hi = np.concatenate((rb, np.full(len(open_r), g1 - 1, dtype=np.int64))) - g0

@@ -56,11 +56,14 @@ class Progress:
         self.bs = block_size
         self.comp = array("i", bytes(4 * n))  # computed tokens (prefilling / not running)
         self.known = _int32(prompt)  # prompt + generated (not decoding)
-        self.base = array("q", bytes(8 * n))  # decoding: computed = base + g
-        self.finat = array("q", [-1]) * n  # decoding: the step of its last token
+        # step-indexed values of the requests that have them only (dicts: a few hundred
+        # entries, not 8 bytes per request of the run)
+        self.base: dict[int, int] = {}  # decoding: computed = base + g
+        self.finat: dict[int, int] = {}  # decoding: the step of its last token
         self.dec = bytearray(n)  # 1 = decoding (running, next step computes 1 token)
-        self.run_start = array("q", [-1]) * n  # first step of the current emission run
-        self.last_emit = array("q", [-1]) * n  # last emitting step (not continuing)
+        self.run_start: dict[int, int] = {}  # emitting: first step of the current run
+        self.last_emit: dict[int, int] = {}  # last emitting step (not continuing), until
+        # the request finishes
         self.running: list[int] = []  # running order (admission order)
         self.pre: list[int] = []  # running requests that are not decoding, running order
         self.n_dec, self.sum_base = 0, 0
@@ -93,7 +96,7 @@ class Progress:
         fin, dec, finat = self.fin, self.dec, self.finat
         while fin:
             gf, r = fin[0]
-            if dec[r] and finat[r] == gf:
+            if dec[r] and finat.get(r) == gf:
                 return gf
             heapq.heappop(fin)
         return None
@@ -113,14 +116,14 @@ class Progress:
 
     def drop_dec(self, r: int) -> None:
         """``r`` stops decoding (finished or preempted); comp/known made explicit."""
-        b = self.base[r]
+        b = self.base.pop(r)
         self.comp[r] = b + self.g
         self.known[r] = b + self.g + 1
         self.dec[r] = 0
         self.n_dec -= 1
         self.sum_base -= b
         self.phase[(-b) % self.bs] -= 1
-        self.finat[r] = -1
+        self.finat.pop(r, None)
 
     def skip(self, r: int) -> None:
         """A decoding request the step did not schedule: it falls one step behind."""
@@ -140,19 +143,18 @@ class Progress:
     # ---- emission runs ------------------------------------------------------------------
     def close_run(self, r: int, last: int) -> None:
         """End ``r``'s current emission run at step ``last``."""
-        a = self.run_start[r]
+        a = self.run_start.pop(r, -1)
         if a < 0:
             return
         rr, ra, rb = self.runs
         rr.append(r)
         ra.append(a)
         rb.append(last)
-        self.run_start[r] = -1
         self.last_emit[r] = last
 
     def emit_fresh(self, r: int, g: int) -> None:
         """``r`` emits at step ``g`` without having emitted at ``g - 1``."""
-        prev = self.last_emit[r]
+        prev = self.last_emit.get(r, -1)
         if prev >= 0:
             gr, gg, gp = self.gaps
             gr.append(r)
