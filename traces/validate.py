@@ -289,6 +289,32 @@ def normalize(
     return build_frame(out), (block if has_chains else None)
 
 
+def plain_frame(columns: Mapping[str, object]) -> pd.DataFrame | None:
+    """The canonical frame of a large table of only the required columns, as ``normalize``
+    makes it, when every value is valid and the arrivals are in order (a generated workload:
+    no per-row objects while checking); None otherwise (``normalize`` then says what is
+    wrong, or sorts)."""
+    if set(columns) != set(REQUIRED):
+        return None
+    a = np.asarray(columns["arrival_s"])
+    p, o = np.asarray(columns["prompt_tokens"]), np.asarray(columns["output_tokens"])
+    n = len(a)
+    if n < COMPACT_ROWS or len(p) != n or len(o) != n or a.dtype.kind != "f" or any(
+            x.dtype.kind not in "iu" for x in (p, o)):
+        return None
+    if not (np.isfinite(a).all() and (a >= 0).all() and (a[1:] >= a[:-1]).all()):
+        return None
+    if not all(((x >= 1) & (x <= MAX_INT)).all() for x in (p, o)):
+        return None
+    import pyarrow as pa
+
+    return build_frame({
+        "request_id": _text(pa.array(np.arange(n), pa.int64()).cast(pa.string())),
+        "arrival_s": a, "prompt_tokens": p, "output_tokens": o,
+        "lane": _default_text(n, DEFAULT_LANE), "priority": np.zeros(n, dtype=np.int64),
+        "tenant": _default_text(n, ""), "prefix_hashes": np.full(n, None, dtype=object)})
+
+
 def build_frame(columns: Mapping[str, object]) -> pd.DataFrame:
     """The canonical frame from already-valid column arrays (dtypes fixed here, once)."""
     def text(col) -> pd.Series:

@@ -132,16 +132,24 @@ def run(specs, sched: VllmScheduler, kv: PagedKV | PrefixCachingKV, cost: CostMo
                         stop_ns=min(ns(stop_s), MAX_NS), drain=drain, progress=progress,
                         hook=on_plan)
     status = engine.run()
+    recorder = rec.recorder(fs)
     n = len(specs)
-    known = np.frombuffer(fs.known, dtype=np.int32).astype(np.int64) if n else np.zeros(
+    generated = np.frombuffer(fs.known, dtype=np.int32).astype(np.int64) if n else np.zeros(
         0, np.int64)
     for r in fs.running:  # decoding requests keep theirs implicitly
-        known[r] = fs.known_of(r)
+        generated[r] = fs.known_of(r)
+    generated -= specs.prompt_tokens
+    # each per-request array of the run goes as soon as its result is made (a large run:
+    # tens of MB each)
+    fs.known = fs.comp = fs.prompt = fs.out = None
+    status_codes = np.frombuffer(fs.status, dtype=np.int8).copy()
+    fs.status = None
+    num_preemptions = np.array(fs.npre, dtype=np.int64)
+    fs.npre = None
+    cached_tokens = np.array(fs.cached, dtype=np.int64)
+    fs.cached = None
     return FastRun(
-        run=status, recorder=rec.recorder(fs),
-        status=np.frombuffer(bytes(fs.status), dtype=np.int8).copy(),
-        num_preemptions=np.array(fs.npre, dtype=np.int64),
-        cached_tokens=np.array(fs.cached, dtype=np.int64),
-        generated=known - specs.prompt_tokens, recomputed_tokens=fs.recomputed,
+        run=status, recorder=recorder, status=status_codes, num_preemptions=num_preemptions,
+        cached_tokens=cached_tokens, generated=generated, recomputed_tokens=fs.recomputed,
         alloc_failures=fs.alloc_failures, memory_blocked=int(sum(fs.memory_blocked)),
         drain_cut=engine.drain_cut, drain_budget=engine.drain_budget)

@@ -24,7 +24,8 @@ class Open:
         # the source's own arrays, read as Python ints (no copy: a list of ten million
         # arrivals would take 0.4 GB)
         self.arrival = _ints(source.arrival)  # arrival times (ns), sorted
-        self.cum_ok = _ints(source.cum_admissible)  # admissible arrivals before index i
+        cum = source.cum_admissible  # admissible arrivals before index i
+        self.cum_ok = cum if isinstance(cum, range) else _ints(cum)
         self.delivered = 0  # arrivals [0, delivered) handed over
         self.nxt = self.arrival[0] if self.arrival else NEVER
 
