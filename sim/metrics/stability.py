@@ -91,9 +91,9 @@ def is_sustainable(summary: dict) -> bool:
     return summary["stability"]["verdict"] == STABLE
 
 
-def stability(res, areas: dict | None = None) -> dict:
+def stability(res, areas: dict | None = None, lat: dict | None = None) -> dict:
     """The summary block: :func:`assess_stability` as a dict."""
-    return assess_stability(res, areas).as_dict()
+    return assess_stability(res, areas, lat).as_dict()
 
 
 def stability_edges(res) -> np.ndarray | None:
@@ -105,7 +105,7 @@ def stability_edges(res) -> np.ndarray | None:
     return t0 + (t1 - t0) * np.arange(WINDOWS + 1) / WINDOWS
 
 
-def assess_stability(res, areas: dict | None = None) -> Stability:
+def assess_stability(res, areas: dict | None = None, lat: dict | None = None) -> Stability:
     """The verdict for a run result (``sim.runner.RunResult``), by the module's rule;
     ``areas``: the windows' integrals of busy time, running requests and KV blocks used
     (``busy``, ``running``, ``kv``) when the steps were read already (a streamed run,
@@ -142,18 +142,18 @@ def assess_stability(res, areas: dict | None = None) -> Stability:
         window_running=tuple(float(x) for x in running))
     saturated_windows = (queue >= MIN_QUEUE) & (ratio >= SATURATED_QUEUE_TO_RUNNING)
     verdict, reason = _verdict(numbers, failure, saturated_windows, _in_use(res, areas, edges))
-    short = too_short(res)
+    short = too_short(res, lat)
     return Stability(verdict, reason + (f"; {short}" if short else ""), verdict == STABLE,
                      **numbers, long_enough=not short)
 
 
-def too_short(res) -> str:
+def too_short(res, lat: dict | None = None) -> str:
     """'' when the arrivals span enough time to judge a trend, else what is missing: a
     minute, and MIN_LIFETIMES median request lifetimes (so queues can build and drain).
     The summary repeats it as a warning (``sim.warnings``), which the console prints."""
     arrival = res.specs.arrival_s
     span = float(arrival[-1] - arrival[0]) if len(arrival) else 0.0
-    e2el = request_latencies(res)["e2el"]
+    e2el = (request_latencies(res) if lat is None else lat)["e2el"]
     e2el = e2el[np.isfinite(e2el)]
     life = float(np.median(e2el)) if len(e2el) else 0.0
     need = max(MIN_JUDGE_S, MIN_LIFETIMES * life)

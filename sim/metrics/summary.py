@@ -75,7 +75,7 @@ def summarize(res: RunResult) -> dict:
             "total_token_per_s": (in_tok + out_tok) / duration,
             "goodput_request_per_s": good.sum() / duration,
         },
-        "latency_ms": latency_block(res, done),
+        "latency_ms": latency_block(res, done, lat=lat),
         "slo": slo_verdict(res, lat, judged),
         "preemption": {
             "count": int(res.num_preemptions.sum()),
@@ -93,22 +93,22 @@ def summarize(res: RunResult) -> dict:
         "schedule": step_blocks["schedule"],
         "speculative": res.speculative or {},
         "cost_error": validation.band(res.resolved),
-        "stability": stability(res, scan.areas if scan is not None else None),
-        "lanes": lane_blocks(res, judged),
+        "stability": stability(res, scan.areas if scan is not None else None, lat),
+        "lanes": lane_blocks(res, judged, lat),
         "sim": {"end_s": float(res.run.end_s), "stopped_at_limit": bool(res.run.stopped_at_limit),
                 "stuck_requests": res.run.stuck,
                 "stopped": res.counters.get("engine_stopped", ""),
                 "ingress_ms": res.ingress_s * 1e3,
                 "ingress_per_token_us": res.ingress_per_token_s * 1e6,
                 "egress_ms": res.egress_s * 1e3,
-                "warnings": run_warnings(res), **client_queue(res)},
+                "warnings": run_warnings(res, lat), **client_queue(res)},
     }
 
 
-def run_warnings(res: RunResult) -> list[str]:
+def run_warnings(res: RunResult, lat: dict | None = None) -> list[str]:
     """The run's warnings (the cost model's), and one when the run is too short to judge
     (``sim.metrics.stability.too_short``)."""
-    short = too_short(res)
+    short = too_short(res, lat)
     return [*res.warnings, *((f"the run is {short}",) if short else ())]
 
 
