@@ -59,19 +59,26 @@ class StepSpill:
         self.rows = 0
 
     def write(self, steps: dict) -> None:
-        """Append rows (Recorder.steps() columns) as one row group."""
+        """Append rows (Recorder.steps() columns) as one row group: ``steps_frame``'s rows,
+        made column by column (no DataFrame of the chunk), in the schema pandas gives the
+        frame (so the file reads back as the table a run in memory writes)."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        df = steps_frame(steps, self.kv_total_blocks, self.rows)
+        n, total = len(steps["start_s"]), self.kv_total_blocks
         if self._writer is None:
-            table = pa.Table.from_pandas(df, preserve_index=False)
-            self._schema = table.schema
+            head = steps_frame({c: v[:1] for c, v in steps.items()}, total)
+            self._schema = pa.Table.from_pandas(head, preserve_index=False).schema
             self._writer = pq.ParquetWriter(self.path, self._schema)
-        else:
-            table = pa.Table.from_pandas(df, schema=self._schema, preserve_index=False)
-        self._writer.write_table(table, row_group_size=max(len(df), 1))
-        self.rows += len(df)
+        cols = {"step": np.arange(self.rows, self.rows + n, dtype=np.int64), **steps,
+                "kv_blocks_total": np.full(n, total, dtype=np.int64),
+                "kv_used_fraction": steps["kv_blocks_used"] / max(total, 1),
+                "num_waiting_on_kv_memory": np.where(steps["blocked"] == "kv_memory",
+                                                     steps["num_waiting"], 0)}
+        arrays = [pa.array(cols[f.name], type=f.type) for f in self._schema]
+        self._writer.write_table(pa.Table.from_arrays(arrays, schema=self._schema),
+                                 row_group_size=max(n, 1))
+        self.rows += n
 
     def close(self) -> None:
         if self._writer is not None:

@@ -15,20 +15,23 @@ from sim.sched.base import Status
 STATUS_NAMES = {s.value: s.name.lower() for s in Status}
 
 
-ROW_GROUP = 1 << 20  # requests.parquet rows written at a time (pyarrow's row group size)
+ROW_GROUP = 1 << 20  # requests.parquet of more rows is written in pieces of CHUNK_ROWS
+CHUNK_ROWS = 1 << 18
 
 
 def requests_table(res: RunResult, rows: slice = slice(None), tokens: dict | None = None
                    ) -> pd.DataFrame:
     """One row per request: times (s), token counts, preemptions, lane, status (of the
-    requests in ``rows``; ``tokens``: ``token_columns(res)`` when already made)."""
+    requests in ``rows``; ``tokens``: their ``token_columns`` when already made)."""
     s, rec = res.specs, res.recorder
     i = rows
     arrival, first, finish = s.arrival_s[i], rec.first_token_s[i], rec.finish_s[i]
     generated = res.generated[i]
     lat = request_latencies(res) if rows == slice(None) else _latencies(arrival, first,
                                                                          finish, generated)
-    toks = token_columns(res) if tokens is None else tokens
+    if tokens is None:  # else the token columns of these rows
+        tokens = token_columns(res)
+        tokens = tokens if rows == slice(None) else {k: v[rows] for k, v in tokens.items()}
     return pd.DataFrame({
         "request_id": ids_text(s.request_id[i]),
         "lane": np.asarray(s.lane_names, dtype=object)[s.lane[i]] if len(arrival) else [],
@@ -48,7 +51,7 @@ def requests_table(res: RunResult, rows: slice = slice(None), tokens: dict | Non
         "max_itl_s": np.where(generated > 1, rec.max_itl_s[i], np.nan),
         "queue_s": rec.first_scheduled_s[i] - arrival,
         "status": [STATUS_NAMES[int(x)] for x in res.status[i]],
-        **{k: v[i] for k, v in toks.items()},
+        **tokens,
     })
 
 
@@ -62,7 +65,8 @@ def _latencies(arrival, first, finish, generated) -> dict[str, np.ndarray]:
 
 
 def write_requests(res: RunResult, path) -> None:
-    """requests.parquet: at most ``ROW_GROUP`` rows in memory at a time."""
+    """requests.parquet: past ``ROW_GROUP`` requests, ``CHUNK_ROWS`` rows (one row group)
+    in memory at a time."""
     n = len(res.specs)
     if n <= ROW_GROUP:
         requests_table(res).to_parquet(path, index=False)
@@ -70,11 +74,17 @@ def write_requests(res: RunResult, path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    tokens = token_columns(res)
+    kept = res.recorder.tokens.csr() is not None
+    tokens = token_columns(res) if kept else None  # a run's token times are few, or none
     writer = schema = None
     try:
-        for lo in range(0, n, ROW_GROUP):
-            df = requests_table(res, slice(lo, lo + ROW_GROUP), tokens)
+        for lo in range(0, n, CHUNK_ROWS):
+            rows = slice(lo, min(lo + CHUNK_ROWS, n))
+            m = rows.stop - rows.start
+            here = {k: v[rows] for k, v in tokens.items()} if kept else {
+                **{f"itl_p{p}_s": np.full(m, np.nan) for p in ITL_PERCENTILES},
+                "token_times_s": [None] * m}
+            df = requests_table(res, rows, here)
             if writer is None:
                 table = pa.Table.from_pandas(df, preserve_index=False)
                 schema = table.schema

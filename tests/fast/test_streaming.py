@@ -157,6 +157,7 @@ def test_requests_parquet_in_row_groups_equals_the_one_table(monkeypatch, tmp_pa
     res = simulate(r, specs)
     requests_one = tables.requests_table(res)
     monkeypatch.setattr(tables, "ROW_GROUP", 64)
+    monkeypatch.setattr(tables, "CHUNK_ROWS", 64)
     tables.write_requests(res, tmp_path / "r.parquet")
     import pyarrow.parquet as pq
 
