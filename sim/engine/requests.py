@@ -6,6 +6,7 @@ index ``i`` (0..n-1, in arrival order) is how components name a request.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -104,12 +105,36 @@ class RequestSpecs:
             priority=_shared(df["priority"].to_numpy()),
             lane=_shared(codes),
             lane_names=tuple(str(x) for x in names),
-            prefix_hashes=(None,) * n,
+            prefix_hashes=NoChains(n),
             hash_block_size=hash_block_size,
         )
 
 
 COMPACT_ROWS = 1 << 20  # from this many requests on, specs are built compact (_compact)
+
+
+class NoChains(Sequence):
+    """``prefix_hashes`` of requests without prefix chains: None for each, in no memory."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return NoChains(len(range(*i.indices(self.n))))
+        if not -self.n <= i < self.n:
+            raise IndexError(i)
+        return None
+
+    def __eq__(self, other) -> bool:
+        return len(other) == self.n and all(x is None for x in other) if isinstance(
+            other, Sequence) else NotImplemented
+
+    def __repr__(self) -> str:
+        return f"NoChains({self.n})"
 
 
 def _shared(a: np.ndarray) -> np.ndarray:
