@@ -52,8 +52,8 @@ def _latency_columns(res: RunResult):
     import pandas as pd
 
     s = res.specs
-    return pd.DataFrame({"lane": np.asarray(s.lane_names, dtype=object)[s.lane],
-                         "ttft_s": res.recorder.first_token_s - s.arrival_s})
+    lane = pd.Categorical.from_codes(np.asarray(s.lane, dtype=np.int32), s.lane_names)
+    return pd.DataFrame({"lane": lane, "ttft_s": res.recorder.first_token_s - s.arrival_s})
 
 
 def _version() -> str:
