@@ -235,16 +235,18 @@ def _queue_area(res, edges: np.ndarray) -> np.ndarray:
     arrived = res.specs.arrival_s[keep]
     if not (arrived[1:] >= arrived[:-1]).all():  # arrivals are in order: no sorted copy
         arrived = np.sort(arrived)
-    started = res.recorder.first_scheduled_s[keep]
-    started = np.sort(np.where(np.isnan(started), np.inf, started))
+    started = res.recorder.first_scheduled_s[keep]  # a copy: sorted in place
+    started[np.isnan(started)] = np.inf
+    started.sort()
     return np.diff(_count_area(arrived, edges) - _count_area(started, edges))
 
 
 def _count_area(times: np.ndarray, edges: np.ndarray) -> np.ndarray:
     """Integral up to each edge of #{times <= t} (``times`` sorted; inf never counts)."""
-    finite = times[np.isfinite(times)]
+    finite = times[:np.searchsorted(times, np.inf, side="left")]  # the infs are last
     c = np.searchsorted(finite, edges, side="right")
-    before = np.concatenate(([0.0], np.cumsum(finite)))[c]
+    cum = np.cumsum(finite)
+    before = np.where(c > 0, cum[np.maximum(c - 1, 0)] if len(cum) else 0.0, 0.0)
     return c * edges - before
 
 

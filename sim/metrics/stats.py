@@ -47,12 +47,18 @@ def _describe_plain_ms(v: np.ndarray) -> dict:
     """describe_ms of unweighted values: the same figures as with unit weights (v * 1 is v,
     the stable argsort's order is np.sort's values, unit weights' cumulative counts put
     rank i at position i), in one sorted copy of the values."""
-    v = v[~np.isnan(v)]
+    nan = np.isnan(v)
+    if nan.any():
+        v = v[~nan]
+    del nan
     if not len(v):
         return {"count": 0}
     n = len(v)
     mean = float(v.sum() / n)
-    std = float(np.sqrt(((v - mean) ** 2).sum() / n))
+    d = v - mean
+    np.square(d, out=d)  # (v - mean) ** 2, in place
+    std = float(np.sqrt(d.sum() / n))
+    del d
     out = {"count": n, "mean": mean, "std": std}
     s = np.sort(v)
     for p in PERCENTILES:
