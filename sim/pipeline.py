@@ -105,6 +105,8 @@ def run(loaded: LoadedScenario, out: Path | None = None, *, step_log: bool = Fal
                 res, summary = fleet_outputs(fleet)
             else:
                 summary = summarize(res)
+                if res.recorder.streamed:  # the steps read back: Arrow's pool lets go
+                    _release_arrow_memory()
             if res.extras is not None:
                 summary[res.extras.section] = res.extras.summary
             _say(summary["sim"]["warnings"], res.warnings)

@@ -330,6 +330,11 @@ def _simulate_fast(r, specs, seen, sched, kv, cost, source, stop, t0, progress, 
     said = tuple(cost.run_warnings())
     for w in said:
         warnings.warn(w, RunWarning, stacklevel=3)
+    if out.recorder.streamed:  # a long run: what it memoised and freed goes back now
+        from sim.metrics.spill import release_memory
+
+        cost.forget()
+        release_memory()
     res = RunResult(
         resolved=r, specs=specs, recorder=out.recorder, status=_arrived_as_waiting(out.status),
         num_preemptions=out.num_preemptions, cached_tokens=out.cached_tokens,

@@ -39,6 +39,7 @@ from sim.cost.base import CostModel
 from sim.engine.arrivals import ArrivalSource, Gated, OpenLoop
 from sim.engine.clock import MAX_NS, ns
 from sim.engine.engine import RunStatus, admissible
+from sim.engine.requests import COMPACT_ROWS
 from sim.fast.caching import CachingScheduler
 from sim.fast.engine import FastEngine
 from sim.fast.lanes import CachingLanes, FastLanes
@@ -139,14 +140,16 @@ def run(specs, sched: VllmScheduler, kv: PagedKV | PrefixCachingKV, cost: CostMo
     for r in fs.running:  # decoding requests keep theirs implicitly
         generated[r] = fs.known_of(r)
     generated -= specs.prompt_tokens
-    # each per-request array of the run goes as soon as its result is made (a large run:
-    # tens of MB each)
+    # each per-request array of the run goes as soon as its result is made; a large run's
+    # counts in 4 bytes (sim.engine.requests.COMPACT_ROWS; tables write them as int64)
+    wide = np.int64 if n < COMPACT_ROWS else np.int32
+    generated = generated.astype(wide, copy=False)
     fs.known = fs.comp = fs.prompt = fs.out = None
     status_codes = np.frombuffer(fs.status, dtype=np.int8).copy()
     fs.status = None
-    num_preemptions = np.array(fs.npre, dtype=np.int64)
+    num_preemptions = np.array(fs.npre, dtype=wide)
     fs.npre = None
-    cached_tokens = np.array(fs.cached, dtype=np.int64)
+    cached_tokens = np.array(fs.cached, dtype=wide)
     fs.cached = None
     return FastRun(
         run=status, recorder=recorder, status=status_codes, num_preemptions=num_preemptions,

@@ -117,6 +117,20 @@ class StepSpill:
         return pd.read_parquet(self.path)
 
 
+def release_memory() -> None:
+    """Hand freed memory back to the system: Arrow's pool and, with glibc, the C heap (a
+    long run's chunks and dicts leave hundreds of MB there otherwise)."""
+    import ctypes
+
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (AttributeError, OSError):  # not glibc
+        pass
+
+
 def _numpy(col) -> np.ndarray:
     a = col.to_numpy()
     return a if a.dtype != object else np.asarray(a, dtype=object)

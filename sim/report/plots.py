@@ -95,13 +95,16 @@ def latency_cdf(requests: pd.DataFrame, column: str, path: Path | None, *, title
     colors = iter(("tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown"))
     lanes = requests["lane"].nunique() > 1
     drawn = []
-    for lane, grp in requests.groupby("lane"):
-        v = np.sort(grp[column].dropna().to_numpy() * 1e3)
+    for lane, grp in requests.groupby("lane") if lanes else [(None, requests)]:
+        v = grp[column].to_numpy(dtype=np.float64)
+        v = v[~np.isnan(v)]  # a copy, scaled and sorted in place (ten million requests)
+        v *= 1e3
+        v.sort()
         if len(v):
             c = next(colors, "tab:gray")
-            y = np.arange(1, len(v) + 1) / len(v)
             at = _drawn_points(len(v))
-            ax.plot(v[at], y[at], color=c,
+            y = (np.arange(len(v))[at] + 1) / len(v)
+            ax.plot(v[at], y, color=c,
                     label=f"lane {lane}" if lanes else f"{what} ({len(v):,} requests)")
             _mark_percentiles(ax, v, c, row=len(drawn))
             drawn.append(v)

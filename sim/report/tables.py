@@ -26,7 +26,7 @@ def requests_table(res: RunResult, rows: slice = slice(None), tokens: dict | Non
     s, rec = res.specs, res.recorder
     i = rows
     arrival, first, finish = s.arrival_s[i], rec.first_token_s[i], rec.finish_s[i]
-    generated = res.generated[i]
+    generated = res.generated[i].astype(np.int64, copy=False)  # a large run's are int32
     lat = request_latencies(res) if rows == slice(None) else _latencies(arrival, first,
                                                                          finish, generated)
     if tokens is None:  # else the token columns of these rows
@@ -43,8 +43,8 @@ def requests_table(res: RunResult, rows: slice = slice(None), tokens: dict | Non
         "prompt_tokens": s.prompt_tokens[i],
         "output_tokens": s.output_tokens[i],
         "generated_tokens": generated,
-        "cached_tokens": np.maximum(res.cached_tokens[i], 0),
-        "preemptions": res.num_preemptions[i],
+        "cached_tokens": np.maximum(res.cached_tokens[i], 0).astype(np.int64, copy=False),
+        "preemptions": res.num_preemptions[i].astype(np.int64, copy=False),
         "ttft_s": lat["ttft"],
         "tpot_s": lat["tpot"],
         "e2el_s": lat["e2el"],
