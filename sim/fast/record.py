@@ -35,12 +35,13 @@ import numpy as np
 from sim.engine.clock import NS_PER_S
 from sim.metrics.itl import SettledItl
 from sim.metrics.recorder import _PER_PLAN, _PER_PLAN_ALL, STEP_COLUMNS, Recorder
-from sim.metrics.spill import STREAM_STEPS, StepSpill
+from sim.metrics.spill import READ_ROWS, STREAM_STEPS, StepSpill
 from sim.metrics.token_times import TOKEN_TIMES_LIMIT
 
 _PLAN = _PER_PLAN_ALL  # prefill_tokens, decode_seqs, batch_size, num_running, num_preempted,
 # plan_steps, blocked
 _STEP = ("start_ns", "dur_ns", "kv_blocks_used", "kv_tokens", "num_waiting")
+PIECE = READ_ROWS  # steps a flush writes and settles at a time
 
 
 class FastRecord:
@@ -105,20 +106,41 @@ class FastRecord:
     # ---- streaming ----------------------------------------------------------------------
     def flush(self, progress) -> None:
         """Stream the rows kept so far and settle the emission runs they close (module
-        docstring); called at a plan's end."""
+        docstring); called at a plan's end. The rows go in pieces of at most ``PIECE``
+        steps (whole plans), so a flush holds a piece's columns, not the chunk's."""
         if self.spill is None:
             self.spill = StepSpill(self.kv_total_blocks, self.spill_dir)
             self.last_token_s = np.full(self.n, np.nan)
             self.max_itl_s = np.zeros(self.n)
             self.itl = SettledItl(self.n, self.judged)
             self.tokens = _TokenPieces(self.n, self.egress_s, TOKEN_TIMES_LIMIT)
-        g0, m = self.g0, len(self.st[0])
+        plans = [np.array(a, dtype=np.int64) for a in self.p]
+        st = [np.array(a, dtype=np.int64) for a in self.st]
+        runs, gaps = _take(progress.runs), _take(progress.gaps)
+        for a in (*self.p, *self.st):
+            del a[:]
+        run_start = progress.run_start  # the runs open after the last step kept
+        still = (np.array(list(run_start), dtype=np.int64),
+                 np.array(list(run_start.values()), dtype=np.int64))
+        k = plans[5]  # plan_steps
+        if not len(k):  # no step kept: still the runs closed at the very end
+            self._piece({c: x for c, x in zip(_PLAN, plans)}, st, runs, gaps, still)
+            return
+        ends_at = np.cumsum(k)
+        a = s0 = 0
+        while a < len(k):
+            b = max(a + 1, int(np.searchsorted(ends_at, s0 + PIECE, side="right")))
+            s1 = int(ends_at[b - 1])
+            runs, gaps = self._piece({c: x[a:b] for c, x in zip(_PLAN, plans)},
+                                     [x[s0:s1] for x in st], runs, gaps, still)
+            a, s0 = b, s1
+
+    def _piece(self, plans: dict, st: list, runs, gaps, still):
+        """Write one piece of whole plans and settle what it closes; returns the runs and
+        lone gaps that end after it."""
+        g0, m = self.g0, len(st[0])
         ends = gap = np.zeros(0)
         if m:
-            plans = {c: np.array(a, dtype=np.int64) for c, a in zip(_PLAN, self.p)}
-            st = [np.array(a, dtype=np.int64) for a in self.st]
-            for a in (*self.p, *self.st):
-                del a[:]
             steps = _expand(plans, st, self.reasons)
             self.spill.write(steps)
             self.g0, self.plans_done = g0 + m, self.plans_done + len(plans["plan_steps"])
@@ -128,25 +150,33 @@ class FastRecord:
             gap[first] = ends[first] - ends[first - 1]  # last end
             if g0:
                 gap[0] = ends[0] - self.prev_end
-        self._emissions(progress, g0, ends, gap)  # runs closed at the very end, too
+            del steps
+        g1 = g0 + m
+        rr, ra, rb = runs
+        now = rb < g1  # closed within this piece; the others are open through it
+        gr, gg, gp = gaps
+        here = gg < g1
+        self._emissions(g0, ends, gap, (rr[now], ra[now], rb[now]),
+                        (gr[here], gg[here], gp[here]),
+                        (np.concatenate((rr[~now], still[0])),
+                         np.concatenate((ra[~now], still[1]))))
         if m:
             self.prev_end = float(ends[-1])
+        return (rr[~now], ra[~now], rb[~now]), (gr[~here], gg[~here], gp[~here])
 
-    def _emissions(self, progress, g0: int, ends: np.ndarray, gap: np.ndarray) -> None:
-        """Settle the runs closed since the last flush and the open runs' steps so far."""
-        def take(arrays):
-            out = [np.array(a, dtype=np.int64) for a in arrays]
-            for a in arrays:
-                del a[:]
-            return out
-
-        rr, ra, rb = take(progress.runs)
-        gr, gg, gp = take(progress.gaps)
+    def _emissions(self, g0: int, ends: np.ndarray, gap: np.ndarray, closed, lone_gaps,
+                   open_runs) -> None:
+        """Settle the runs closed in a piece (``closed``: request, first, last step), its
+        lone gaps (request, step, previous emitting step) and the open runs' steps
+        (``open_runs``: request, first step) in it."""
+        rr, ra, rb = closed
+        gr, gg, gp = lone_gaps
+        open_r, open_a = open_runs
         g1 = g0 + len(ends)
 
         def end_of(step: np.ndarray, req: np.ndarray) -> np.ndarray:
-            """End of each emitting step; before this chunk: the request's last token
-            (settled at an earlier flush), or the last flushed step's end."""
+            """End of each emitting step; before this piece: the request's last token
+            (settled before), or the last flushed step's end."""
             inside = step >= g0
             out = np.where(step == g0 - 1, self.prev_end, self.last_token_s[req])
             out[inside] = ends[step[inside] - g0]
@@ -156,9 +186,6 @@ class FastRecord:
         if len(rr):
             order = np.lexsort((rb, rr))  # each request's latest run last
             self.last_token_s[rr[order]] = end_of(rb[order], rr[order])
-        run_start = progress.run_start  # the open runs (running, emitting)
-        open_r = np.array(list(run_start), dtype=np.int64)
-        open_a = np.array(list(run_start.values()), dtype=np.int64)
         req = np.concatenate((rr, open_r))
         lo = np.maximum(np.concatenate((ra, open_a)) + 1, g0) - g0
         hi = np.concatenate((rb, np.full(len(open_r), g1 - 1, dtype=np.int64))) - g0
@@ -171,7 +198,7 @@ class FastRecord:
             np.maximum.at(self.max_itl_s, req, np.maximum.reduceat(x, idx)[0::2])
         np.maximum.at(self.max_itl_s, gr, lone)
         self.itl.add(gap, req, lo, hi, gr, lone, ~np.isnan(self.finish_s))
-        if self.tokens is not None:  # token times, while the run has few enough
+        if self.tokens.kept:  # token times, while the run has few enough
             treq = np.concatenate((rr, open_r))
             tlo = np.maximum(np.concatenate((ra, open_a)), g0) - g0
             thi = np.concatenate((rb, np.full(len(open_r), g1 - 1, dtype=np.int64))) - g0
@@ -206,6 +233,14 @@ class FastRecord:
         rec.last_token_s, rec.max_itl_s = emissions.last_token(), emissions.max_gap()
         rec.itl, rec.tokens = emissions, emissions
         return rec
+
+
+def _take(arrays) -> tuple[np.ndarray, ...]:
+    """int64 copies of ``arrays`` (array('q') columns), which are emptied."""
+    out = tuple(np.array(a, dtype=np.int64) for a in arrays)
+    for a in arrays:
+        del a[:]
+    return out
 
 
 def _expand(plans: dict, st: list, reasons: dict) -> dict[str, np.ndarray]:

@@ -2,8 +2,8 @@
 
 A run that records more than ``STREAM_STEPS`` engine steps (about 230,000 requests of the
 default scenario; no shipped scenario or test comes near) does not keep its step rows in
-memory: every ``STREAM_STEPS`` steps the fast core's recorder (sim/fast/record.py) writes
-them as one row group of the run's steps.parquet table, in the table's own columns
+memory: every ``STREAM_STEPS`` steps the fast core's recorder (sim/fast/record.py) appends
+them to the run's steps.parquet table (row groups of ``READ_ROWS``), in its own columns
 (``steps_frame``), and keeps only what it needs to go on. What reads the rows afterwards
 (the summary, the plots, ``Recorder.steps()``) reads them back in row groups
 (``StepSpill.chunks``); the result writer moves the file into the results folder, so the
@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 STREAM_STEPS = 1 << 20  # steps kept in memory before the rows are streamed, and per row group
+READ_ROWS = 1 << 18  # rows read back at a time
 SPILL_NAME = "steps.parquet"
 
 
@@ -59,9 +60,9 @@ class StepSpill:
         self.rows = 0
 
     def write(self, steps: dict) -> None:
-        """Append rows (Recorder.steps() columns) as one row group: ``steps_frame``'s rows,
-        made column by column (no DataFrame of the chunk), in the schema pandas gives the
-        frame (so the file reads back as the table a run in memory writes)."""
+        """Append rows (Recorder.steps() columns) in row groups of ``READ_ROWS``: the rows of
+        ``steps_frame``, made column by column (no DataFrame of the chunk), in the schema
+        pandas gives that frame (the file reads back as the table a run in memory writes)."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -77,7 +78,7 @@ class StepSpill:
                                                      steps["num_waiting"], 0)}
         arrays = [pa.array(cols[f.name], type=f.type) for f in self._schema]
         self._writer.write_table(pa.Table.from_arrays(arrays, schema=self._schema),
-                                 row_group_size=max(n, 1))
+                                 row_group_size=READ_ROWS)  # read back a group at a time
         self.rows += n
 
     def close(self) -> None:
@@ -102,14 +103,22 @@ class StepSpill:
         self.path = Path(path)
 
     def chunks(self, columns: list[str] | None = None) -> Iterator[dict[str, np.ndarray]]:
-        """The rows, one row group at a time, as numpy columns (``blocked`` as str objects)."""
+        """The rows, a row group (``READ_ROWS``) at a time, as numpy columns (``blocked`` as
+        str objects, one per reason, shared by the rows). Read group by group on this
+        thread, Arrow's pool emptied after each: iter_batches holds several groups."""
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
         self.close()
-        f = pq.ParquetFile(self.path)
+        f = pq.ParquetFile(self.path, read_dictionary=["blocked"])
+        pool = pa.default_memory_pool()
         for i in range(f.num_row_groups):
-            t = f.read_row_group(i, columns=columns)
-            yield {name: _numpy(t.column(name)) for name in t.column_names}
+            t = f.read_row_group(i, columns=columns, use_threads=False)
+            out = {name: _numpy(t.column(name)) for name in t.column_names}
+            del t
+            yield out
+            del out
+            pool.release_unused()
 
     def frame(self) -> pd.DataFrame:
         """Every row, as steps.parquet holds them."""
@@ -132,5 +141,10 @@ def release_memory() -> None:
 
 
 def _numpy(col) -> np.ndarray:
-    a = col.to_numpy()
-    return a if a.dtype != object else np.asarray(a, dtype=object)
+    import pyarrow as pa
+
+    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if pa.types.is_dictionary(col.type):  # the reasons, each once
+        names = np.asarray(col.dictionary.to_pylist(), dtype=object)
+        return names[col.indices.to_numpy(zero_copy_only=False)]
+    return col.to_numpy(zero_copy_only=False)

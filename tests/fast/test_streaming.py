@@ -44,6 +44,7 @@ def pair(monkeypatch, scenario, *sets, chunk=700):
     r, specs = prepared(scenario, *sets)
     a = simulate(r, specs)
     monkeypatch.setattr(fast_record, "STREAM_STEPS", chunk)
+    monkeypatch.setattr(fast_record, "PIECE", chunk // 3)  # a flush in several pieces
     b = simulate(r, specs)
     monkeypatch.undo()
     return a, b
@@ -123,6 +124,7 @@ def test_streamed_results_folder_equals_the_in_memory_one(monkeypatch, tmp_path)
     loaded = load_scenario(None, ("workload.num_requests=800",))
     pipeline.run(loaded, tmp_path / "a")
     monkeypatch.setattr(fast_record, "STREAM_STEPS", 600)
+    monkeypatch.setattr(fast_record, "PIECE", 250)
     b = pipeline.run(loaded, tmp_path / "b")
     assert b.result.recorder.streamed and b.result.recorder.num_steps > 1200
     for name in ("steps.parquet", "requests.parquet"):
