@@ -40,6 +40,11 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def _view(a: np.ndarray) -> memoryview:
+    """Read-only token counts as a sequence of Python ints, without a copy."""
+    return memoryview(np.ascontiguousarray(a, dtype=np.int64))
+
+
 def _int32(a: np.ndarray) -> array:
     """``a`` (token counts) as a 4-byte int array."""
     return array("i", np.ascontiguousarray(a, dtype=np.int32).tobytes())
@@ -51,8 +56,9 @@ class Progress:
     def __init__(self, prompt: np.ndarray, output: np.ndarray, block_size: int,
                  num_blocks: int):
         n = len(prompt)
-        # token counts are below 2^31 (a request has at most 2 x 2^24 tokens): 4 bytes each
-        self.prompt, self.out = _int32(prompt), _int32(output)
+        # the requests' own arrays, read as Python ints (no copy); counts the run changes
+        # in 4 bytes (a request has at most 2 x 2^24 tokens)
+        self.prompt, self.out = _view(prompt), _view(output)
         self.bs = block_size
         self.comp = array("i", bytes(4 * n))  # computed tokens (prefilling / not running)
         self.known = _int32(prompt)  # prompt + generated (not decoding)
