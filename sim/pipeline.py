@@ -62,7 +62,17 @@ def prepare(loaded: LoadedScenario) -> tuple[Resolved, RequestSpecs, str]:
         except ConfigError as e:
             raise ConfigError(f"{loaded.origin(str(e))}: {e}") from None
     trace = build_workload(sc.workload, seed=sc.seed, base_dir=loaded.base_dir)
-    return r, RequestSpecs.from_trace(trace), trace.source
+    specs, source = RequestSpecs.from_trace(trace), trace.source
+    del trace
+    _release_arrow_memory()  # the trace's text columns (a large workload: hundreds of MB)
+    return r, specs, source
+
+
+def _release_arrow_memory() -> None:
+    """Hand Arrow's freed memory back to the system (its pool keeps it otherwise)."""
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
 
 
 def run(loaded: LoadedScenario, out: Path | None = None, *, step_log: bool = False,
@@ -89,12 +99,14 @@ def run(loaded: LoadedScenario, out: Path | None = None, *, step_log: bool = Fal
                 fleet = _simulate_fleet(r, specs, writer if step_log else None)
             else:
                 res = _simulate(r, specs, writer if step_log else None, progress, executor,
-                                on_plan)
+                                on_plan, writer.tmp if writer else None)
         with timer.phase("summarize"):
             if r.scenario.cluster is not None:
                 res, summary = fleet_outputs(fleet)
             else:
                 summary = summarize(res)
+                if res.recorder.streamed:  # the steps read back: Arrow's pool lets go
+                    _release_arrow_memory()
             if res.extras is not None:
                 summary[res.extras.section] = res.extras.summary
             _say(summary["sim"]["warnings"], res.warnings)
@@ -131,12 +143,13 @@ def _simulate_fleet(r: Resolved, specs: RequestSpecs, writer: ResultWriter | Non
 
 
 def _simulate(r: Resolved, specs: RequestSpecs, writer: ResultWriter | None,
-              progress, executor=None, on_plan=None) -> RunResult:
-    """Simulate, writing steps.jsonl into ``writer``'s folder when given."""
+              progress, executor=None, on_plan=None, spill_dir=None) -> RunResult:
+    """Simulate, writing steps.jsonl into ``writer``'s folder when given; a long run streams
+    its step rows into ``spill_dir`` (the staging folder: sim/metrics/spill.py)."""
     if writer is None:
-        return simulate(r, specs, on_plan=on_plan, progress=progress, executor=executor)
+        return simulate(r, specs, on_plan=on_plan, progress=progress, executor=executor,
+                        spill_dir=spill_dir)
     with open(writer.path("steps.jsonl"), "w") as fh:
         hook = chain_hooks(StepLog(fh, specs.request_id), on_plan)
-        return simulate(r, specs, on_plan=hook, progress=progress, executor=executor)
-    with open(writer.path("steps.jsonl"), "w") as fh:
-        return simulate(r, specs, on_plan=StepLog(fh, specs.request_id), progress=progress)
+        return simulate(r, specs, on_plan=hook, progress=progress, executor=executor,
+                        spill_dir=spill_dir)

@@ -201,7 +201,8 @@ def chain_hooks(first, second):
 
 
 def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
-             progress=None, stop_s: float | None = None) -> RunResult:
+             progress=None, stop_s: float | None = None,
+             spill_dir: str | None = None) -> RunResult:
     """Replay ``specs`` through the resolved scenario.
 
     ``executor``: a plain ``plan -> durations`` callable, or a CostModel (whose run hooks
@@ -210,7 +211,9 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
     ``specs``); the recorder adds ``egress`` to client-visible times; the result's ``specs``
     keep the client's send times, so latencies are measured as a client measures them.
     ``stop_s``: no step starts at or after it (default: the horizon, or the safety limit
-    after the last arrival; a fleet gives each replica the fleet's)."""
+    after the last arrival; a fleet gives each replica the fleet's). ``spill_dir``: where
+    a long run on the fast core streams its step rows (sim/metrics/spill.py; default: the
+    system's temporary folder)."""
     t0 = time.perf_counter()
     stop = _stop_time(r, specs.arrival_s) if stop_s is None else stop_s
     n_all = len(specs)
@@ -225,7 +228,6 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
     seen, delays = engine_arrivals(specs, ingress, per_token)
     kv = build_kv(r, seen)
     sched = build_scheduler(r, seen, kv)
-    recorder = Recorder(len(specs), egress_s=egress)
     hook = on_plan  # the caller's own (a step log); the cost model's hooks are not
     drafter = None
     if cost is not None:
@@ -236,10 +238,12 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
         if type(cost).observe is not CostModel.observe:
             on_plan = _observed(cost, on_plan)
     source = arrival_source(r, seen, sched, ingress + egress, specs, delays, egress)
+    del delays  # a gated source keeps its own (8 bytes a request)
     why = _fast_unsupported(r, sched, kv, cost, source)
     if not why:
         return _simulate_fast(r, specs, seen, sched, kv, cost, source, stop, t0, progress,
-                              n_all - n, shortened, ingress, egress, hook)
+                              n_all - n, shortened, ingress, egress, hook, spill_dir)
+    recorder = Recorder(len(specs), egress_s=egress)
     drain = _DrainLimit(executor)
     engine = Engine(seen, sched, drain, recorder, stop_s=stop, num_arrivals=n,
                     on_plan=on_plan, progress=progress, source=source)
@@ -305,11 +309,20 @@ def _fast_unsupported(r: Resolved, sched, kv, cost, source) -> str:
 
 
 def _simulate_fast(r, specs, seen, sched, kv, cost, source, stop, t0, progress, never_sent,
-                   shortened, ingress, egress, hook) -> RunResult:
+                   shortened, ingress, egress, hook, spill_dir=None) -> RunResult:
     from sim import fast
 
+    # a streamed run settles the ITL of the requests its summary measures apart from the
+    # warm-up's (sim.metrics.warmup); a gated run's send times are known only as it goes,
+    # so with a warm-up it keeps its rows
+    warmup = float(r.scenario.workload.warmup_s)
+    gated = not isinstance(source, OpenLoop)
+    judged = specs.arrival_s >= warmup if warmup and not gated else None
+    # the general scheduler's per-request progress goes unused here (16 bytes a request)
+    sched.known_tokens = sched.cached_tokens = None
     out = fast.run(seen, sched, kv, cost, source, stop_s=stop, egress_s=egress,
-                   drain=(DRAIN_MIN_PLANS, DRAIN_FACTOR), progress=progress, on_plan=hook)
+                   drain=(DRAIN_MIN_PLANS, DRAIN_FACTOR), progress=progress, on_plan=hook,
+                   stream=not (warmup and gated), spill_dir=spill_dir, judged=judged)
     if out.drain_cut:
         warnings.warn(f"the backlog left at the last arrival did not drain within "
                       f"{out.drain_budget:,} engine steps (the drain limit); the run stopped "
@@ -317,6 +330,11 @@ def _simulate_fast(r, specs, seen, sched, kv, cost, source, stop, t0, progress, 
     said = tuple(cost.run_warnings())
     for w in said:
         warnings.warn(w, RunWarning, stacklevel=3)
+    if out.recorder.streamed:  # a long run: what it memoised and freed goes back now
+        from sim.metrics.spill import release_memory
+
+        cost.forget()
+        release_memory()
     res = RunResult(
         resolved=r, specs=specs, recorder=out.recorder, status=_arrived_as_waiting(out.status),
         num_preemptions=out.num_preemptions, cached_tokens=out.cached_tokens,

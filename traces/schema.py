@@ -29,7 +29,7 @@ import pandas as pd
 
 from traces.errors import TraceError, TraceWarning
 from traces.hashes import to_arrays
-from traces.validate import FileContext, normalize
+from traces.validate import FileContext, normalize, plain_frame
 
 COLUMNS = (
     "request_id",
@@ -164,6 +164,9 @@ def make_trace(
     bad row; rows out of arrival order are stably sorted with a TraceWarning. `context` lets a
     loader name the file's own rows and columns in messages.
     """
+    df = plain_frame(df_like) if isinstance(df_like, dict) and hash_block_size is None else None
+    if df is not None:  # a large generated table, valid and in order
+        return Trace(df, None, source)
     df, block = normalize(df_like, source=source, hash_block_size=hash_block_size, context=context)
     t = df["arrival_s"].to_numpy()
     descents = int(np.count_nonzero(t[1:] < t[:-1]))

@@ -131,6 +131,15 @@ class CostModel(ABC):
         """Things to say once at the end of a run (e.g. steps outside the fitted ranges)."""
         return []
 
+    def forget(self) -> None:
+        """Drop the prices memoised during a run (pure caches: the model prices the same
+        afterwards), e.g. before a long run's summary. Default: the ``*memo*`` and
+        ``_one_prefill`` dicts of the model and of its parts."""
+        for obj in (self, *vars(self).values()):
+            for name, v in getattr(obj, "__dict__", {}).items():
+                if isinstance(v, dict) and ("memo" in name or name == "_one_prefill"):
+                    v.clear()
+
     # ---- run hooks: no-ops for models that only price plans; the live executor uses them
     def start_run(self, kv, engine) -> None:  # noqa: B027
         """Called once before a run's first step with its KV manager and engine (the live

@@ -81,7 +81,7 @@ class MeasuredAttention:
         if t is None:
             full = self.ctx.seconds(1, p + q)
             t = max(full - self.ctx.seconds(1, p), self.ctx.seconds(1, q)) if p else full
-            if len(self._memo) < 1_000_000:
+            if len(self._memo) < 1 << 18:  # ~50 MB at most
                 self._memo[key] = t
         return t
 

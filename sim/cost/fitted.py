@@ -76,7 +76,7 @@ SHARED_STREAM_TOKENS = 256
 
 AUTO = "auto"
 _EMPTY = np.zeros(0, dtype=np.int64)
-MEMO_MAX = 1_000_000  # memoised single-prefill prices kept at most (entries)
+MEMO_MAX = 1 << 18  # memoised prices kept at most per memo (entries, ~50 MB)
 
 
 def default_profile(gpu_name: str, framework: str = "vllm") -> str | None:

@@ -39,6 +39,7 @@ from sim.cost.base import CostModel
 from sim.engine.arrivals import ArrivalSource, Gated, OpenLoop
 from sim.engine.clock import MAX_NS, ns
 from sim.engine.engine import RunStatus, admissible
+from sim.engine.requests import COMPACT_ROWS
 from sim.fast.caching import CachingScheduler
 from sim.fast.engine import FastEngine
 from sim.fast.lanes import CachingLanes, FastLanes
@@ -112,8 +113,11 @@ class FastRun:
 
 def run(specs, sched: VllmScheduler, kv: PagedKV | PrefixCachingKV, cost: CostModel,
         source: ArrivalSource, *, stop_s: float, egress_s: float, drain: tuple[int, int],
-        progress=None, on_plan=None) -> FastRun:
-    """Simulate ``specs`` (as the engine sees them) with the general components' settings."""
+        progress=None, on_plan=None, stream: bool = True, spill_dir=None,
+        judged: np.ndarray | None = None) -> FastRun:
+    """Simulate ``specs`` (as the engine sees them) with the general components' settings.
+    A long run streams its step rows into ``spill_dir`` (sim/fast/record.py) unless
+    ``stream`` is False; ``judged``: the requests a summary measures (None: all)."""
     persists = {r: sched.blocked_persists(r) for r in (EMPTY, SEQS, BUDGET, MEMORY)}
     args = (specs.prompt_tokens, specs.output_tokens, sched.limits, kv.block_size,
             kv.num_blocks, kv.admission_reserve, persists)
@@ -123,20 +127,32 @@ def run(specs, sched: VllmScheduler, kv: PagedKV | PrefixCachingKV, cost: CostMo
     kw = cls.policy_args(sched, specs) | ({"kv": kv} if caching else {})
     fs = cls(*args, **kw)
     fs.async_frees = sched.async_scheduling
-    rec = FastRecord(len(specs), egress_s)
+    rec = FastRecord(len(specs), egress_s, kv_total_blocks=kv.num_blocks, stream=stream,
+                     spill_dir=spill_dir, judged=judged)
     engine = FastEngine(fs, cost, source, admissible(specs, sched), rec,
                         stop_ns=min(ns(stop_s), MAX_NS), drain=drain, progress=progress,
                         hook=on_plan)
     status = engine.run()
+    recorder = rec.recorder(fs)
     n = len(specs)
-    known = np.frombuffer(fs.known, dtype=np.int64).copy() if n else np.zeros(0, np.int64)
+    generated = np.frombuffer(fs.known, dtype=np.int32).astype(np.int64) if n else np.zeros(
+        0, np.int64)
     for r in fs.running:  # decoding requests keep theirs implicitly
-        known[r] = fs.known_of(r)
+        generated[r] = fs.known_of(r)
+    generated -= specs.prompt_tokens
+    # each per-request array of the run goes as soon as its result is made; a large run's
+    # counts in 4 bytes (sim.engine.requests.COMPACT_ROWS; tables write them as int64)
+    wide = np.int64 if n < COMPACT_ROWS else np.int32
+    generated = generated.astype(wide, copy=False)
+    fs.known = fs.comp = fs.prompt = fs.out = None
+    status_codes = np.frombuffer(fs.status, dtype=np.int8).copy()
+    fs.status = None
+    num_preemptions = np.array(fs.npre, dtype=wide)
+    fs.npre = None
+    cached_tokens = np.array(fs.cached, dtype=wide)
+    fs.cached = None
     return FastRun(
-        run=status, recorder=rec.recorder(fs),
-        status=np.frombuffer(bytes(fs.status), dtype=np.int8).copy(),
-        num_preemptions=np.array(fs.npre, dtype=np.int64),
-        cached_tokens=np.array(fs.cached, dtype=np.int64),
-        generated=known - specs.prompt_tokens, recomputed_tokens=fs.recomputed,
+        run=status, recorder=recorder, status=status_codes, num_preemptions=num_preemptions,
+        cached_tokens=cached_tokens, generated=generated, recomputed_tokens=fs.recomputed,
         alloc_failures=fs.alloc_failures, memory_blocked=int(sum(fs.memory_blocked)),
         drain_cut=engine.drain_cut, drain_budget=engine.drain_budget)

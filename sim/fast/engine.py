@@ -57,6 +57,8 @@ class FastEngine:
 
     def _run(self) -> RunStatus:
         s, src, lag = self.s, self.src, self.s.async_frees
+        rec = self.rec
+        rows, stream_at = rec.st[0], rec.stream_at  # past stream_at rows, stream them
         while self.clock < self.stop:
             # async scheduling: the plan starting at a step's end was made when that step
             # started, so it sees the arrivals up to that start (sim/engine/engine.py _lagging)
@@ -82,6 +84,8 @@ class FastEngine:
                 self._decode_run(p)
             else:
                 self._step(p)
+            if len(rows) >= stream_at:
+                rec.flush(s)
             self.last_end = self.clock
             if self.progress is not None:
                 self.progress(self.clock / NS_PER_S)
@@ -198,7 +202,7 @@ class FastEngine:
             if gen == 0:  # its first token: no gap before it
                 first.append(r)
                 s.run_start[r] = g
-            elif last_emit[r] >= 0:
+            elif r in last_emit:
                 s.emit_fresh(r, g)
             else:
                 s.run_start[r] = g
@@ -221,7 +225,7 @@ class FastEngine:
         while (gf := s.next_finish()) is not None and gf <= g:
             assert gf == g, "fast core: a decoding request ran past its last token"
             r = heapq.heappop(s.fin)[1]
-            s.finat[r] = -1  # a second entry with the same step is stale now
+            s.finat.pop(r, None)  # a second entry with the same step is stale now
             out.append(r)
         return out
 
@@ -234,10 +238,11 @@ class FastEngine:
             s.close_run(r, g)
         out = done + ending if ending else done
         s.free_finished(out)
-        running, status = s.running, s.status
+        running, status, last_emit = s.running, s.status, s.last_emit
         for r in out:
             running.remove(r)
             status[r] = 3  # FINISHED
+            last_emit.pop(r, None)  # it emits no more
         return out
 
     # ---- a decode run -------------------------------------------------------------------

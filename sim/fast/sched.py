@@ -54,8 +54,8 @@ class FastScheduler(BlockCount, Progress):
         self.waiting = self.make_queue()  # deque-like: [0], popleft, append, appendleft
         n = len(prompt)
         self.status = bytearray(n)  # sim.sched.base.Status codes
-        self.npre = array("q", bytes(8 * n))  # preemptions per request
-        self.cached = array("q", [-1]) * n  # computed tokens at first admission (-1 never ran)
+        self.npre = array("i", bytes(4 * n))  # preemptions per request
+        self.cached = array("i", [-1]) * n  # computed tokens at first admission (-1 never ran)
         self.memory_blocked = bytearray(n)
         self.recomputed = 0  # tokens thrown away by preemption (tokens)
         self.alloc_failures = 0

@@ -40,21 +40,36 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def _view(a: np.ndarray) -> memoryview:
+    """Read-only token counts as a sequence of Python ints, without a copy."""
+    return memoryview(np.ascontiguousarray(a, dtype=np.int64))
+
+
+def _int32(a: np.ndarray) -> array:
+    """``a`` (token counts) as a 4-byte int array."""
+    return array("i", np.ascontiguousarray(a, dtype=np.int32).tobytes())
+
+
 class Progress:
     """Request progress and the running set (request indices, running order)."""
 
     def __init__(self, prompt: np.ndarray, output: np.ndarray, block_size: int,
                  num_blocks: int):
         n = len(prompt)
-        self.prompt, self.out = array("q", prompt.tolist()), array("q", output.tolist())
+        # the requests' own arrays, read as Python ints (no copy); counts the run changes
+        # in 4 bytes (a request has at most 2 x 2^24 tokens)
+        self.prompt, self.out = _view(prompt), _view(output)
         self.bs = block_size
-        self.comp = array("q", bytes(8 * n))  # computed tokens (prefilling / not running)
-        self.known = array("q", prompt.tolist())  # prompt + generated (not decoding)
-        self.base = array("q", bytes(8 * n))  # decoding: computed = base + g
-        self.finat = array("q", [-1]) * n  # decoding: the step of its last token
+        self.comp = array("i", bytes(4 * n))  # computed tokens (prefilling / not running)
+        self.known = _int32(prompt)  # prompt + generated (not decoding)
+        # step-indexed values of the requests that have them only (dicts: a few hundred
+        # entries, not 8 bytes per request of the run)
+        self.base: dict[int, int] = {}  # decoding: computed = base + g
+        self.finat: dict[int, int] = {}  # decoding: the step of its last token
         self.dec = bytearray(n)  # 1 = decoding (running, next step computes 1 token)
-        self.run_start = array("q", [-1]) * n  # first step of the current emission run
-        self.last_emit = array("q", [-1]) * n  # last emitting step (not continuing)
+        self.run_start: dict[int, int] = {}  # emitting: first step of the current run
+        self.last_emit: dict[int, int] = {}  # last emitting step (not continuing), until
+        # the request finishes
         self.running: list[int] = []  # running order (admission order)
         self.pre: list[int] = []  # running requests that are not decoding, running order
         self.n_dec, self.sum_base = 0, 0
@@ -87,7 +102,7 @@ class Progress:
         fin, dec, finat = self.fin, self.dec, self.finat
         while fin:
             gf, r = fin[0]
-            if dec[r] and finat[r] == gf:
+            if dec[r] and finat.get(r) == gf:
                 return gf
             heapq.heappop(fin)
         return None
@@ -107,14 +122,14 @@ class Progress:
 
     def drop_dec(self, r: int) -> None:
         """``r`` stops decoding (finished or preempted); comp/known made explicit."""
-        b = self.base[r]
+        b = self.base.pop(r)
         self.comp[r] = b + self.g
         self.known[r] = b + self.g + 1
         self.dec[r] = 0
         self.n_dec -= 1
         self.sum_base -= b
         self.phase[(-b) % self.bs] -= 1
-        self.finat[r] = -1
+        self.finat.pop(r, None)
 
     def skip(self, r: int) -> None:
         """A decoding request the step did not schedule: it falls one step behind."""
@@ -134,19 +149,18 @@ class Progress:
     # ---- emission runs ------------------------------------------------------------------
     def close_run(self, r: int, last: int) -> None:
         """End ``r``'s current emission run at step ``last``."""
-        a = self.run_start[r]
+        a = self.run_start.pop(r, -1)
         if a < 0:
             return
         rr, ra, rb = self.runs
         rr.append(r)
         ra.append(a)
         rb.append(last)
-        self.run_start[r] = -1
         self.last_emit[r] = last
 
     def emit_fresh(self, r: int, g: int) -> None:
         """``r`` emits at step ``g`` without having emitted at ``g - 1``."""
-        prev = self.last_emit[r]
+        prev = self.last_emit.get(r, -1)
         if prev >= 0:
             gr, gg, gp = self.gaps
             gr.append(r)

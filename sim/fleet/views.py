@@ -59,6 +59,8 @@ class _Tokens:
 class RecorderView:
     """A recorder restricted to chosen requests of one or more recorders (read-only)."""
 
+    streamed = False  # its steps are listed in memory (``steps``)
+
     def __init__(self, sources: list[tuple[object, np.ndarray, np.ndarray]], n: int,
                  steps_from=()):
         """``sources``: (recorder, ids, positions): request ``ids[j]`` of that recorder is
@@ -92,6 +94,10 @@ class RecorderView:
         out = {k: np.concatenate([p[k] for p in parts]) for k in keys}
         order = np.argsort(out["start_s"], kind="stable") if parts else None
         return {k: v[order] for k, v in out.items()}
+
+    def step_chunks(self, columns=None):
+        steps = self.steps()
+        yield steps if columns is None else {c: steps[c] for c in columns}
 
     def head(self, m: int):
         return self

@@ -145,3 +145,83 @@ class ItlStore:
             hv, hw = self.hist.samples()
             values, weights = np.concatenate((hv, values)), np.concatenate((hw, weights))
         return values, weights
+
+
+class SettledItl:
+    """The ITL samples of a run whose step rows were streamed (sim/metrics/spill.py): gaps
+    are handed over chunk by chunk (``add``); those of finished requests go into a
+    ``LogHistogram`` (within ``RELATIVE_ACCURACY``), one for the requests in ``judged`` (the
+    requests a summary measures: all of them without a warm-up) and one for the others, so a
+    mask of the finished (and judged) requests is answered; gaps of requests still in
+    flight stay exact until they finish."""
+
+    exact = False
+
+    def __init__(self, num_requests: int, judged: np.ndarray | None = None):
+        self.hist, self.hist_out = LogHistogram(), LogHistogram()
+        self.settled = np.zeros(num_requests, dtype=bool)
+        self.judged = judged  # None: every request
+        self._held_v, self._held_r = np.zeros(0), np.zeros(0, dtype=np.int64)
+
+    def _classes(self, reqs: np.ndarray) -> list[tuple[LogHistogram, np.ndarray]]:
+        if self.judged is None:
+            return [(self.hist, np.ones(len(reqs), dtype=bool))]
+        j = self.judged[reqs]
+        return [(self.hist, j), (self.hist_out, ~j)]
+
+    def _settle(self, values: np.ndarray, reqs: np.ndarray) -> None:
+        for hist, sel in self._classes(reqs):
+            if sel.any():
+                hist.add(values[sel])
+        self.settled[reqs] = True
+
+    def add(self, gap: np.ndarray, req: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+            lone_req: np.ndarray, lone: np.ndarray, finished: np.ndarray) -> None:
+        """Request ``req[i]`` emitted a token after each of steps ``lo[i]..hi[i]`` of this
+        chunk (gaps ``gap``, chunk positions, inclusive); ``lone`` are gaps of
+        ``lone_req`` (after a pause); ``finished``: bool per request, those done emitting."""
+        fin = finished[req]
+        for hist, sel in self._classes(req):  # finished requests: weights per step
+            sel = sel & fin
+            if sel.any():
+                m = len(gap)
+                w = np.cumsum(np.bincount(lo[sel], minlength=m + 1)
+                              - np.bincount(hi[sel] + 1, minlength=m + 1))[:m]
+                on = w > 0
+                hist.add(gap[on], w[on])
+        self.settled[req[fin]] = True
+        lfin = finished[lone_req]
+        if lfin.any():
+            self._settle(lone[lfin], lone_req[lfin])
+        # requests in flight: their gaps exactly, with what was held already
+        u = ~fin
+        n = hi[u] - lo[u] + 1
+        idx = np.repeat(lo[u] - np.concatenate(([0], np.cumsum(n)[:-1])), n) + np.arange(
+            int(n.sum()))
+        hv = np.concatenate((self._held_v, gap[idx], lone[~lfin]))
+        hr = np.concatenate((self._held_r, np.repeat(req[u], n), lone_req[~lfin]))
+        done = finished[hr]
+        if done.any():
+            self._settle(hv[done], hr[done])
+        self._held_v, self._held_r = hv[~done], hr[~done]
+
+    def samples(self, mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(gaps in seconds, weights) of every request, or of those in ``mask``: the
+        settled requests of each histogram must be all in the mask or all out of it."""
+        parts = []
+        for hist, sel in self._classes(np.flatnonzero(self.settled)):
+            ids = np.flatnonzero(self.settled)[sel]
+            if not len(ids):
+                continue
+            if mask is not None:
+                inside = mask[ids]
+                if not inside.any():
+                    continue
+                if not inside.all():
+                    raise ValueError("ITL samples of settled requests are pooled; a mask "
+                                     "must keep every finished (and measured) request or none")
+            parts.append(hist.samples())
+        keep = np.ones(len(self._held_r), dtype=bool) if mask is None else mask[self._held_r]
+        parts.append((self._held_v[keep], np.ones(int(keep.sum()), dtype=np.int64)))
+        return (np.concatenate([v for v, _ in parts]),
+                np.concatenate([w for _, w in parts]).astype(np.int64))

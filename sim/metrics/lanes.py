@@ -16,7 +16,7 @@ from sim.metrics.slo import goodput_mask, slo_verdict
 from sim.sched.base import Status
 
 
-def lane_blocks(res, judged=None) -> dict:
+def lane_blocks(res, judged=None, lat: dict | None = None) -> dict:
     """Latency, throughput, goodput and SLO verdict per lane, over the requests in
     ``judged`` (all: None; the warm-up left out: ``sim.metrics.warmup``); empty with a
     single lane."""
@@ -25,7 +25,7 @@ def lane_blocks(res, judged=None) -> dict:
         return {}
     out = {}
     done = res.status == Status.FINISHED
-    lat = request_latencies(res)
+    lat = request_latencies(res) if lat is None else lat
     good = goodput_mask(res, lat, done)
     for code, name in enumerate(s.lane_names):
         mask = s.lane == code if judged is None else (s.lane == code) & judged
@@ -41,7 +41,7 @@ def lane_blocks(res, judged=None) -> dict:
                 "output_token_per_s": int(res.generated[mine].sum()) / duration,
                 "goodput_request_per_s": int((good & mask).sum()) / duration,
             },
-            "latency_ms": latency_block(res, mine, itl=False),
+            "latency_ms": latency_block(res, mine, itl=False, lat=lat),
             "slo": slo_verdict(res, lat, mask),
         }
     return out

@@ -24,10 +24,12 @@ def request_latencies(res: RunResult) -> dict[str, np.ndarray]:
     return {"ttft": ttft, "tpot": tpot, "e2el": e2el}
 
 
-def latency_block(res: RunResult, mask: np.ndarray, *, itl: bool = True) -> dict:
+def latency_block(res: RunResult, mask: np.ndarray, *, itl: bool = True,
+                  lat: dict | None = None) -> dict:
     """TTFT/TPOT/E2EL distributions (ms) over the requests in ``mask`` (the finished ones,
-    as `vllm bench serve`), plus the ITL gaps of those requests pooled."""
-    lat = request_latencies(res)
+    as `vllm bench serve`), plus the ITL gaps of those requests pooled (``lat``: the
+    run's ``request_latencies`` when already made)."""
+    lat = request_latencies(res) if lat is None else lat
     block = {k: describe_ms(v[mask]) for k, v in lat.items()}
     if itl:
         block["itl"] = describe_ms(*res.recorder.itl_samples(mask))

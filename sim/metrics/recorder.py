@@ -38,6 +38,8 @@ COMPACT_PLANS = 8192  # plans between compactions of the step rows into numpy ch
 
 
 class Recorder:
+    streamed = False  # the step rows are in memory (sim/fast/record.py StreamedRecorder)
+
     def __init__(self, num_requests: int, egress_s: float = 0.0):
         self.egress_s = egress_s  # step end -> the client has the token (s)
         self.tokens = TokenTimes(num_requests)
@@ -159,6 +161,12 @@ class Recorder:
             names[code] = reason
         out["blocked"] = np.repeat(names[plans["blocked"]], k)
         return {c: out[c] for c in STEP_COLUMNS}
+
+    def step_chunks(self, columns=None):
+        """The per-step columns in chunks (here one: every step; a streamed recorder reads
+        its file in row groups)."""
+        steps = self.steps()
+        yield steps if columns is None else {c: steps[c] for c in columns}
 
     def head(self, m: int) -> Recorder:
         """The same record with the per-request arrays cut to requests [0, m) (the steps

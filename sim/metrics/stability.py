@@ -91,13 +91,25 @@ def is_sustainable(summary: dict) -> bool:
     return summary["stability"]["verdict"] == STABLE
 
 
-def stability(res) -> dict:
+def stability(res, areas: dict | None = None, lat: dict | None = None) -> dict:
     """The summary block: :func:`assess_stability` as a dict."""
-    return assess_stability(res).as_dict()
+    return assess_stability(res, areas, lat).as_dict()
 
 
-def assess_stability(res) -> Stability:
-    """The verdict for a run result (``sim.runner.RunResult``), by the module's rule."""
+def stability_edges(res) -> np.ndarray | None:
+    """The windows' edges (s), or None when fewer than two arrival times span the run."""
+    arrival = res.specs.arrival_s
+    if len(arrival) < 2 or arrival[-1] <= arrival[0]:
+        return None
+    t0, t1 = float(arrival[0]), float(arrival[-1])
+    return t0 + (t1 - t0) * np.arange(WINDOWS + 1) / WINDOWS
+
+
+def assess_stability(res, areas: dict | None = None, lat: dict | None = None) -> Stability:
+    """The verdict for a run result (``sim.runner.RunResult``), by the module's rule;
+    ``areas``: the windows' integrals of busy time, running requests and KV blocks used
+    (``busy``, ``running``, ``kv``) when the steps were read already (a streamed run,
+    sim/metrics/step_stats.py), else computed from ``recorder.steps()``."""
     arrival = res.specs.arrival_s
     failure = _failure(res)
     if len(arrival) < 2 or arrival[-1] <= arrival[0]:
@@ -109,9 +121,13 @@ def assess_stability(res) -> Stability:
     span = t1 - t0
     edges = t0 + span * np.arange(WINDOWS + 1) / WINDOWS
     width = span / WINDOWS
-    steps = res.recorder.steps()
-    busy = _step_area(steps, np.ones(len(steps["start_s"])), edges)
-    running = _step_area(steps, steps["num_running"], edges) / width
+    if areas is None:
+        steps = res.recorder.steps()
+        areas = {"busy": _step_area(steps, np.ones(len(steps["start_s"])), edges),
+                 "running": _step_area(steps, steps["num_running"], edges),
+                 "kv": _step_area(steps, steps["kv_blocks_used"], edges)}
+    busy = areas["busy"]
+    running = areas["running"] / width
     queue = _queue_area(res, edges) / width
     rate = (len(arrival) - 1) / span
     slope = _theil_sen((edges[:-1] + edges[1:]) / 2, queue)
@@ -125,19 +141,19 @@ def assess_stability(res) -> Stability:
         window_s=width, window_queue=tuple(float(x) for x in queue),
         window_running=tuple(float(x) for x in running))
     saturated_windows = (queue >= MIN_QUEUE) & (ratio >= SATURATED_QUEUE_TO_RUNNING)
-    verdict, reason = _verdict(numbers, failure, saturated_windows, _in_use(res, steps, edges))
-    short = too_short(res)
+    verdict, reason = _verdict(numbers, failure, saturated_windows, _in_use(res, areas, edges))
+    short = too_short(res, lat)
     return Stability(verdict, reason + (f"; {short}" if short else ""), verdict == STABLE,
                      **numbers, long_enough=not short)
 
 
-def too_short(res) -> str:
+def too_short(res, lat: dict | None = None) -> str:
     """'' when the arrivals span enough time to judge a trend, else what is missing: a
     minute, and MIN_LIFETIMES median request lifetimes (so queues can build and drain).
     The summary repeats it as a warning (``sim.warnings``), which the console prints."""
     arrival = res.specs.arrival_s
     span = float(arrival[-1] - arrival[0]) if len(arrival) else 0.0
-    e2el = request_latencies(res)["e2el"]
+    e2el = (request_latencies(res) if lat is None else lat)["e2el"]
     e2el = e2el[np.isfinite(e2el)]
     life = float(np.median(e2el)) if len(e2el) else 0.0
     need = max(MIN_JUDGE_S, MIN_LIFETIMES * life)
@@ -161,12 +177,12 @@ def _failure(res) -> str:
     return ""
 
 
-def _in_use(res, steps: dict, edges: np.ndarray) -> str:
+def _in_use(res, areas: dict, edges: np.ndarray) -> str:
     """What the busy engine held on average over the span: sequences of max_num_seqs and the
     KV cache (continuous batching steps whenever one request runs, so busy is not full)."""
     span = edges[-1] - edges[0]
-    running = _step_area(steps, steps["num_running"], edges).sum() / span
-    kv = _step_area(steps, steps["kv_blocks_used"], edges).sum() / span
+    running = areas["running"].sum() / span
+    kv = areas["kv"].sum() / span
     return (f"{running:.1f} of {res.resolved.limits.max_num_seqs} sequences and "
             f"{kv / max(res.kv_total_blocks, 1):.0%} of the KV cache in use on average")
 
@@ -216,17 +232,21 @@ def _step_area(steps: dict, values: np.ndarray, edges: np.ndarray) -> np.ndarray
 def _queue_area(res, edges: np.ndarray) -> np.ndarray:
     """Integral over each window of the requests that arrived and had not started."""
     keep = res.status != Status.REJECTED
-    arrived = np.sort(res.specs.arrival_s[keep])
-    started = res.recorder.first_scheduled_s[keep]
-    started = np.sort(np.where(np.isnan(started), np.inf, started))
+    arrived = res.specs.arrival_s[keep]
+    if not (arrived[1:] >= arrived[:-1]).all():  # arrivals are in order: no sorted copy
+        arrived = np.sort(arrived)
+    started = res.recorder.first_scheduled_s[keep]  # a copy: sorted in place
+    started[np.isnan(started)] = np.inf
+    started.sort()
     return np.diff(_count_area(arrived, edges) - _count_area(started, edges))
 
 
 def _count_area(times: np.ndarray, edges: np.ndarray) -> np.ndarray:
     """Integral up to each edge of #{times <= t} (``times`` sorted; inf never counts)."""
-    finite = times[np.isfinite(times)]
+    finite = times[:np.searchsorted(times, np.inf, side="left")]  # the infs are last
     c = np.searchsorted(finite, edges, side="right")
-    before = np.concatenate(([0.0], np.cumsum(finite)))[c]
+    cum = np.cumsum(finite)
+    before = np.where(c > 0, cum[np.maximum(c - 1, 0)] if len(cum) else 0.0, 0.0)
     return c * edges - before
 
 

@@ -19,7 +19,9 @@ def describe_ms(values_s: np.ndarray, weights: np.ndarray | None = None) -> dict
     same ITL sample differently, report the same figures.
     """
     v = np.asarray(values_s, dtype=np.float64)
-    w = np.ones(len(v), dtype=np.int64) if weights is None else np.asarray(weights)
+    if weights is None:
+        return _describe_plain_ms(v)
+    w = np.asarray(weights)
     keep = ~np.isnan(v) & (w > 0)
     v, w = v[keep], w[keep]
     if not len(v):
@@ -38,6 +40,34 @@ def describe_ms(values_s: np.ndarray, weights: np.ndarray | None = None) -> dict
     for p, val in zip(PERCENTILES, weighted_percentiles(v, w, PERCENTILES)):
         out["median" if p == 50 else f"p{p}"] = val
     out["max"] = float(v.max())
+    return {k: (x * 1e3 if k != "count" else x) for k, x in out.items()}
+
+
+def _describe_plain_ms(v: np.ndarray) -> dict:
+    """describe_ms of unweighted values: the same figures as with unit weights (v * 1 is v,
+    the stable argsort's order is np.sort's values, unit weights' cumulative counts put
+    rank i at position i), in one sorted copy of the values."""
+    nan = np.isnan(v)
+    if nan.any():
+        v = v[~nan]
+    del nan
+    if not len(v):
+        return {"count": 0}
+    n = len(v)
+    mean = float(v.sum() / n)
+    d = v - mean
+    np.square(d, out=d)  # (v - mean) ** 2, in place
+    std = float(np.sqrt(d.sum() / n))
+    del d
+    out = {"count": n, "mean": mean, "std": std}
+    s = np.sort(v)
+    for p in PERCENTILES:
+        rank = (n - 1) * p / 100.0
+        lo = int(np.floor(rank))
+        hi = min(lo + 1, n - 1)
+        a, b = s[lo], s[hi]
+        out["median" if p == 50 else f"p{p}"] = float(a + (b - a) * (rank - lo))
+    out["max"] = float(s[-1])
     return {k: (x * 1e3 if k != "count" else x) for k, x in out.items()}
 
 

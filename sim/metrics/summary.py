@@ -27,8 +27,9 @@ from sim.metrics.memory import concurrency_fields, prefix_cache_block, swap_fiel
 from sim.metrics.occupancy import Window, busy_mean, run_window, waiting_area
 from sim.metrics.schedule import schedule_block
 from sim.metrics.slo import goodput_mask, slo_verdict
-from sim.metrics.stability import stability, too_short
+from sim.metrics.stability import stability, stability_edges, too_short
 from sim.metrics.stats import describe_ms, weighted_percentiles
+from sim.metrics.step_stats import StreamedSteps
 from sim.metrics.warmup import measured, warmup_fields
 from sim.runner import RunResult
 from sim.sched.base import Status
@@ -42,8 +43,21 @@ def summarize(res: RunResult) -> dict:
     duration = run_duration(res, finished, judged)
     out_tok, in_tok = int(res.generated[done].sum()), int(specs.prompt_tokens[done].sum())
     good = goodput_mask(res, lat, done)
-    steps = rec.steps()
-    window = run_window(res, steps)
+    if rec.streamed:  # the rows are in a file: read back chunk by chunk
+        scan = StreamedSteps(res, stability_edges(res))
+        steps, window = None, scan.window
+        kv = {**scan.kv_block(), **scan.concurrency_fields()}
+        step_blocks = {"waiting": scan.waiting_block(), "steps": scan.steps_block(),
+                       "batch_limits": scan.batch_limits(),
+                       "schedule": scan.schedule_block()}
+    else:
+        scan, steps = None, rec.steps()
+        window = run_window(res, steps)
+        kv = {**kv_block(steps, res.kv_total_blocks, res.resolved.block_size, window),
+              **concurrency_fields(steps, window)}
+        step_blocks = {"waiting": waiting_block(res, steps, window),
+                       "steps": steps_block(steps), "batch_limits": batch_limits(res, steps),
+                       "schedule": schedule_block(res, steps)}
     return {
         "requests": {
             # total = finished + rejected + unfinished + aborted + never_sent (the workload)
@@ -61,7 +75,7 @@ def summarize(res: RunResult) -> dict:
             "total_token_per_s": (in_tok + out_tok) / duration,
             "goodput_request_per_s": good.sum() / duration,
         },
-        "latency_ms": latency_block(res, done),
+        "latency_ms": latency_block(res, done, lat=lat),
         "slo": slo_verdict(res, lat, judged),
         "preemption": {
             "count": int(res.num_preemptions.sum()),
@@ -71,31 +85,30 @@ def summarize(res: RunResult) -> dict:
             "requests_blocked_on_memory": res.counters["memory_blocked"],
             **swap_fields(res.counters),
         },
-        "kv_cache": {**kv_block(steps, res.kv_total_blocks, res.resolved.block_size, window),
-                     **concurrency_fields(steps, window)},
+        "kv_cache": kv,
         "prefix_cache": prefix_cache_block(res.counters),
-        "waiting": waiting_block(res, steps, window),
-        "steps": steps_block(steps),
-        "batch_limits": batch_limits(res, steps),
-        "schedule": schedule_block(res, steps),
+        "waiting": step_blocks["waiting"],
+        "steps": step_blocks["steps"],
+        "batch_limits": step_blocks["batch_limits"],
+        "schedule": step_blocks["schedule"],
         "speculative": res.speculative or {},
         "cost_error": validation.band(res.resolved),
-        "stability": stability(res),
-        "lanes": lane_blocks(res, judged),
+        "stability": stability(res, scan.areas if scan is not None else None, lat),
+        "lanes": lane_blocks(res, judged, lat),
         "sim": {"end_s": float(res.run.end_s), "stopped_at_limit": bool(res.run.stopped_at_limit),
                 "stuck_requests": res.run.stuck,
                 "stopped": res.counters.get("engine_stopped", ""),
                 "ingress_ms": res.ingress_s * 1e3,
                 "ingress_per_token_us": res.ingress_per_token_s * 1e6,
                 "egress_ms": res.egress_s * 1e3,
-                "warnings": run_warnings(res), **client_queue(res)},
+                "warnings": run_warnings(res, lat), **client_queue(res)},
     }
 
 
-def run_warnings(res: RunResult) -> list[str]:
+def run_warnings(res: RunResult, lat: dict | None = None) -> list[str]:
     """The run's warnings (the cost model's), and one when the run is too short to judge
     (``sim.metrics.stability.too_short``)."""
-    short = too_short(res)
+    short = too_short(res, lat)
     return [*res.warnings, *((f"the run is {short}",) if short else ())]
 
 

@@ -75,6 +75,17 @@ def _latency_xlim(values: list[np.ndarray], slo_ms: float | None) -> tuple[float
     return lo / 1.25, max(hi, lo * 1.01) * 1.6
 
 
+CDF_POINTS = 100_000  # a CDF of more requests is drawn through this many of them
+
+
+def _drawn_points(n: int) -> slice | np.ndarray:
+    """The points of an n-request CDF that are drawn: all of them up to CDF_POINTS, else
+    CDF_POINTS evenly spaced ranks, the first and the last included."""
+    if n <= CDF_POINTS:
+        return slice(None)
+    return np.unique(np.linspace(0, n - 1, CDF_POINTS).round().astype(np.int64))
+
+
 def latency_cdf(requests: pd.DataFrame, column: str, path: Path | None, *, title: str = "",
                 what: str = "latency", slo_ms: float | None = None,
                 formats: tuple[str, ...] = ()) -> Figure:
@@ -84,11 +95,16 @@ def latency_cdf(requests: pd.DataFrame, column: str, path: Path | None, *, title
     colors = iter(("tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown"))
     lanes = requests["lane"].nunique() > 1
     drawn = []
-    for lane, grp in requests.groupby("lane"):
-        v = np.sort(grp[column].dropna().to_numpy() * 1e3)
+    for lane, grp in requests.groupby("lane") if lanes else [(None, requests)]:
+        v = grp[column].to_numpy(dtype=np.float64)
+        v = v[~np.isnan(v)]  # a copy, scaled and sorted in place (ten million requests)
+        v *= 1e3
+        v.sort()
         if len(v):
             c = next(colors, "tab:gray")
-            ax.plot(v, np.arange(1, len(v) + 1) / len(v), color=c,
+            at = _drawn_points(len(v))
+            y = (np.arange(len(v))[at] + 1) / len(v)
+            ax.plot(v[at], y, color=c,
                     label=f"lane {lane}" if lanes else f"{what} ({len(v):,} requests)")
             _mark_percentiles(ax, v, c, row=len(drawn))
             drawn.append(v)
@@ -145,39 +161,95 @@ def _binned(steps: pd.DataFrame) -> pd.DataFrame:
                          "num_preempted": g["num_preempted"].sum()})
 
 
-def kv_vs_waiting(steps: pd.DataFrame, path: Path | None, title: str = "",
+class KvSeries:
+    """What ``kv_vs_waiting`` draws: the (binned) series and the peaks, from a steps table
+    (``of_frame``) or from a streamed run's row groups (``of_chunks``)."""
+
+    def __init__(self, binned: pd.DataFrame | None, has_reason: bool, peak_all: int,
+                 peak_kv: int, others: bool, preempted: int):
+        self.binned, self.has_reason, self.peak_all = binned, has_reason, peak_all
+        self.peak_kv, self.others, self.preempted = peak_kv, others, preempted
+
+    @classmethod
+    def of_frame(cls, steps: pd.DataFrame) -> KvSeries:
+        on_kv = waiting_on_kv(steps)
+        if not len(steps):
+            return cls(None, on_kv is not None, 0, 0, False, 0)
+        return cls(_binned(steps), on_kv is not None, int(steps["num_waiting"].max()),
+                   int(on_kv.max()) if on_kv is not None else 0,
+                   on_kv is not None and bool((steps["num_waiting"] > on_kv).any()),
+                   int(steps["num_preempted"].sum()))
+
+    @classmethod
+    def of_chunks(cls, chunks, first_s: float, last_s: float) -> KvSeries:
+        """A streamed steps.parquet's rows (``chunks()``: dicts of its columns), binned as
+        ``_binned`` bins (pd.cut's equal bins from the first to the last start)."""
+        if last_s > first_s:
+            edges = np.linspace(first_s, last_s, MAX_POINTS + 1, endpoint=True)
+            edges[0] -= (last_s - first_s) * 0.001
+        else:
+            edges = np.array([first_s - 0.001, first_s + 0.001])
+        parts, peak_all, peak_kv, others, pre = [], 0, 0, False, 0
+        for c in chunks():
+            d = pd.DataFrame(c)
+            on_kv = d["num_waiting_on_kv_memory"]
+            peak_all = max(peak_all, int(d["num_waiting"].max()))
+            peak_kv = max(peak_kv, int(on_kv.max()))
+            others = others or bool((d["num_waiting"] > on_kv).any())
+            pre += int(d["num_preempted"].sum())
+            d = d.assign(waiting=on_kv, all_waiting=d["num_waiting"])
+            g = d.groupby(pd.cut(d["start_s"], edges, labels=False))
+            parts.append(pd.DataFrame({
+                "start_s": g["start_s"].first(), "kv_used_fraction": g["kv_used_fraction"].max(),
+                "waiting": g["waiting"].max(), "all_waiting": g["all_waiting"].max(),
+                "num_preempted": g["num_preempted"].sum()}))
+        if not parts:
+            return cls(None, True, 0, 0, False, 0)
+        g = pd.concat(parts).groupby(level=0)
+        binned = pd.DataFrame({
+            "start_s": g["start_s"].first(), "kv_used_fraction": g["kv_used_fraction"].max(),
+            "waiting": g["waiting"].max(), "all_waiting": g["all_waiting"].max(),
+            "num_preempted": g["num_preempted"].sum()})
+        return cls(binned, True, peak_all, peak_kv, others, pre)
+
+
+STREAM_COLUMNS = ["start_s", "kv_used_fraction", "num_waiting", "num_waiting_on_kv_memory",
+                  "num_preempted"]  # what KvSeries.of_chunks reads of steps.parquet
+
+
+def kv_vs_waiting(steps: pd.DataFrame | KvSeries, path: Path | None, title: str = "",
                   formats: tuple[str, ...] = ()) -> Figure:
     """KV blocks used next to the requests waiting on KV memory (admission stopped for lack
     of blocks), the secondary signal of a memory-bound engine; when others waited too (for
     a seat, max_num_seqs, or the token budget), all waiting requests are drawn apart, dotted
-    grey, so a queue that is not the KV cache's reads as such."""
+    grey, so a queue that is not the KV cache's reads as such. ``steps``: a steps table, or
+    a streamed run's ``KvSeries``."""
+    k = steps if isinstance(steps, KvSeries) else KvSeries.of_frame(steps)
     fig = Figure(figsize=(9, 4.2))
     ax = fig.subplots()
     ax2 = ax.twinx()
-    on_kv = waiting_on_kv(steps)
-    if len(steps):
-        b = _binned(steps)
+    if k.binned is not None:
+        b = k.binned
         ax.plot(b["start_s"], 100 * b["kv_used_fraction"], color="tab:blue", lw=1,
                 label="KV blocks used")
-        peak_all = int(steps["num_waiting"].max())
-        label = ("requests waiting (all: the log gives no reason)" if on_kv is None else
-                 f"waiting on KV memory (peak {int(on_kv.max()):,}; all waiting peak "
+        peak_all = k.peak_all
+        label = ("requests waiting (all: the log gives no reason)" if not k.has_reason else
+                 f"waiting on KV memory (peak {k.peak_kv:,}; all waiting peak "
                  f"{peak_all:,})")
         ax2.plot(b["start_s"], b["waiting"], color="tab:red", lw=1, label=label)
         top = b["waiting"]
-        if on_kv is not None and (steps["num_waiting"] > on_kv).any():  # others waited too
+        if k.others:  # others waited too
             ax2.plot(b["start_s"], b["all_waiting"], color="0.55", lw=0.8, ls=":",
                      label=f"all waiting (peak {peak_all:,}: a seat or the token budget)")
             top = b["all_waiting"]
         ax2.set_ylim(0, max(1.0, 1.05 * float(top.max())))
         pre = b[b["num_preempted"] > 0]
         if len(pre):
-            n = int(steps["num_preempted"].sum())
             ax.plot(pre["start_s"], np.full(len(pre), 102.0), "|", color="black", ms=8,
-                    label=f"preemptions ({n:,})")
+                    label=f"preemptions ({k.preempted:,})")
         handles = ax.get_lines() + ax2.get_lines()
         ax.legend(handles, [h.get_label() for h in handles], loc="upper left", fontsize=8)
-    ax2.set_ylabel("requests waiting" if on_kv is None else "requests waiting on KV memory",
+    ax2.set_ylabel("requests waiting" if not k.has_reason else "requests waiting on KV memory",
                    color="tab:red")
     ax2.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylim(0, 105)

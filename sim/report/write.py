@@ -20,9 +20,11 @@ import math
 import os
 from pathlib import Path
 
+import numpy as np
+
 from sim.report import plots, staging
 from sim.report.outpath import MARKER, OutPathError, check_out
-from sim.report.tables import requests_table, steps_table
+from sim.report.tables import ROW_GROUP, requests_table, steps_table, write_requests
 from sim.runner import RunResult
 from traces.errors import clip_path
 
@@ -45,6 +47,15 @@ def dump_json(obj, path: Path) -> None:
     path.write_text(text + "\n")
 
 
+def _latency_columns(res: RunResult):
+    """The requests table's columns the TTFT plot reads (lane, ttft_s)."""
+    import pandas as pd
+
+    s = res.specs
+    lane = pd.Categorical.from_codes(np.asarray(s.lane, dtype=np.int32), s.lane_names)
+    return pd.DataFrame({"lane": lane, "ttft_s": res.recorder.first_token_s - s.arrival_s})
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -60,6 +71,7 @@ class ResultWriter:
     def __init__(self, out: Path):
         self.out = check_out(out)
         self.tmp: Path | None = None
+        self._spills: list = []  # streamed step files moved in (sim/metrics/spill.py)
         self._lock: staging.OutLock | None = None
         self._made: list[Path] = []  # parent folders this run created
         try:
@@ -90,15 +102,35 @@ class ResultWriter:
         return self.tmp / name
 
     def write(self, res: RunResult, summary: dict, config: dict, *, plot: bool = True) -> None:
+        """Fill the staging folder. A long run's tables are written a row group at a time:
+        requests.parquet (``write_requests``), steps.parquet moved in from the file its rows
+        were streamed to (sim/metrics/spill.py), which the recorder reads from then on."""
         dump_json(summary, self.path("summary.json"))
         dump_json(config, self.path("config.json"))
-        req, steps = requests_table(res), steps_table(res)
-        req.to_parquet(self.path("requests.parquet"), index=False)
-        steps.to_parquet(self.path("steps.parquet"), index=False)
+        rec = res.recorder
+        if len(res.specs) <= ROW_GROUP and not rec.streamed:  # everything in memory
+            req, steps = requests_table(res), steps_table(res)
+            req.to_parquet(self.path("requests.parquet"), index=False)
+            steps.to_parquet(self.path("steps.parquet"), index=False)
+        else:
+            write_requests(res, self.path("requests.parquet"))
+            req = _latency_columns(res)
+            if rec.streamed:
+                rec.spill.move_to(self.path("steps.parquet"))
+                self._spills.append(rec.spill)
+                steps = None
+            else:
+                steps = steps_table(res)
+                steps.to_parquet(self.path("steps.parquet"), index=False)
         if plot:
             title = res.resolved.scenario.name
             plots.ttft_cdf(req, self.path("ttft_cdf.png"), f"{title}: time to first token",
                            slo_ms=res.resolved.scenario.slo.ttft_ms)
+            if steps is None:
+                starts = [c["start_s"] for c in rec.spill.chunks(["start_s"])]
+                steps = plots.KvSeries.of_chunks(
+                    lambda: rec.spill.chunks(plots.STREAM_COLUMNS), float(starts[0][0]),
+                    float(starts[-1][-1]))
             plots.kv_vs_waiting(steps, self.path("kv_vs_waiting.png"),
                                 f"{title}: KV occupancy vs waiting on KV memory")
 
@@ -107,6 +139,8 @@ class ResultWriter:
         try:
             dump_json({"servesim": _version(), "result": self.out.name}, self.path(MARKER))
             staging.swap_in(self.tmp, self.out)
+            for spill in self._spills:  # a recorder reads its steps from the result now
+                spill.relocate(self.out / spill.path.name)
             self.tmp = None
         except BaseException:
             self.abort()

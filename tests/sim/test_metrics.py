@@ -27,6 +27,31 @@ def test_weighted_percentiles_equal_expanded(pairs):
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.floats(0, 1e3, allow_nan=False), st.just(float("nan")),
+                          st.sampled_from([0.5, 1.25, 7.0])), min_size=1, max_size=300))
+def test_describe_ms_without_weights_equals_unit_weights(values):
+    """The unweighted path (one sorted copy: memory for ten million latencies) gives the
+    figures of unit weights to the bit."""
+    v = np.array(values)
+    assert describe_ms(v) == _unit_reference(v)
+
+
+def _unit_reference(v: np.ndarray) -> dict:
+    """describe_ms as unit weights computed it before the unweighted path."""
+    v = v[~np.isnan(v)]
+    if not len(v):
+        return {"count": 0}
+    w = np.ones(len(v), dtype=np.int64)
+    n = len(v)
+    mean = float((v * w).sum() / n)
+    out = {"count": n, "mean": mean, "std": float(np.sqrt((w * (v - mean) ** 2).sum() / n))}
+    for p, x in zip((50, 90, 95, 99), weighted_percentiles(v, w, (50, 90, 95, 99))):
+        out["median" if p == 50 else f"p{p}"] = x
+    out["max"] = float(v.max())
+    return {k: (x * 1e3 if k != "count" else x) for k, x in out.items()}
+
+
 def test_describe_ms_units_and_nan():
     d = describe_ms(np.array([0.001, 0.003, np.nan]))
     assert d["count"] == 2 and d["mean"] == pytest.approx(2.0) and d["max"] == pytest.approx(3.0)
