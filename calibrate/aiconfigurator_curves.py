@@ -150,15 +150,20 @@ def _best_kernel(t: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
     return t.merge(best[cols + ["kernel_source"]], on=cols + ["kernel_source"])
 
 
-def convert_mla(path: Path, phase: str, source: str) -> CurveTable:
+def convert_mla(path: Path | pd.DataFrame, phase: str, source: str,
+                scale: float = 1.0) -> CurveTable:
     """The MLA attention-module CurveTable of one ``mla_<phase>_module_perf.parquet``:
     one curve per (architecture, KV-cache dtype, projection GEMM format, heads per GPU)
     over batch x sequence length (context: the prompt ``isl``, no cached prefix;
     generation: the KV length ``step``). The module is vLLM's MLA attention layer with
     its projections (q_a/q_b, kv_a, the absorbed kv_b, o_proj), the latent KV cache read
-    and written (aiconfigurator's collector)."""
-    t = pd.read_parquet(path)
+    and written (aiconfigurator's collector). PATH may be the table's rows, corrected
+    (calibrate/aiconfigurator.py MLA_EXCESS); ``scale`` multiplies every time (a sibling
+    GPU's table standing in, MLA_RECOLLECTED)."""
+    t = path if isinstance(path, pd.DataFrame) else pd.read_parquet(path)
     t = t[t["tp_size"] == 1]  # heads are per GPU: a TP split is its heads count
+    if scale != 1.0:
+        t = t.assign(latency=t["latency"] * scale)
     length = "isl" if phase == "context" else "step"
     return _batch_length_table(t, ["architecture", "kv_cache_dtype", "gemm_type", "num_heads"],
                                MLA_KEY, length, source)

@@ -164,3 +164,58 @@ def test_a_gemm_row_far_above_a_larger_shape_is_the_collectors_spike():
     # missed it before (held-out p90 31.9 %)
     held = load_model_file(shipped_profiles()["b200/vllm"]).ops["gemm.fp8"].heldout
     assert held.median_ape <= BAR["median_ape"] and held.p90_ape <= BAR["p90_ape"], held
+
+
+def _mla_ms(table, key: str, batch: int, length: int) -> float:
+    i = table.index()[key]
+    b, n = (ax.nodes.index(v) for ax, v in zip(table.axes, (batch, length)))
+    return float(table.ms()[i, b, n])
+
+
+def test_mla_modules_of_the_earlier_collector_are_corrected():
+    """aiconfigurator-core re-collected vLLM's MLA module tables on B200 only (its
+    collection_meta.yaml names norm_dispatch); B300 takes B200's rows x the TensorRT-LLM
+    ratio, Hopper's own rows are divided per shape by the earlier collector's excess
+    measured on Blackwell (calibrate/aiconfigurator.py MLA_RECOLLECTED, MLA_EXCESS)."""
+    pytest.importorskip("aiconfigurator_core")
+    import pandas as pd
+
+    from calibrate.aiconfigurator import (
+        mla_excess,
+        mla_of,
+        mla_recollected,
+        mla_scale,
+        newest_table,
+        package_root,
+    )
+
+    root, _ = package_root()
+    name = "mla_generation_module_perf"
+    assert mla_recollected(root, "b200_sxm", "vllm", name)
+    assert not mla_recollected(root, "b300_sxm", "vllm", name)
+    assert not mla_recollected(root, "h200_sxm", "vllm", name)
+    # the ratio of two tables one collector timed on both GPUs: B300 a few % under B200
+    scale = mla_scale(root, "b300_sxm", "b200_sxm", name, "generation")
+    assert 0.9 < scale < 1.0
+
+    def raw(system, heads=16, batch=4, step=2048):
+        t = pd.read_parquet(newest_table(root, system, "mla", "vllm", name))
+        t = t[(t.tp_size == 1) & (t.kv_cache_dtype == "bfloat16") & (t.gemm_type == "bfloat16")
+              & (t.num_heads == heads) & (t.batch_size == batch) & (t.step == step)]
+        return float(t.latency.median())
+
+    key = "DeepseekV3ForCausalLM|bfloat16|bfloat16|16"
+    b200, b300, h200 = (mla_of(s, "generation") for s in ("b200_sxm", "b300_sxm", "h200_sxm"))
+    # B200: its own re-collected rows, as measured (int16 log2 coding: < 0.01 %)
+    assert _mla_ms(b200, key, 4, 2048) == pytest.approx(raw("b200_sxm"), rel=1e-4)
+    # B300: B200's rows x the ratio, not its own earlier rows (1.6-2.2x B200's)
+    assert raw("b300_sxm") > 1.5 * raw("b200_sxm")
+    assert _mla_ms(b300, key, 4, 2048) == pytest.approx(raw("b200_sxm") * scale, rel=1e-4)
+    assert "b200_sxm/mla/vllm" in b300.source and "MLA_RECOLLECTED" in b300.source
+    # H200: its own rows / (B300 earlier / (B200 re-collected x ratio)) of the same shape
+    excess = raw("b300_sxm") / (raw("b200_sxm") * scale)
+    assert 1.3 < excess < 2.5
+    assert _mla_ms(h200, key, 4, 2048) == pytest.approx(raw("h200_sxm") / excess, rel=1e-4)
+    assert "ASSUMPTION" in h200.source and "MLA_EXCESS" in h200.source
+    factor = mla_excess(root, "b300_sxm", "b200_sxm", name, "generation")
+    assert factor.loc[("bfloat16", "bfloat16", 16, 4, 2048)] == pytest.approx(excess)
