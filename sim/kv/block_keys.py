@@ -53,12 +53,31 @@ def _powers(base: int, n: int) -> np.ndarray:
     return out
 
 
+class _Prefixes:
+    """The first ``n`` values of an array that depends only on its index (``fill(n)``, all
+    ``n`` of them), kept once and grown by doubling: every request's chain reads a prefix of
+    the same powers and block salts, so they are computed once per run, not per request."""
+
+    def __init__(self, fill):
+        self.fill, self.arr = fill, fill(64)
+
+    def __call__(self, n: int) -> np.ndarray:
+        if n > len(self.arr):
+            self.arr = self.fill(max(n, 2 * len(self.arr)))
+        return self.arr[:n]
+
+
+_P_POW = _Prefixes(lambda n: _powers(_P, n))
+_Q_POW = _Prefixes(lambda n: _powers(_Q, n))
+_SALTED = _Prefixes(lambda n: mix(np.arange(n, dtype=np.uint64) + _BLOCK_SALT))  # mix(k + salt)
+
+
 def chain_hashes(ids: np.ndarray) -> np.ndarray:
     """H_j = hash of ids[0..j] (a polynomial hash mod 2^64, then mixed), vectorized."""
     m = mix(np.asarray(ids, dtype=np.uint64) + np.uint64(1))
     n = len(m)
     # H_j = sum_{i<=j} m_i P^(j-i) = P^j * sum_{i<=j} m_i Q^i   (P Q = 1 mod 2^64)
-    return mix(_powers(_P, n) * np.cumsum(m * _powers(_Q, n), dtype=np.uint64))
+    return mix(_P_POW(n) * np.cumsum(m * _Q_POW(n), dtype=np.uint64))
 
 
 def _nonzero(keys: np.ndarray) -> list[int]:
@@ -80,6 +99,9 @@ class BlockKeys:
         self.n_shared = covered // block_size  # shareable blocks per request
         self._chains = chains
         self._shared: dict[int, list[int]] = {}
+        # the hash block holding KV block k's last token, k = 0, 1, ... (the same for all)
+        self._last = _Prefixes(lambda m: (np.arange(1, m + 1, dtype=np.int64) * block_size - 1)
+                               // self.hbs)
 
     def shared(self, req: int) -> list[int]:
         """Keys of ``req``'s shareable blocks 0 .. n_shared - 1."""
@@ -90,10 +112,7 @@ class BlockKeys:
                 keys = []
             else:
                 h = chain_hashes(self._chains[req])
-                k = np.arange(n, dtype=np.uint64)
-                last = ((k + np.uint64(1)) * np.uint64(self.bs) - np.uint64(1)) // np.uint64(
-                    self.hbs)
-                keys = _nonzero(mix(h[last] ^ mix(k + _BLOCK_SALT)))
+                keys = _nonzero(mix(h[self._last(n)] ^ _SALTED(n)))
             self._shared[req] = keys
         return keys
 
@@ -102,7 +121,7 @@ class BlockKeys:
         if stop <= start:
             return []
         salt = mix(np.array([req], dtype=np.uint64) + _PRIVATE_SALT)
-        return _nonzero(mix(salt ^ mix(np.arange(start, stop, dtype=np.uint64) + _BLOCK_SALT)))
+        return _nonzero(mix(salt ^ _SALTED(stop)[start:]))
 
     def forget(self, req: int) -> None:
         self._shared.pop(req, None)

@@ -142,8 +142,15 @@ class CachingBlockPool:
 
     def _evict(self, blocks: list[int]) -> None:
         self.evictions += len(blocks)
+        key, cached, dups = self.key, self.cached, self.dups
         for b in blocks:
-            self.drop(b)
+            k = key[b]
+            if k in dups:  # another block holds the same content: drop's bookkeeping
+                self.drop(b)
+                continue
+            key[b] = 0  # drop, when no other block has this key: the cache maps k to b
+            del cached[k]
+        self.version += 1
 
     def touch(self, req: int, blocks: list[int]) -> None:
         """Append cache-hit ``blocks`` (keyed) to ``req``'s table, out of the free queue if
@@ -170,13 +177,18 @@ class CachingBlockPool:
             first = table[:hashed - 1:-1] if hashed > 0 else table[::-1]  # the rest, reversed
         else:
             ref, last, first = self.ref, [], []
-            for i in range(len(table) - 1, -1, -1):  # a table holds a block at most once
-                b = table[i]
+            i = len(table)
+            for b in reversed(table):  # a table holds a block at most once
+                i -= 1
                 if key[b]:
                     ref[b] -= 1
                     if ref[b]:
                         continue
-                (last if i < hashed or key[b] else first).append(b)
+                    last.append(b)
+                elif i < hashed:
+                    last.append(b)
+                else:
+                    first.append(b)
         if last:
             self._append(last)
         if first:

@@ -68,13 +68,11 @@ class PrefixCachingKV(PagedKV):
             self._stash = (req, self.pool.version, [], n)
             return 0
         limit = (n - 1) // self.block_size  # whole blocks, at least one token left to compute
-        get, hits = self.pool.cached.get, []
+        get = self.pool.cached.get
         shared = self.keys.shared(req)
-        for key in shared[:limit]:
-            b = get(key)
-            if b is None:
-                break
-            hits.append(b)
+        hits = list(map(get, shared[:limit]))  # the leading run of cached keys
+        if None in hits:
+            del hits[hits.index(None):]
         if len(hits) == min(len(shared), limit) and self.looked_up[req]:
             for key in self.keys.private(req, len(shared), limit):
                 b = get(key)
