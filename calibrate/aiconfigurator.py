@@ -318,7 +318,7 @@ MLA_RECOLLECTED = {"b300_sxm": "b200_sxm"}
 # anchor: +34 % earlier vs -9 % now against an in-engine trace, 1.47). Each shape of an
 # earlier-collector Hopper table is divided by that shape's factor (the median where B300 or
 # B200 lacks it). On NVIDIA's measured Kimi-K2.5 int4 serving on H200 (the only MLA rows on
-# Hopper) TPOT moved from +18.6 % to -4.3 % (NOTES.md).
+# Hopper; 45 rows) TPOT moved from +18.6 % to -4.2 % (NOTES.md).
 MLA_EXCESS = {"h100_sxm": ("b300_sxm", "b200_sxm"), "h200_sxm": ("b300_sxm", "b200_sxm")}
 MLA_RATIO_KEY = ["kv_cache_dtype", "gemm_type", "num_heads", "batch_size"]
 
