@@ -300,105 +300,17 @@ def moe_of(system: str, framework: str = "vllm"):
     return convert_moe(*src[0], older=tuple(src[1:]), borrowed=lent)[0]
 
 
-# aiconfigurator-core 0.12.0 re-collected vLLM's MLA module tables on B200 only: its
-# collection_meta.yaml there says "Re-collected 2026-07-27 on B200 with the fused-op collector
-# fix (ai-dynamo/aiconfigurator#1423) ... the previous rows ran the never-in-serving native
-# chain (+34%)" and names the new method (``norm_dispatch``); every other system's table is of
-# the earlier collector. B300's earlier-collector rows are 1.69x B200's (median; 2.15x under
-# 50 us) while every table collected alike on both is 0.88-0.98x (GEMM, attention, fused MoE,
-# TensorRT-LLM's MLA modules), and NVIDIA's measured Kimi-K2.5 fp4 serving on B300 runs at
-# 0.87-1.06x B200's TPOT at the same TP, concurrency and lengths (NOTES.md). A system named
-# here takes the re-collected sibling's table, scaled by the median per-shape ratio of the two
-# systems' TensorRT-LLM MLA module tables (one collector on both).
-MLA_RECOLLECTED = {"b300_sxm": "b200_sxm"}
-# Hopper has no re-collected table. ASSUMPTION: the earlier collector's excess is the same
-# fraction per shape there as measured on Blackwell, where both collectors timed one GPU
-# model: B300's earlier table over B200's re-collected one x the TensorRT-LLM ratio (median
-# 1.75, 1.13-2.34 over shapes for generation; 1.74, 1.40-2.18 for context; NVIDIA's one
-# anchor: +34 % earlier vs -9 % now against an in-engine trace, 1.47). Each shape of an
-# earlier-collector Hopper table is divided by that shape's factor (the median where B300 or
-# B200 lacks it). On NVIDIA's measured Kimi-K2.5 int4 serving on H200 (the only MLA rows on
-# Hopper; 45 rows) TPOT moved from +18.6 % to -4.2 % (NOTES.md).
-MLA_EXCESS = {"h100_sxm": ("b300_sxm", "b200_sxm"), "h200_sxm": ("b300_sxm", "b200_sxm")}
-MLA_RATIO_KEY = ["kv_cache_dtype", "gemm_type", "num_heads", "batch_size"]
-
-
-def mla_recollected(root: Path, system: str, framework: str, name: str) -> bool:
-    """Whether the newest ``name`` MLA table of ``system`` was collected with the fused-op
-    fix (its collection_meta.yaml names ``norm_dispatch`` for the table)."""
-    path = newest_table(root, system, "mla", framework, name)
-    meta = path.parent / "collection_meta.yaml" if path is not None else None
-    if meta is None or not meta.exists():
-        return False
-    entry = (yaml.safe_load(meta.read_text()) or {}).get("tables", {}).get(name) or {}
-    return "norm_dispatch" in entry
-
-
-def mla_scale(root: Path, system: str, sibling: str, name: str, phase: str) -> float | None:
-    """Median of ``system`` / ``sibling`` over the shapes both TensorRT-LLM MLA ``name``
-    tables timed, or None without both."""
-    mine, theirs = (newest_table(root, s, "mla", "trtllm", name) for s in (system, sibling))
-    if mine is None or theirs is None:
-        return None
-    key = MLA_RATIO_KEY + ["isl" if phase == "context" else "step"]
-    a, b = (pd.read_parquet(p).groupby(key)["latency"].median() for p in (mine, theirs))
-    r = (a / b).dropna()
-    return float(r.median()) if len(r) else None
-
-
 def mla_of(system: str, phase: str, framework: str = "vllm"):
-    """The system's measured MLA attention-module table of one phase, or None: a system of
-    MLA_RECOLLECTED whose own table predates the fused-op fix takes its sibling's re-collected
-    table scaled by the TensorRT-LLM tables' ratio."""
+    """The system's measured MLA attention-module table of one phase, or None; a table of
+    aiconfigurator's earlier collector is corrected (calibrate/aiconfigurator_mla.py)."""
     from calibrate.aiconfigurator_curves import convert_mla
+    from calibrate.aiconfigurator_mla import corrected_mla
 
-    name = f"mla_{phase}_module_perf"
-    sibling = MLA_RECOLLECTED.get(system)
-    if framework == "vllm" and sibling is not None:
-        root, pkg_version = package_root()
-        scale = mla_scale(root, system, sibling, name, phase)
-        path = newest_table(root, sibling, "mla", framework, name)
-        if (scale is not None and path is not None and not mla_recollected(
-                root, system, framework, name) and mla_recollected(root, sibling, framework, name)):
-            source = (f"{PACKAGE} {pkg_version} {path.relative_to(root)} (re-collected with the "
-                      f"fused-op fix) x {scale:.3f}: {system}'s own table predates the fix "
-                      f"(+34 % per NVIDIA); {scale:.3f} = median {system} / {sibling} of "
-                      "TensorRT-LLM's MLA module tables (calibrate/aiconfigurator.py "
-                      "MLA_RECOLLECTED)")
-            return convert_mla(path, phase, source, scale=scale)
-    pair = MLA_EXCESS.get(system)
-    if framework == "vllm" and pair is not None:
-        root, pkg_version = package_root()
-        path = newest_table(root, system, "mla", framework, name)
-        factor = mla_excess(root, *pair, name, phase)
-        if path is not None and factor is not None and not mla_recollected(
-                root, system, framework, name):
-            key = MLA_RATIO_KEY + ["isl" if phase == "context" else "step"]
-            t = pd.read_parquet(path).merge(factor.rename("excess").reset_index(), on=key,
-                                            how="left")
-            t["latency"] = t["latency"] / t["excess"].fillna(float(factor.median()))
-            source = (f"{PACKAGE} {pkg_version} {path.relative_to(root)} (earlier collector), "
-                      f"each shape / its excess measured on Blackwell ({pair[0]}'s earlier "
-                      f"table / {pair[1]}'s re-collected one x their TensorRT-LLM ratio; median "
-                      f"{float(factor.median()):.2f}): ASSUMPTION, calibrate/aiconfigurator.py "
-                      "MLA_EXCESS")
-            return convert_mla(t, phase, source)
-    return _phase_table(system, "mla", framework, name, convert_mla, phase)
-
-
-def mla_excess(root: Path, earlier: str, recollected: str, name: str, phase: str):
-    """Per shape (MLA_RATIO_KEY + length), ``earlier``'s earlier-collector time over
-    ``recollected``'s re-collected one scaled to ``earlier`` by the TensorRT-LLM ratio; None
-    unless both tables are there and of those collectors."""
-    scale = mla_scale(root, earlier, recollected, name, phase)
-    paths = [newest_table(root, s, "mla", "vllm", name) for s in (earlier, recollected)]
-    if scale is None or None in paths or mla_recollected(root, earlier, "vllm", name) or \
-            not mla_recollected(root, recollected, "vllm", name):
-        return None
-    key = MLA_RATIO_KEY + ["isl" if phase == "context" else "step"]
-    a, b = (pd.read_parquet(p).query("tp_size == 1").groupby(key)["latency"].median()
-            for p in paths)
-    return (a / (b * scale)).dropna()
+    table = corrected_mla(system, phase, framework)
+    if table is not None:
+        return table
+    return _phase_table(system, "mla", framework, f"mla_{phase}_module_perf", convert_mla,
+                        phase)
 
 
 def window_of(system: str, phase: str, framework: str = "vllm"):

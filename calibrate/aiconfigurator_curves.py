@@ -158,7 +158,7 @@ def convert_mla(path: Path | pd.DataFrame, phase: str, source: str,
     generation: the KV length ``step``). The module is vLLM's MLA attention layer with
     its projections (q_a/q_b, kv_a, the absorbed kv_b, o_proj), the latent KV cache read
     and written (aiconfigurator's collector). PATH may be the table's rows, corrected
-    (calibrate/aiconfigurator.py MLA_EXCESS); ``scale`` multiplies every time (a sibling
+    (calibrate/aiconfigurator_mla.py MLA_EXCESS); ``scale`` multiplies every time (a sibling
     GPU's table standing in, MLA_RECOLLECTED)."""
     t = path if isinstance(path, pd.DataFrame) else pd.read_parquet(path)
     t = t[t["tp_size"] == 1]  # heads are per GPU: a TP split is its heads count

@@ -176,18 +176,12 @@ def test_mla_modules_of_the_earlier_collector_are_corrected():
     """aiconfigurator-core re-collected vLLM's MLA module tables on B200 only (its
     collection_meta.yaml names norm_dispatch); B300 takes B200's rows x the TensorRT-LLM
     ratio, Hopper's own rows are divided per shape by the earlier collector's excess
-    measured on Blackwell (calibrate/aiconfigurator.py MLA_RECOLLECTED, MLA_EXCESS)."""
+    measured on Blackwell (calibrate/aiconfigurator_mla.py MLA_RECOLLECTED, MLA_EXCESS)."""
     pytest.importorskip("aiconfigurator_core")
     import pandas as pd
 
-    from calibrate.aiconfigurator import (
-        mla_excess,
-        mla_of,
-        mla_recollected,
-        mla_scale,
-        newest_table,
-        package_root,
-    )
+    from calibrate.aiconfigurator import mla_of, newest_table, package_root
+    from calibrate.aiconfigurator_mla import mla_excess, mla_recollected, mla_scale
 
     root, _ = package_root()
     name = "mla_generation_module_perf"
