@@ -34,9 +34,9 @@ import numpy as np
 
 from sim.engine.clock import NS_PER_S
 from sim.metrics.itl import SettledItl
-from sim.metrics.recorder import _PER_PLAN, _PER_PLAN_ALL, STEP_COLUMNS, Recorder
+from sim.metrics.recorder import _PER_PLAN_ALL, STEP_COLUMNS, Recorder, expand_plans
 from sim.metrics.spill import READ_ROWS, STREAM_STEPS, StepSpill
-from sim.metrics.token_times import TOKEN_TIMES_LIMIT
+from sim.metrics.token_times import TOKEN_TIMES_LIMIT, range_positions, to_csr
 
 _PLAN = _PER_PLAN_ALL  # prefill_tokens, decode_seqs, batch_size, num_running, num_preempted,
 # plan_steps, blocked
@@ -114,11 +114,8 @@ class FastRecord:
             self.max_itl_s = np.zeros(self.n)
             self.itl = SettledItl(self.n, self.judged)
             self.tokens = _TokenPieces(self.n, self.egress_s, TOKEN_TIMES_LIMIT)
-        plans = [np.array(a, dtype=np.int64) for a in self.p]
-        st = [np.array(a, dtype=np.int64) for a in self.st]
+        plans, st = _take(self.p), _take(self.st)
         runs, gaps = _take(progress.runs), _take(progress.gaps)
-        for a in (*self.p, *self.st):
-            del a[:]
         run_start = progress.run_start  # the runs open after the last step kept
         still = (np.array(list(run_start), dtype=np.int64),
                  np.array(list(run_start.values()), dtype=np.int64))
@@ -245,19 +242,9 @@ def _take(arrays) -> tuple[np.ndarray, ...]:
 
 def _expand(plans: dict, st: list, reasons: dict) -> dict[str, np.ndarray]:
     """Recorder.steps() of a chunk of whole plans."""
-    out = {"start_s": st[0] / NS_PER_S, "duration_s": st[1] / NS_PER_S,
-           "kv_blocks_used": st[2], "kv_tokens": st[3], "num_waiting": st[4]}
-    k = plans["plan_steps"]
-    for c in _PER_PLAN:
-        out[c] = np.repeat(plans[c], k)
-    pre = np.zeros(len(st[0]), dtype=np.int64)  # a plan's preemptions: its first step's
-    pre[np.concatenate(([0], np.cumsum(k)[:-1]))] = plans["num_preempted"]
-    out["num_preempted"] = pre
-    names = np.empty(len(reasons), dtype=object)
-    for reason, code in reasons.items():
-        names[code] = reason
-    out["blocked"] = np.repeat(names[plans["blocked"]], k)
-    return {c: out[c] for c in STEP_COLUMNS}
+    steps = {"start_s": st[0] / NS_PER_S, "duration_s": st[1] / NS_PER_S,
+             "kv_blocks_used": st[2], "kv_tokens": st[3], "num_waiting": st[4]}
+    return expand_plans(plans, steps, reasons)
 
 
 class _TokenPieces:
@@ -280,8 +267,7 @@ class _TokenPieces:
         if self.count > self.limit:
             self.kept, self._req, self._times = False, [], []
             return
-        steps = np.repeat(lo - np.concatenate(([0], np.cumsum(lens)[:-1])), lens) \
-            + np.arange(total)
+        steps = range_positions(lo, lens)
         self._req.append(np.repeat(req, lens))
         self._times.append(ends[steps] + self.egress_s)
 
@@ -290,9 +276,7 @@ class _TokenPieces:
             return None
         req = np.concatenate([np.zeros(0, dtype=np.int64), *self._req])
         times = np.concatenate([np.zeros(0), *self._times])
-        order = np.lexsort((times, req))
-        counts = np.bincount(req, minlength=self.n)
-        return np.concatenate(([0], np.cumsum(counts))), times[order]
+        return to_csr(req, times, self.n)
 
 
 class StreamedRecorder:
@@ -392,9 +376,5 @@ class Emissions:
         if total > self.limit:
             return None
         req = np.repeat(self.rr, lens)
-        steps = np.repeat(self.ra - np.concatenate(([0], np.cumsum(lens)[:-1])), lens) \
-            + np.arange(total)
-        times = self.ends[steps] + self.egress_s
-        order = np.lexsort((times, req))
-        counts = np.bincount(req, minlength=self.n)
-        return np.concatenate(([0], np.cumsum(counts))), times[order]
+        times = self.ends[range_positions(self.ra, lens)] + self.egress_s
+        return to_csr(req, times, self.n)

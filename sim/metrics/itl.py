@@ -21,6 +21,8 @@ import math
 
 import numpy as np
 
+from sim.metrics.token_times import range_positions
+
 EXACT_NUMBERS = 4_000_000  # stored numbers (8 bytes each) kept exactly before settling
 RELATIVE_ACCURACY = 1e-3  # histogram values (and percentiles) within 0.1 % of the exact ones
 _MIN_S, _MAX_S = 1e-9, 1e7  # histogram range (s); gaps outside are clamped into it
@@ -38,10 +40,14 @@ class LogHistogram:
         size = int(math.ceil(math.log(_MAX_S / _MIN_S) / self._log_gamma)) + 1
         self.counts = np.zeros(size, dtype=np.int64)
 
-    def add(self, values: np.ndarray, weights: np.ndarray | int = 1) -> None:
+    def bucket(self, values: np.ndarray) -> np.ndarray:
+        """The bucket of each value (values outside the range clamped into it)."""
         v = np.clip(values, _MIN_S, _MAX_S) / _MIN_S
         idx = np.ceil(np.log(v) / self._log_gamma).astype(np.int64)
-        np.clip(idx, 0, len(self.counts) - 1, out=idx)
+        return np.clip(idx, 0, len(self.counts) - 1, out=idx)
+
+    def add(self, values: np.ndarray, weights: np.ndarray | int = 1) -> None:
+        idx = self.bucket(values)
         w = np.broadcast_to(np.asarray(weights, dtype=np.int64), idx.shape)
         self.counts += np.bincount(idx, weights=w, minlength=len(self.counts)).astype(np.int64)
 
@@ -196,8 +202,7 @@ class SettledItl:
         # requests in flight: their gaps exactly, with what was held already
         u = ~fin
         n = hi[u] - lo[u] + 1
-        idx = np.repeat(lo[u] - np.concatenate(([0], np.cumsum(n)[:-1])), n) + np.arange(
-            int(n.sum()))
+        idx = range_positions(lo[u], n)
         hv = np.concatenate((self._held_v, gap[idx], lone[~lfin]))
         hr = np.concatenate((self._held_r, np.repeat(req[u], n), lone_req[~lfin]))
         done = finished[hr]

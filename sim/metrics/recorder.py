@@ -37,6 +37,24 @@ _PER_PLAN_ALL = (*_PER_PLAN, "plan_steps", "blocked")
 COMPACT_PLANS = 8192  # plans between compactions of the step rows into numpy chunks
 
 
+def expand_plans(plans: dict, steps: dict, reasons: dict) -> dict[str, np.ndarray]:
+    """Per-step columns (STEP_COLUMNS) of whole plans: ``plans`` per plan (``_PER_PLAN_ALL``,
+    ``blocked`` as codes of ``reasons``), ``steps`` the per-step columns already kept."""
+    out = dict(steps)
+    k = plans["plan_steps"]
+    for c in _PER_PLAN:
+        out[c] = np.repeat(plans[c], k)
+    # a plan's preemptions happen before its first step only
+    pre = np.zeros(int(k.sum()), dtype=np.int64)
+    pre[np.concatenate(([0], np.cumsum(k)[:-1]))] = plans["num_preempted"]
+    out["num_preempted"] = pre
+    names = np.empty(len(reasons), dtype=object)
+    for reason, code in reasons.items():
+        names[code] = reason
+    out["blocked"] = np.repeat(names[plans["blocked"]], k)
+    return {c: out[c] for c in STEP_COLUMNS}
+
+
 class Recorder:
     streamed = False  # the step rows are in memory (sim/fast/record.py StreamedRecorder)
 
@@ -148,19 +166,7 @@ class Recorder:
             out["blocked"] = np.zeros(0, dtype=object)
             return out
         plans, out = self._columns()
-        k = plans["plan_steps"]
-        for c in _PER_PLAN:
-            out[c] = np.repeat(plans[c], k)
-        # a plan's preemptions happen before its first step only
-        first = np.concatenate(([0], np.cumsum(k)[:-1]))
-        pre = np.zeros(self.num_steps, dtype=np.int64)
-        pre[first] = plans["num_preempted"]
-        out["num_preempted"] = pre
-        names = np.empty(len(self._reasons), dtype=object)
-        for reason, code in self._reasons.items():
-            names[code] = reason
-        out["blocked"] = np.repeat(names[plans["blocked"]], k)
-        return {c: out[c] for c in STEP_COLUMNS}
+        return expand_plans(plans, out, self._reasons)
 
     def step_chunks(self, columns=None):
         """The per-step columns in chunks (here one: every step; a streamed recorder reads

@@ -33,14 +33,20 @@ SPILL_NAME = "steps.parquet"
 def steps_frame(steps: dict, kv_total_blocks: int, first_step: int = 0) -> pd.DataFrame:
     """The steps.parquet rows of ``steps`` (Recorder.steps() columns), numbered from
     ``first_step``, with the KV figures derived per row."""
-    df = pd.DataFrame(steps)
-    df.insert(0, "step", np.arange(first_step, first_step + len(df), dtype=np.int64))
-    df["kv_blocks_total"] = kv_total_blocks
-    df["kv_used_fraction"] = df["kv_blocks_used"] / max(kv_total_blocks, 1)
-    # the waiting queue while admission was stopped for lack of KV blocks (the summary's
-    # waiting.mean_waiting_on_kv_memory, step by step)
-    df["num_waiting_on_kv_memory"] = df["num_waiting"].where(df["blocked"] == "kv_memory", 0)
-    return df
+    return pd.DataFrame(_columns(steps, kv_total_blocks, first_step))
+
+
+def _columns(steps: dict, kv_total_blocks: int, first_step: int) -> dict:
+    """steps.parquet's columns: the step number, ``steps``, the KV figures per row."""
+    n = len(steps["start_s"])
+    used, waiting = np.asarray(steps["kv_blocks_used"]), np.asarray(steps["num_waiting"])
+    return {"step": np.arange(first_step, first_step + n, dtype=np.int64), **steps,
+            "kv_blocks_total": np.full(n, kv_total_blocks, dtype=np.int64),
+            "kv_used_fraction": used / max(kv_total_blocks, 1),
+            # the waiting queue while admission was stopped for lack of KV blocks (the
+            # summary's waiting.mean_waiting_on_kv_memory, step by step)
+            "num_waiting_on_kv_memory": np.where(np.asarray(steps["blocked"]) == "kv_memory",
+                                                 waiting, 0)}
 
 
 def _remove(folder: str) -> None:
@@ -71,11 +77,7 @@ class StepSpill:
             head = steps_frame({c: v[:1] for c, v in steps.items()}, total)
             self._schema = pa.Table.from_pandas(head, preserve_index=False).schema
             self._writer = pq.ParquetWriter(self.path, self._schema)
-        cols = {"step": np.arange(self.rows, self.rows + n, dtype=np.int64), **steps,
-                "kv_blocks_total": np.full(n, total, dtype=np.int64),
-                "kv_used_fraction": steps["kv_blocks_used"] / max(total, 1),
-                "num_waiting_on_kv_memory": np.where(steps["blocked"] == "kv_memory",
-                                                     steps["num_waiting"], 0)}
+        cols = _columns(steps, total, self.rows)
         arrays = [pa.array(cols[f.name], type=f.type) for f in self._schema]
         self._writer.write_table(pa.Table.from_arrays(arrays, schema=self._schema),
                                  row_group_size=READ_ROWS)  # read back a group at a time

@@ -42,14 +42,9 @@ def _order_stats(chunks, column: str, ranks: list[int]) -> list[float]:
     """The values at 0-based ``ranks`` of ``column`` sorted, in two reads: a log histogram
     finds each rank's bucket, the second read keeps that bucket's values."""
     h = LogHistogram()
-
-    def bucket(x):
-        v = np.clip(x, 1e-9, 1e7) / 1e-9
-        return np.clip(np.ceil(np.log(v) / h._log_gamma).astype(np.int64), 0,
-                       len(h.counts) - 1)
-
+    bucket = h.bucket
     for c in chunks():
-        h.counts += np.bincount(bucket(c[column]), minlength=len(h.counts))
+        h.add(c[column])
     cum = np.cumsum(h.counts)
     want = {int(np.searchsorted(cum, r, side="right")) for r in ranks}
     keep: dict[int, list] = {b: [] for b in want}

@@ -44,9 +44,23 @@ class TokenTimes:
             return np.zeros(self.n + 1, dtype=np.int64), np.zeros(0)
         req = np.concatenate([np.tile(e, len(t)) for t, e in self._plans])
         times = np.concatenate([np.repeat(t, len(e)) for t, e in self._plans])
-        order = np.lexsort((times, req))
-        counts = np.bincount(req, minlength=self.n)
-        return np.concatenate(([0], np.cumsum(counts))), times[order]
+        return to_csr(req, times, self.n)
+
+
+def to_csr(req: np.ndarray, times: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets, times) of tokens given as (request, time) pairs in any order, for ``n``
+    requests: each request's times ascending."""
+    order = np.lexsort((times, req))
+    counts = np.bincount(req, minlength=n)
+    return np.concatenate(([0], np.cumsum(counts))), times[order]
+
+
+def range_positions(lo: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """lo[i], lo[i] + 1, ..., lo[i] + lens[i] - 1 for every i, concatenated (int64)."""
+    lens = np.asarray(lens, dtype=np.int64)
+    starts = np.concatenate(([0], np.cumsum(lens)[:-1])) if len(lens) else lens
+    return np.repeat(np.asarray(lo, dtype=np.int64) - starts, lens) + np.arange(
+        int(lens.sum()), dtype=np.int64)
 
 
 def gap_percentiles(offsets: np.ndarray, times: np.ndarray,
