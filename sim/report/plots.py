@@ -152,8 +152,12 @@ def _binned(steps: pd.DataFrame) -> pd.DataFrame:
                          all_waiting=steps["num_waiting"])
     if len(steps) <= MAX_POINTS:
         return steps
-    bins = pd.cut(steps["start_s"], MAX_POINTS, labels=False)
-    g = steps.groupby(bins)
+    return _per_bin(steps.groupby(pd.cut(steps["start_s"], MAX_POINTS, labels=False)))
+
+
+def _per_bin(g) -> pd.DataFrame:
+    """One row per bin of grouped steps (or of grouped bin rows): the first start, the
+    peak KV use and queues, the preemptions."""
     return pd.DataFrame({"start_s": g["start_s"].first(),
                          "kv_used_fraction": g["kv_used_fraction"].max(),
                          "waiting": g["waiting"].max(),
@@ -198,18 +202,10 @@ class KvSeries:
             others = others or bool((d["num_waiting"] > on_kv).any())
             pre += int(d["num_preempted"].sum())
             d = d.assign(waiting=on_kv, all_waiting=d["num_waiting"])
-            g = d.groupby(pd.cut(d["start_s"], edges, labels=False))
-            parts.append(pd.DataFrame({
-                "start_s": g["start_s"].first(), "kv_used_fraction": g["kv_used_fraction"].max(),
-                "waiting": g["waiting"].max(), "all_waiting": g["all_waiting"].max(),
-                "num_preempted": g["num_preempted"].sum()}))
+            parts.append(_per_bin(d.groupby(pd.cut(d["start_s"], edges, labels=False))))
         if not parts:
             return cls(None, True, 0, 0, False, 0)
-        g = pd.concat(parts).groupby(level=0)
-        binned = pd.DataFrame({
-            "start_s": g["start_s"].first(), "kv_used_fraction": g["kv_used_fraction"].max(),
-            "waiting": g["waiting"].max(), "all_waiting": g["all_waiting"].max(),
-            "num_preempted": g["num_preempted"].sum()})
+        binned = _per_bin(pd.concat(parts).groupby(level=0))
         return cls(binned, True, peak_all, peak_kv, others, pre)
 
 
