@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from calibrate.aiconfigurator_transfer import transferred_rows
 from sim.cost.moe import backend_of
 from sim.cost.profile.model_file import MLA_KEY, MOE_KEY, WINDOW_KEY, CurveAxis, CurveTable, moe_key
 
@@ -55,7 +56,9 @@ def convert_moe(path: Path, source: str,
     auto`` prices); every other vLLM MoE backend measured for the key (sim/cost/moe.py
     ``backend_of``) is the curve ``key@backend``, from PATH or else from the newest of
     OLDER ((path, source), newest first) that measured it: vLLM's ``--moe-backend`` of a
-    deployment is priced from a timing of that backend."""
+    deployment is priced from a timing of that backend. A backend no table timed for a
+    shape is transferred from its timing of another shape of the format where
+    calibrate/aiconfigurator_transfer.py says so (Marlin for mxfp4 experts)."""
     cols = [_COLS[k] for k in MOE_KEY]
     t = _moe_rows(path, cols)
     best = _best_kernel(t, cols)
@@ -64,6 +67,10 @@ def convert_moe(path: Path, source: str,
     lent, used_b = _borrow(rows, borrowed, cols)
     rows = pd.concat([rows] + lent, ignore_index=True)
     used += used_b
+    moved, what = transferred_rows(rows, t)
+    if moved is not None:
+        rows = pd.concat([rows, moved], ignore_index=True)
+        used.append((source, what))
     tokens = [int(x) for x in np.sort(rows["num_tokens"].unique())]
     grid = rows.pivot_table(index="key", columns="num_tokens", values="latency",
                             aggfunc="median")
