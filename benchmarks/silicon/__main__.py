@@ -11,6 +11,10 @@ protocol of each and its sources), prints the error table, and writes to `--out`
 `--record` also writes the error band per GPU and model class to
 calibrate/models/validation.yaml, which `servesim run`, `capacity` and `replay-bench` print
 beside their answers (sim/cost/validation.py); it needs the whole shipped CSV.
+`--loso` also replays the rows of vllm serve's Python frontend at each candidate API-server
+time per prompt token (the one value chosen on these rows) and prints, per system held out,
+its errors at the value chosen on the other systems beside the in-sample ones (loso.csv;
+benchmarks/silicon/loso.py; about five times the plain run).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchmarks.silicon import report
+from benchmarks.silicon import loso, report
 from benchmarks.silicon.replay import model_spec, replay
 from benchmarks.silicon.rows import Row, protocol, read_rows, unrepresentable
 
@@ -37,12 +41,14 @@ def shipped_csv() -> Path:
     return Path(aiconfigurator_core.__file__).parent / "systems" / "silicon_sample.csv"
 
 
-def _one(row: Row) -> dict:
+def _one(row: Row, frontend_us: float | None = None) -> dict:
     """One replayed row, or ``{"id", "refused"}``: servesim refused the deployment (a
-    shape or split no shipped table prices, KV that does not fit) in one line."""
+    shape or split no shipped table prices, KV that does not fit) in one line.
+    ``frontend_us``: the API server's time per prompt token instead of the profile's
+    (benchmarks/silicon/loso.py)."""
     from traces.errors import InputError
 
-    p = protocol(row)
+    p = protocol(row) if frontend_us is None else loso.with_frontend(row, frontend_us)
     try:
         sim = replay(row, p)
     except (InputError, ValueError) as e:
@@ -57,19 +63,42 @@ def _one(row: Row) -> dict:
             "sim_preemptions": sim["preemptions"], "sim_warnings": sim["warnings"]}
 
 
-def run(rows: list[Row], jobs: int = 1) -> tuple[pd.DataFrame, list[dict]]:
+def run(rows: list[Row], jobs: int = 1,
+        frontend_us: float | None = None) -> tuple[pd.DataFrame, list[dict]]:
     """(replayed rows with their errors, rows servesim refused with the reason)."""
+    us = [frontend_us] * len(rows)
     if jobs > 1:
         with ProcessPoolExecutor(jobs) as pool:
-            done = list(pool.map(_one, rows, chunksize=4))
+            done = list(pool.map(_one, rows, us, chunksize=4))
     else:
-        done = [_one(r) for r in rows]
+        done = list(map(_one, rows, us))
     refused = [d for d in done if "refused" in d]
     by_id = {r.id: r for r in rows}
     skipped = [{"id": d["id"], "model_path": by_id[d["id"]].model_path,
                 "system": by_id[d["id"]].system, "precision": by_id[d["id"]].precision,
                 "reason": f"refused: {d['refused']}"} for d in refused]
     return report.errors(pd.DataFrame([d for d in done if "refused" not in d])), skipped
+
+
+def _leave_one_out(df: pd.DataFrame, rows: list[Row], jobs: int):
+    """(loso.table, every row's errors by candidate) over every candidate frontend time:
+    the rows that read it replayed at each, the others as they ran at the shipped value
+    (``df``)."""
+    from calibrate.aiconfigurator import FRONTEND_US_PER_TOKEN as shipped
+
+    mine = [r for r in rows if loso.depends(r)]
+    ids = {r.id for r in mine}
+    df = df.assign(moe=report.model_classes(df).str.startswith("moe").to_numpy(),
+                   depends=df["id"].isin(ids))
+    moe = dict(zip(df["id"], df["moe"]))
+    fixed = df[~df["depends"]]
+    by_value = {shipped: df}
+    for us in loso.CANDIDATES:
+        if us != shipped:
+            again, _ = run(mine, jobs, us)
+            again = again.assign(moe=again["id"].map(moe).astype(bool), depends=True)
+            by_value[us] = pd.concat([fixed, again], ignore_index=True)
+    return loso.table(by_value, shipped), by_value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=1, help="worker processes")
     ap.add_argument("--record", action="store_true",
                     help="write the error bands to calibrate/models/validation.yaml")
+    ap.add_argument("--loso", action="store_true",
+                    help="also the leave-one-system-out figures (loso.csv)")
     args = ap.parse_args(argv)
 
     from sim.report.write import ResultWriter
@@ -110,6 +141,13 @@ def main(argv: list[str] | None = None) -> int:
                                        "reason"]).to_csv(
             writer.path("unrepresentable.csv"), index=False)
         report.scatter(df, writer.path("scatter.png"))
+        held = _leave_one_out(df, todo, args.jobs) if args.loso else None
+        if held is not None:
+            held, by_value = held
+            held.to_csv(writer.path("loso.csv"), index=False)
+            pd.concat([d.assign(frontend_us=us) for us, d in by_value.items()]).to_csv(
+                writer.path("loso_rows.csv"), index=False)
+            by_us = loso.scores(by_value)
     except BaseException:
         writer.abort()
         raise
@@ -118,6 +156,12 @@ def main(argv: list[str] | None = None) -> int:
         path = report.record_bands(df, shipped_csv())
         print(f"error bands: {path}")
     print(report.format_table(t))
+    if held is not None:
+        print("\nAPI server us per prompt token: TTFT median abs error (all rows / the "
+              "frontend's rows) " + ", ".join(
+                  f"{r.frontend_us:.0f}: {r.ttft_median:.1f} / {r.frontend_ttft_median:.1f}"
+                  for r in by_us.itertuples()))
+        print(loso.format_table(held))
     reasons = pd.Series([s["reason"] for s in skipped]).value_counts()
     print(f"\n{len(df)} of {len(rows)} vLLM aggregated rows replayed; not represented:")
     for reason, n in reasons.items():
