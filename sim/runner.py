@@ -14,7 +14,13 @@ from sim.config.memory import GIB
 from sim.config.resolve import Resolved
 from sim.cost.base import COST_MODELS, CostModel, RunExtras
 from sim.cost.drafter import drafter_of
-from sim.engine.arrivals import ArrivalSource, Gated, OpenLoop, client_sent
+from sim.engine.arrivals import (
+    ArrivalSource,
+    Gated,
+    OpenLoop,
+    api_server_seen_all,
+    client_sent,
+)
 from sim.engine.clock import ns, to_ns
 from sim.engine.engine import Engine, RunStatus, admissible
 from sim.engine.requests import RequestSpecs
@@ -165,18 +171,20 @@ def ingress_per_token(r: Resolved, cost: CostModel | None) -> float:
     return cost.fitted_ingress_per_token_s() if cost is not None else 0.0
 
 
-def engine_arrivals(specs: RequestSpecs, ingress: float, per_token: float):
+def engine_arrivals(specs: RequestSpecs, ingress: float, per_token: float,
+                    serial: bool = False):
     """(the requests as the engine sees them, per-request delays in s or None): each
     request ``ingress + per_token x prompt`` after it is sent, in the order sent (a
-    request behind a longer prompt waits for it); with no per-token part, the constant
-    shift (and None)."""
+    request behind a longer prompt waits for it; ``serial``: the prompts are tokenized
+    one after another, sim.engine.arrivals.api_server_seen); with no per-token part, the
+    constant shift (and None)."""
     if not per_token:
         seen = specs if not ingress else dataclasses.replace(
             specs, arrival_s=_frozen(specs.arrival_s + ingress))
         return seen, None
     delays = ingress + per_token * specs.prompt_tokens.astype(np.float64)
-    seen = dataclasses.replace(
-        specs, arrival_s=_frozen(np.maximum.accumulate(specs.arrival_s + delays)))
+    seen = dataclasses.replace(specs, arrival_s=_frozen(
+        api_server_seen_all(specs.arrival_s, delays, ingress, serial)))
     return seen, delays
 
 
@@ -225,7 +233,8 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
         cost = None
     ingress, egress = engine_delays(r, cost)
     per_token = ingress_per_token(r, cost)
-    seen, delays = engine_arrivals(specs, ingress, per_token)
+    serial = r.scenario.engine.ingress_serial
+    seen, delays = engine_arrivals(specs, ingress, per_token, serial)
     kv = build_kv(r, seen)
     sched = build_scheduler(r, seen, kv)
     hook = on_plan  # the caller's own (a step log); the cost model's hooks are not
@@ -237,7 +246,8 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
         on_plan = chain_hooks(cost.after_plan if overridden else None, on_plan)
         if type(cost).observe is not CostModel.observe:
             on_plan = _observed(cost, on_plan)
-    source = arrival_source(r, seen, sched, ingress + egress, specs, delays, egress)
+    source = arrival_source(r, seen, sched, ingress + egress, specs, delays, egress,
+                            ingress if serial else None)
     del delays  # a gated source keeps its own (8 bytes a request)
     why = _fast_unsupported(r, sched, kv, cost, source)
     if not why:
@@ -369,19 +379,22 @@ def _frozen(a: np.ndarray) -> np.ndarray:
 
 def arrival_source(r: Resolved, specs: RequestSpecs, sched: Scheduler,
                    turnaround_s: float = 0.0, client: RequestSpecs | None = None,
-                   delays: np.ndarray | None = None, egress_s: float = 0.0) -> ArrivalSource:
+                   delays: np.ndarray | None = None, egress_s: float = 0.0,
+                   serial_s: float | None = None) -> ArrivalSource:
     """Open loop at the (engine-seen) ``specs``' times, or gated by
     ``workload.arrival.concurrency``. ``turnaround_s`` (egress + ingress) lies between a
     finish the scheduler sees and the client's next request reaching it, on top of the
     think time; with per-request ``delays`` (s, engine_arrivals) the gate sends at the
-    ``client``'s times and each request reaches the engine its delay later."""
+    ``client``'s times and each request reaches the engine its delay later (``serial_s``:
+    the delays' constant part, when one worker tokenizes the prompts in turn)."""
     a = r.scenario.workload.arrival
     ok = admissible(specs, sched)
     if a.concurrency is None:
         return OpenLoop(to_ns(specs.arrival_s), ok)
     if delays is not None:
         return Gated(to_ns(client.arrival_s), ok, a.concurrency, ns(a.think_s + egress_s),
-                     delay_ns=to_ns(delays))
+                     delay_ns=to_ns(delays),
+                     serial_ns=None if serial_s is None else ns(serial_s))
     return Gated(to_ns(specs.arrival_s), ok, a.concurrency, ns(a.think_s + turnaround_s))
 
 

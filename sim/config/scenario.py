@@ -207,6 +207,14 @@ class EngineConfig(BaseModel):
         "sends token IDs or a frontend that tokenizes elsewhere. Requests still reach the "
         "scheduler in the order sent.",
     )
+    ingress_serial: bool = Field(
+        True, description="The per-token part of the ingress is one worker's (true/false): "
+        "a request's prompt is tokenized only after the ones sent before it, so a burst of "
+        "prompts queues, as vLLM's API server tokenizes in one thread (--renderer-num-workers "
+        "1, its default; one single-thread executor since vLLM PR 34789, the event loop "
+        "before). false: each prompt's time runs beside the others' (several API servers "
+        "or tokenizer threads).",
+    )
 
 
     @field_validator("block_size")

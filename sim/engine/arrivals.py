@@ -112,6 +112,29 @@ class _Slots:
         return _Slots(list(self.free_at), self.next_req, self.last)
 
 
+def api_server_seen(sent, delay, last, serial):
+    """When the engine sees a request sent at ``sent`` whose ingress is ``delay`` (the
+    constant ``serial[0]`` plus its prompt's tokenizing), behind a request seen at ``last``
+    (requests reach the scheduler in the order sent). ``serial``: None when each prompt is
+    tokenized beside the others; else (constant ingress,): one worker tokenizes them in
+    turn (engine.ingress_serial). Any numbers (ns ints, s floats)."""
+    if serial is None:
+        return max(sent + delay, last)
+    return max(sent + serial[0], last) + (delay - serial[0])
+
+
+def api_server_seen_all(sent: np.ndarray, delays: np.ndarray, const: float,
+                        serial: bool) -> np.ndarray:
+    """``api_server_seen`` over requests in the order sent (s): the running maximum, or
+    with one worker Lindley's recursion, seen_i = max(sent_i + c, seen_i-1) + s_i, as
+    S_i + max_{j<=i}(sent_j + c - S_j-1) with S the cumulative tokenizing times."""
+    if not serial:
+        return np.maximum.accumulate(sent + delays)
+    work = delays - const
+    done = np.cumsum(work)
+    return done + np.maximum.accumulate(sent + const - (done - work))
+
+
 class Gated(ArrivalSource):
     """At most ``concurrency`` requests in the system (see the module docstring).
 
@@ -123,9 +146,12 @@ class Gated(ArrivalSource):
     ingress and egress)."""
 
     def __init__(self, ready_ns: np.ndarray, admissible: np.ndarray, concurrency: int,
-                 think_ns: int = 0, delay_ns: np.ndarray | None = None):
+                 think_ns: int = 0, delay_ns: np.ndarray | None = None,
+                 serial_ns: int | None = None):
         self.ready, self.admissible, self.think = ready_ns.tolist(), admissible, int(think_ns)
         self.delay = None if delay_ns is None else np.asarray(delay_ns, np.int64).tolist()
+        # one tokenizing worker (api_server_seen): the delays' constant part (ns), else None
+        self.serial = None if serial_ns is None else (int(serial_ns),)
         self.slots = _Slots([0] * concurrency, 0)  # every slot free from time 0
         self.sent = np.full(len(ready_ns), -1, dtype=np.int64)  # engine sees it (ns; -1 never)
         self.client = np.full(len(ready_ns), -1, dtype=np.int64)  # client sends it (ns)
@@ -140,7 +166,7 @@ class Gated(ArrivalSource):
         send = self._send_time(s)
         if self.delay is None:
             return send
-        return max(send + self.delay[s.next_req], s.last)
+        return api_server_seen(send, self.delay[s.next_req], s.last, self.serial)
 
     def _release(self, s: _Slots, t: int) -> int:
         """Send request ``s.next_req``, seen by the engine at ``t`` (a rejected one frees its

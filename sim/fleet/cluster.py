@@ -38,7 +38,7 @@ import numpy as np
 import simpy
 
 from sim.config.resolve import ConfigError
-from sim.engine.arrivals import Gated, client_sent
+from sim.engine.arrivals import Gated, api_server_seen, api_server_seen_all, client_sent
 from sim.engine.clock import ns, to_ns, to_s
 from sim.engine.requests import RequestSpecs
 from sim.fleet import replica as rp
@@ -96,12 +96,14 @@ class PoolRun:
             return route
         if sent is None:
             return ns(self._seen_open(k, req))
-        return max(sent + ns(float(d[req])), self.seen_ns[k])
+        serial = (ns(self.specs.ingress_s),) if self.specs.serial else None
+        return api_server_seen(sent, ns(float(d[req])), self.seen_ns[k], serial)
 
     def _seen_open(self, k: int, req: int) -> float:
         """An open loop's request ``req`` reaches replica ``k`` (s), as engine_arrivals."""
-        return max(float(self.specs.client.arrival_s[req] + self.specs.delays[req]),
-                   self.seen_s[k])
+        serial = (self.specs.ingress_s,) if self.specs.serial else None
+        return api_server_seen(float(self.specs.client.arrival_s[req]),
+                               float(self.specs.delays[req]), self.seen_s[k], serial)
 
     def earliest_due(self, k: int, req: int, route: int, sent: int | None) -> int:
         """The earliest any request from ``req`` on (routed at ``route`` or later, sent at
@@ -259,8 +261,9 @@ class Fleet:
             for rep in p.replicas:
                 reqs, d = self.received[rep.name], p.specs.delays
                 # as the replica's own API server delivered them (PoolRun.replica_due)
-                seen = (p.specs.specs.arrival_s[reqs] if d is None else
-                        np.maximum.accumulate(p.specs.client.arrival_s[reqs] + d[reqs]))
+                seen = (p.specs.specs.arrival_s[reqs] if d is None else api_server_seen_all(
+                    p.specs.client.arrival_s[reqs], d[reqs], p.specs.ingress_s,
+                    p.specs.serial))
                 received[rep.name] = dict(zip(reqs.tolist(), seen.tolist()))
         return FleetResult(self.plan, self.specs, tuple(self.pools), results, self.first,
                            self.last, received, self.transfer_s, self.transfers,

@@ -47,6 +47,7 @@ class PoolSpecs:
     # server's per-token part (sim.runner.engine_arrivals); None: the constant ingress_s
     delays: np.ndarray | None = None
     ingress_per_token_s: float = 0.0
+    serial: bool = False  # engine.ingress_serial: one worker tokenizes the prompts in turn
 
 
 @dataclass
@@ -150,8 +151,9 @@ def pool_specs(pool: PoolPlan, specs: RequestSpecs, prefill: bool) -> PoolSpecs:
     # the API server's per-token part is paid where the client's request enters (a decode
     # pool's ingress is the hop from its prefill pool)
     per_token = ingress_per_token(r, cost) if pool.role != DECODE else 0.0
-    seen, delays = engine_arrivals(served, ingress, per_token)
-    return PoolSpecs(seen, served, shortened, ingress, egress, delays, per_token)
+    serial = r.scenario.engine.ingress_serial
+    seen, delays = engine_arrivals(served, ingress, per_token, serial)
+    return PoolSpecs(seen, served, shortened, ingress, egress, delays, per_token, serial)
 
 
 def _ro(a: np.ndarray) -> np.ndarray:

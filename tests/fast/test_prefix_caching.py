@@ -81,9 +81,10 @@ def test_equal_blocks_published_in_one_step():
         [0.0, 0.0, 0.05], [128, 96, 145], [150, 1, 20],
         prefix_hashes=[np.array([2, 0, 0, 0]), np.array([2, 0, 0]), np.array([2, 0, 0, 0])],
         hash_block_size=32)
+    # (requests 0 and 1 reach the scheduler together: prompts tokenized side by side)
     r, _ = prepared(None, ON, "engine.max_num_batched_tokens=95",
                     "engine.long_prefill_token_threshold=64", "engine.max_model_len=256",
-                    "engine.num_gpu_blocks_override=30")
+                    "engine.num_gpu_blocks_override=30", "engine.ingress_serial=false")
     a, _ = same_runs(r, specs)
     assert a.cached_tokens.tolist() == [0, 64, 128]
 

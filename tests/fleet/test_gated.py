@@ -121,14 +121,17 @@ def test_a_fleet_of_one_with_a_horizon_counts_what_the_single_run_counts():
     assert s2["latency_ms"]["ttft"] == s1["latency_ms"]["ttft"]
 
 
+@pytest.mark.parametrize("serial", [False, True])
 @pytest.mark.parametrize("router", ["round_robin", "least_outstanding"])
 @pytest.mark.parametrize("arrival", ["workload.arrival.rate=30",
                                      "workload.arrival={process: closed, concurrency: 6}"])
-def test_a_per_token_ingress_per_replica_conserves_requests(router, arrival):
+def test_a_per_token_ingress_per_replica_conserves_requests(router, arrival, serial):
     """Each replica's API server (sim/fleet/cluster.py PoolRun.replica_due) with a slow
-    frontend (300 us per prompt token): every request ends somewhere, the gate holds."""
+    frontend (300 us per prompt token; tokenizing beside each other or one at a time):
+    every request ends somewhere, the gate holds."""
     fr, res, s = fleet(None, "workload.num_requests=120", arrival, "engine.ingress_ms=2",
                        "engine.ingress_per_token_us=300",
+                       f"engine.ingress_serial={str(serial).lower()}",
                        f"cluster={{replicas: 3, router: {{name: {router}}}}}")
     req = s["requests"]
     assert req["total"] == 120 == req["finished"]

@@ -77,12 +77,13 @@ def test_each_replica_has_its_own_api_server():
     """A per-token ingress (1 ms per prompt token) is each replica's own API server: round
     robin sends r0 (P=100, at 0) to replica 0 and r1 (P=2, at 1 ms) to replica 1, which
     sees r1 at 1 + 2 = 3 ms, not behind r0's 100 ms; r2 (P=1, at 2 ms) goes to replica 0
-    and waits there behind r0 (reaches it at 100 ms, not 3 ms). Linear cost: r1's prefill
-    [3, 15), its token at 15; r0's [100, 210), r2 joins the step after: [210, 221)."""
+    and waits there for its one tokenizing worker (engine.ingress_serial): tokenized [100,
+    101) ms, it reaches the scheduler at 101 (not 3 ms). Linear cost: r1's prefill [3, 15),
+    its token at 15; r0's [100, 210), r2 joins the step after: [210, 221)."""
     sc = {**SCENARIO, "cluster": {"replicas": 2, "router": {"name": "round_robin"}},
           "engine": {"ingress_per_token_us": 1000.0, "ingress_ms": 0.0, "egress_ms": 0.0}}
     specs = RequestSpecs.from_arrays([0.0, 0.001, 0.002], [100, 2, 1], [1, 1, 1])
-    want = {"default/0": {0: pytest.approx(0.100), 2: pytest.approx(0.100)},
+    want = {"default/0": {0: pytest.approx(0.100), 2: pytest.approx(0.101)},
             "default/1": {1: pytest.approx(0.003)}}
     alone = simulate_fleet(plan_fleet(validate(sc, "golden")), specs, alone=True)
     assert alone.received_s == want  # each replica run alone on its own requests

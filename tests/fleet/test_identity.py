@@ -23,7 +23,9 @@ def _same(a, b, path=""):
 
 @pytest.mark.parametrize("extra", [(), ("engine.max_num_seqs=8",),
                                    ("engine.ingress_ms=3", "engine.egress_ms=2"),
-                                   ("engine.ingress_ms=3", "engine.ingress_per_token_us=40")])
+                                   ("engine.ingress_ms=3", "engine.ingress_per_token_us=40"),
+                                   ("engine.ingress_ms=3", "engine.ingress_per_token_us=40",
+                                    "engine.ingress_serial=true")])
 def test_one_replica_cluster_equals_a_plain_run(extra):
     plain, s1 = single(None, *SMALL, *extra)
     fr, res, s2 = fleet(None, *SMALL, *extra, "cluster={replicas: 1}")

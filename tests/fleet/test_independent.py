@@ -52,6 +52,8 @@ def _close(a, b, path=""):
     ("workload.num_requests=400", "workload.arrival.rate=30",
      "engine.enable_prefix_caching=false", "core=general", "cluster={replicas: 2}"),
     ("workload.num_requests=3", "cluster={replicas: 5}"),  # two replicas get nothing
+    ("workload.num_requests=400", "workload.arrival.rate=40", "engine.ingress_serial=true",
+     "engine.ingress_per_token_us=300", "cluster={replicas: 3}"),  # one tokenizer each
 ])
 def test_replicas_run_alone_report_what_the_event_loop_reports(extra):
     (f1, r1, s1), (f2, r2, s2) = _both(*extra)

@@ -96,7 +96,7 @@ def test_the_per_token_ingress_by_hand(tmp_path):
     # r0 (P=8) sent at 0 is seen at 1 + 2 = 3 ms: s1 [3, 21) prefill 8 -> token 1 at 21 ms;
     # r1 (P=4) sent at 16 ms is seen at 16 + 1 + 1 = 18 ms, inside s1: s2 [21, 35), s3 [35, 45)
     res, req, s = run(tmp_path, [(0.0, 8, 3), (0.016, 4, 2)], ingress_ms=1.0,
-                      ingress_per_token_us=250.0)
+                      ingress_per_token_us=250.0, ingress_serial=False)
     np.testing.assert_allclose(req["arrival_s"], [0.0, 0.016])  # the client's send time
     np.testing.assert_allclose(req["first_scheduled_s"], [0.003, 0.021], atol=1e-12)
     np.testing.assert_allclose(req["ttft_s"], [0.021, 0.019], atol=1e-12)
@@ -107,7 +107,8 @@ def test_a_short_prompt_behind_a_long_one_waits_for_it(tmp_path):
     # r0 (P=40) sent at 0 is seen at 40 x 0.5 = 20 ms; r1 (P=2) sent at 5 ms would be seen at
     # 6 ms, but requests reach the scheduler in the order sent: both at 20 ms, one step of
     # 42 prefill tokens [20, 72) (10 + 42 ms)
-    _, req, _ = run(tmp_path, [(0.0, 40, 1), (0.005, 2, 1)], ingress_per_token_us=500.0)
+    _, req, _ = run(tmp_path, [(0.0, 40, 1), (0.005, 2, 1)], ingress_per_token_us=500.0,
+                    ingress_serial=False)
     np.testing.assert_allclose(req["first_scheduled_s"], [0.020, 0.020], atol=1e-12)
     np.testing.assert_allclose(req["ttft_s"], [0.072, 0.067], atol=1e-12)
 
@@ -118,7 +119,8 @@ def test_a_closed_loop_sends_then_waits_its_per_token_delay(tmp_path, core):
     # r0 (P=8) and r1 (P=4) sent at 0, seen at 0.8 and 0.8 ms (in order: r1 behind r0)
     rows = [(0.0, 8, 1), (0.0, 4, 1), (0.0, 6, 1)]
     data = {"name": "d", "model": "llama-3-8b", "gpu": "h100-sxm", "cost": LINEAR, "core": core,
-            "engine": {"async_scheduling": False, "ingress_per_token_us": 100.0},
+            "engine": {"async_scheduling": False, "ingress_per_token_us": 100.0,
+                       "ingress_serial": False},
             "workload": {"trace": str(trace(tmp_path, rows)),
                          "arrival": {"process": "closed", "concurrency": 2}}}
     r, specs, _ = prepare(LoadedScenario(validate(data, "test"), "test", tmp_path))
@@ -129,3 +131,54 @@ def test_a_closed_loop_sends_then_waits_its_per_token_delay(tmp_path, core):
     np.testing.assert_allclose(req["arrival_s"], [0.0, 0.0, 0.0228], atol=1e-12)
     np.testing.assert_allclose(req["first_scheduled_s"], [0.0008, 0.0008, 0.0234], atol=1e-12)
     np.testing.assert_allclose(req["ttft_s"], [0.0228, 0.0228, 0.0166], atol=1e-12)
+
+
+def test_one_tokenizing_worker_queues_a_burst_by_hand(tmp_path):
+    # engine.ingress_serial: r0 (P=40), r1 (P=2) and r2 (P=10) sent at 0, 1 and 30 ms, 500 us
+    # per token, ingress 1 ms, steps 10 ms + 1 ms per prefill token. One worker: r0 tokenized
+    # [0, 20) ms, seen at 21; r1 waits for the worker, [20, 21), seen at 22; r2 [30, 35), seen
+    # at 36. s1 [21, 71) prefills r0 alone; s2 [71, 93) prefills r1 and r2 (12 tokens).
+    rows = [(0.0, 40, 2), (0.001, 2, 1), (0.030, 10, 1)]
+    _, req, _ = run(tmp_path, rows, ingress_ms=1.0, ingress_per_token_us=500.0,
+                    ingress_serial=True)
+    np.testing.assert_allclose(req["first_scheduled_s"], [0.021, 0.071, 0.071], atol=1e-12)
+    np.testing.assert_allclose(req["ttft_s"], [0.071, 0.092, 0.063], atol=1e-12)
+    # beside each other: r1 would be seen at 3 ms but follows r0 in order (21): s1 [21, 73)
+    # prefills both (42 tokens), s2 [73, 93) r2
+    _, req, _ = run(tmp_path, rows, ingress_ms=1.0, ingress_per_token_us=500.0,
+                    ingress_serial=False)
+    np.testing.assert_allclose(req["first_scheduled_s"], [0.021, 0.021, 0.073], atol=1e-12)
+    np.testing.assert_allclose(req["ttft_s"], [0.073, 0.072, 0.063], atol=1e-12)
+
+
+@pytest.mark.parametrize("core", ["general", "fast"])
+def test_a_closed_loop_with_one_tokenizing_worker(tmp_path, core):
+    # the closed loop above with engine.ingress_serial: r0 (P=8) tokenized [0, 0.8) ms, r1
+    # (P=4) [0.8, 1.2): s1 [0.8, 18.8) prefills r0 alone (r1 is seen inside it); s2 [18.8,
+    # 32.8) r1; r2 (P=6), sent at 18.8 when r0 finished, seen 0.6 later: s3 [32.8, 48.8)
+    rows = [(0.0, 8, 1), (0.0, 4, 1), (0.0, 6, 1)]
+    data = {"name": "d", "model": "llama-3-8b", "gpu": "h100-sxm", "cost": LINEAR, "core": core,
+            "engine": {"async_scheduling": False, "ingress_per_token_us": 100.0,
+                       "ingress_serial": True},
+            "workload": {"trace": str(trace(tmp_path, rows)),
+                         "arrival": {"process": "closed", "concurrency": 2}}}
+    r, specs, _ = prepare(LoadedScenario(validate(data, "test"), "test", tmp_path))
+    req = requests_table(simulate(r, specs))
+    np.testing.assert_allclose(req["arrival_s"], [0.0, 0.0, 0.0188], atol=1e-12)
+    np.testing.assert_allclose(req["first_scheduled_s"], [0.0008, 0.0188, 0.0328], atol=1e-12)
+    np.testing.assert_allclose(req["ttft_s"], [0.0188, 0.0328, 0.0300], atol=1e-12)
+
+
+def test_the_serial_rule_vectorised_equals_the_recursion():
+    from sim.engine.arrivals import api_server_seen, api_server_seen_all
+
+    rng = np.random.default_rng(0)
+    sent = np.sort(rng.uniform(0, 1, 500))
+    delays = 0.002 + rng.uniform(0, 0.01, 500)
+    for serial in (False, True):
+        last, want = -np.inf, []
+        for t, d in zip(sent, delays):
+            last = api_server_seen(t, d, last, (0.002,) if serial else None)
+            want.append(last)
+        np.testing.assert_allclose(api_server_seen_all(sent, delays, 0.002, serial), want,
+                                   rtol=0, atol=1e-12)
