@@ -141,9 +141,9 @@ def main(argv: list[str] | None = None) -> int:
                                        "reason"]).to_csv(
             writer.path("unrepresentable.csv"), index=False)
         report.scatter(df, writer.path("scatter.png"))
-        held = _leave_one_out(df, todo, args.jobs) if args.loso else None
-        if held is not None:
-            held, by_value = held
+        held = None
+        if args.loso:
+            held, by_value = _leave_one_out(df, todo, args.jobs)
             held.to_csv(writer.path("loso.csv"), index=False)
             pd.concat([d.assign(frontend_us=us) for us, d in by_value.items()]).to_csv(
                 writer.path("loso_rows.csv"), index=False)

@@ -112,15 +112,15 @@ class _Slots:
         return _Slots(list(self.free_at), self.next_req, self.last)
 
 
-def api_server_seen(sent, delay, last, serial):
-    """When the engine sees a request sent at ``sent`` whose ingress is ``delay`` (the
-    constant ``serial[0]`` plus its prompt's tokenizing), behind a request seen at ``last``
-    (requests reach the scheduler in the order sent). ``serial``: None when each prompt is
-    tokenized beside the others; else (constant ingress,): one worker tokenizes them in
-    turn (engine.ingress_serial). Any numbers (ns ints, s floats)."""
-    if serial is None:
+def api_server_seen(sent, delay, last, serial_const=None):
+    """When the engine sees a request sent at ``sent`` whose ingress is ``delay`` (a
+    constant plus its prompt's tokenizing), behind a request seen at ``last`` (requests
+    reach the scheduler in the order sent). ``serial_const``: None when each prompt is
+    tokenized beside the others; else the delay's constant part, and one worker tokenizes
+    the prompts in turn (engine.ingress_serial). Any numbers (ns ints, s floats)."""
+    if serial_const is None:
         return max(sent + delay, last)
-    return max(sent + serial[0], last) + (delay - serial[0])
+    return max(sent + serial_const, last) + (delay - serial_const)
 
 
 def api_server_seen_all(sent: np.ndarray, delays: np.ndarray, const: float,
@@ -151,7 +151,7 @@ class Gated(ArrivalSource):
         self.ready, self.admissible, self.think = ready_ns.tolist(), admissible, int(think_ns)
         self.delay = None if delay_ns is None else np.asarray(delay_ns, np.int64).tolist()
         # one tokenizing worker (api_server_seen): the delays' constant part (ns), else None
-        self.serial = None if serial_ns is None else (int(serial_ns),)
+        self.serial = None if serial_ns is None else int(serial_ns)
         self.slots = _Slots([0] * concurrency, 0)  # every slot free from time 0
         self.sent = np.full(len(ready_ns), -1, dtype=np.int64)  # engine sees it (ns; -1 never)
         self.client = np.full(len(ready_ns), -1, dtype=np.int64)  # client sends it (ns)

@@ -96,14 +96,15 @@ class PoolRun:
             return route
         if sent is None:
             return ns(self._seen_open(k, req))
-        serial = (ns(self.specs.ingress_s),) if self.specs.serial else None
-        return api_server_seen(sent, ns(float(d[req])), self.seen_ns[k], serial)
+        c = self.specs.serial_s
+        return api_server_seen(sent, ns(float(d[req])), self.seen_ns[k],
+                               None if c is None else ns(c))
 
     def _seen_open(self, k: int, req: int) -> float:
         """An open loop's request ``req`` reaches replica ``k`` (s), as engine_arrivals."""
-        serial = (self.specs.ingress_s,) if self.specs.serial else None
         return api_server_seen(float(self.specs.client.arrival_s[req]),
-                               float(self.specs.delays[req]), self.seen_s[k], serial)
+                               float(self.specs.delays[req]), self.seen_s[k],
+                               self.specs.serial_s)
 
     def earliest_due(self, k: int, req: int, route: int, sent: int | None) -> int:
         """The earliest any request from ``req`` on (routed at ``route`` or later, sent at

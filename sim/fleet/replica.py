@@ -49,6 +49,11 @@ class PoolSpecs:
     ingress_per_token_s: float = 0.0
     serial: bool = False  # engine.ingress_serial: one worker tokenizes the prompts in turn
 
+    @property
+    def serial_s(self) -> float | None:
+        """api_server_seen's ``serial_const`` (s): the constant ingress, or None."""
+        return self.ingress_s if self.serial else None
+
 
 @dataclass
 class Replica:

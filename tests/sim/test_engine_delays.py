@@ -113,19 +113,24 @@ def test_a_short_prompt_behind_a_long_one_waits_for_it(tmp_path):
     np.testing.assert_allclose(req["ttft_s"], [0.072, 0.067], atol=1e-12)
 
 
-@pytest.mark.parametrize("core", ["general", "fast"])
-def test_a_closed_loop_sends_then_waits_its_per_token_delay(tmp_path, core):
-    # two clients, 100 us per token, synchronous steps of 10 ms + 1 ms per prefill token:
-    # r0 (P=8) and r1 (P=4) sent at 0, seen at 0.8 and 0.8 ms (in order: r1 behind r0)
+def closed_pair(tmp_path, core, serial):
+    """Three requests (P = 8, 4, 6; one token each) from two clients, 100 us per prompt
+    token, synchronous steps of 10 ms + 1 ms per prefill token."""
     rows = [(0.0, 8, 1), (0.0, 4, 1), (0.0, 6, 1)]
     data = {"name": "d", "model": "llama-3-8b", "gpu": "h100-sxm", "cost": LINEAR, "core": core,
             "engine": {"async_scheduling": False, "ingress_per_token_us": 100.0,
-                       "ingress_serial": False},
+                       "ingress_serial": serial},
             "workload": {"trace": str(trace(tmp_path, rows)),
                          "arrival": {"process": "closed", "concurrency": 2}}}
     r, specs, _ = prepare(LoadedScenario(validate(data, "test"), "test", tmp_path))
-    res = simulate(r, specs)
-    req = requests_table(res)
+    return requests_table(simulate(r, specs))
+
+
+@pytest.mark.parametrize("core", ["general", "fast"])
+def test_a_closed_loop_sends_then_waits_its_per_token_delay(tmp_path, core):
+    # r0 (P=8) and r1 (P=4) sent at 0, tokenized side by side: seen at 0.8 and 0.8 ms (in
+    # order: r1 behind r0)
+    req = closed_pair(tmp_path, core, serial=False)
     # s1 [0.8, 22.8) prefills both (12 tokens): both finish (1 token each) at 22.8 ms; r2 is
     # sent then and seen 0.6 ms later: s2 [23.4, 39.4)
     np.testing.assert_allclose(req["arrival_s"], [0.0, 0.0, 0.0228], atol=1e-12)
@@ -156,14 +161,7 @@ def test_a_closed_loop_with_one_tokenizing_worker(tmp_path, core):
     # the closed loop above with engine.ingress_serial: r0 (P=8) tokenized [0, 0.8) ms, r1
     # (P=4) [0.8, 1.2): s1 [0.8, 18.8) prefills r0 alone (r1 is seen inside it); s2 [18.8,
     # 32.8) r1; r2 (P=6), sent at 18.8 when r0 finished, seen 0.6 later: s3 [32.8, 48.8)
-    rows = [(0.0, 8, 1), (0.0, 4, 1), (0.0, 6, 1)]
-    data = {"name": "d", "model": "llama-3-8b", "gpu": "h100-sxm", "cost": LINEAR, "core": core,
-            "engine": {"async_scheduling": False, "ingress_per_token_us": 100.0,
-                       "ingress_serial": True},
-            "workload": {"trace": str(trace(tmp_path, rows)),
-                         "arrival": {"process": "closed", "concurrency": 2}}}
-    r, specs, _ = prepare(LoadedScenario(validate(data, "test"), "test", tmp_path))
-    req = requests_table(simulate(r, specs))
+    req = closed_pair(tmp_path, core, serial=True)
     np.testing.assert_allclose(req["arrival_s"], [0.0, 0.0, 0.0188], atol=1e-12)
     np.testing.assert_allclose(req["first_scheduled_s"], [0.0008, 0.0188, 0.0328], atol=1e-12)
     np.testing.assert_allclose(req["ttft_s"], [0.0188, 0.0328, 0.0300], atol=1e-12)
@@ -178,7 +176,7 @@ def test_the_serial_rule_vectorised_equals_the_recursion():
     for serial in (False, True):
         last, want = -np.inf, []
         for t, d in zip(sent, delays):
-            last = api_server_seen(t, d, last, (0.002,) if serial else None)
+            last = api_server_seen(t, d, last, 0.002 if serial else None)
             want.append(last)
         np.testing.assert_allclose(api_server_seen_all(sent, delays, 0.002, serial), want,
                                    rtol=0, atol=1e-12)
