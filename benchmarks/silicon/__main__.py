@@ -11,10 +11,11 @@ protocol of each and its sources), prints the error table, and writes to `--out`
 `--record` also writes the error band per GPU and model class to
 calibrate/models/validation.yaml, which `servesim run`, `capacity` and `replay-bench` print
 beside their answers (sim/cost/validation.py); it needs the whole shipped CSV.
-`--loso` also replays the rows of vllm serve's Python frontend at each candidate API-server
-time per prompt token (the one value chosen on these rows) and prints, per system held out,
-its errors at the value chosen on the other systems beside the in-sample ones (loso.csv;
-benchmarks/silicon/loso.py; about five times the plain run).
+`--loso [all|frontend_us|moe_reach]` also replays the rows that read each value chosen on
+these rows (the API server's time per prompt token; the MoE layers' expert reach) at each
+of its candidates and prints, per system held out, its errors at the value chosen on the
+other systems beside the in-sample ones (loso.csv, loso_rows.csv;
+benchmarks/silicon/loso.py; about nine times the plain run for both).
 """
 
 from __future__ import annotations
@@ -41,16 +42,16 @@ def shipped_csv() -> Path:
     return Path(aiconfigurator_core.__file__).parent / "systems" / "silicon_sample.csv"
 
 
-def _one(row: Row, frontend_us: float | None = None) -> dict:
+def _one(row: Row, knob: str | None = None, value: float | None = None) -> dict:
     """One replayed row, or ``{"id", "refused"}``: servesim refused the deployment (a
-    shape or split no shipped table prices, KV that does not fit) in one line.
-    ``frontend_us``: the API server's time per prompt token instead of the profile's
-    (benchmarks/silicon/loso.py)."""
+    shape or split no shipped table prices, KV that does not fit) in one line. KNOB,
+    VALUE: one of the values chosen on these rows at a candidate instead of the shipped
+    one (benchmarks/silicon/loso.py)."""
     from traces.errors import InputError
 
-    p = protocol(row) if frontend_us is None else loso.with_frontend(row, frontend_us)
+    p, sets = (protocol(row), ()) if knob is None else loso.KNOBS[knob].at(row, value)
     try:
-        sim = replay(row, p)
+        sim = replay(row, p, sets)
     except (InputError, ValueError) as e:
         return {"id": row.id, "refused": str(e).splitlines()[0]}
     return {**asdict(row), "family": row.family, "protocol": p.name,
@@ -63,15 +64,15 @@ def _one(row: Row, frontend_us: float | None = None) -> dict:
             "sim_preemptions": sim["preemptions"], "sim_warnings": sim["warnings"]}
 
 
-def run(rows: list[Row], jobs: int = 1,
-        frontend_us: float | None = None) -> tuple[pd.DataFrame, list[dict]]:
+def run(rows: list[Row], jobs: int = 1, knob: str | None = None,
+        value: float | None = None) -> tuple[pd.DataFrame, list[dict]]:
     """(replayed rows with their errors, rows servesim refused with the reason)."""
-    us = [frontend_us] * len(rows)
+    knobs, values = [knob] * len(rows), [value] * len(rows)
     if jobs > 1:
         with ProcessPoolExecutor(jobs) as pool:
-            done = list(pool.map(_one, rows, us, chunksize=4))
+            done = list(pool.map(_one, rows, knobs, values, chunksize=4))
     else:
-        done = list(map(_one, rows, us))
+        done = list(map(_one, rows, knobs, values))
     refused = [d for d in done if "refused" in d]
     by_id = {r.id: r for r in rows}
     skipped = [{"id": d["id"], "model_path": by_id[d["id"]].model_path,
@@ -80,25 +81,23 @@ def run(rows: list[Row], jobs: int = 1,
     return report.errors(pd.DataFrame([d for d in done if "refused" not in d])), skipped
 
 
-def _leave_one_out(df: pd.DataFrame, rows: list[Row], jobs: int):
-    """(loso.table, every row's errors by candidate) over every candidate frontend time:
-    the rows that read it replayed at each, the others as they ran at the shipped value
-    (``df``)."""
-    from calibrate.aiconfigurator import FRONTEND_US_PER_TOKEN as shipped
-
-    mine = [r for r in rows if loso.depends(r)]
+def _leave_one_out(df: pd.DataFrame, rows: list[Row], jobs: int, knob: loso.Knob):
+    """(loso.table, every row's errors by candidate) over every candidate of KNOB: the rows
+    that read it replayed at each, the others as they ran at the shipped value (``df``)."""
+    shipped = knob.shipped()
+    mine = [r for r in rows if knob.depends(r)]
     ids = {r.id for r in mine}
     df = df.assign(moe=report.model_classes(df).str.startswith("moe").to_numpy(),
                    depends=df["id"].isin(ids))
     moe = dict(zip(df["id"], df["moe"]))
     fixed = df[~df["depends"]]
     by_value = {shipped: df}
-    for us in loso.CANDIDATES:
-        if us != shipped:
-            again, _ = run(mine, jobs, us)
+    for v in knob.candidates:
+        if v != shipped:
+            again, _ = run(mine, jobs, knob.name, v)
             again = again.assign(moe=again["id"].map(moe).astype(bool), depends=True)
-            by_value[us] = pd.concat([fixed, again], ignore_index=True)
-    return loso.table(by_value, shipped), by_value
+            by_value[v] = pd.concat([fixed, again], ignore_index=True)
+    return loso.table(by_value, shipped, knob.metric), by_value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,8 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=1, help="worker processes")
     ap.add_argument("--record", action="store_true",
                     help="write the error bands to calibrate/models/validation.yaml")
-    ap.add_argument("--loso", action="store_true",
-                    help="also the leave-one-system-out figures (loso.csv)")
+    ap.add_argument("--loso", nargs="?", const="all", choices=["all", *loso.KNOBS],
+                    help="also the leave-one-system-out figures of the values chosen on "
+                    "these rows (all, or one: " + ", ".join(loso.KNOBS) + "; loso.csv)")
     args = ap.parse_args(argv)
 
     from sim.report.write import ResultWriter
@@ -141,13 +141,17 @@ def main(argv: list[str] | None = None) -> int:
                                        "reason"]).to_csv(
             writer.path("unrepresentable.csv"), index=False)
         report.scatter(df, writer.path("scatter.png"))
-        held = None
-        if args.loso:
-            held, by_value = _leave_one_out(df, todo, args.jobs)
-            held.to_csv(writer.path("loso.csv"), index=False)
-            pd.concat([d.assign(frontend_us=us) for us, d in by_value.items()]).to_csv(
-                writer.path("loso_rows.csv"), index=False)
-            by_us = loso.scores(by_value)
+        held = []
+        for name in ([] if not args.loso else
+                     loso.KNOBS if args.loso == "all" else [args.loso]):
+            knob = loso.KNOBS[name]
+            t_k, by_value = _leave_one_out(df, todo, args.jobs, knob)
+            held.append((knob, t_k.assign(knob=name), loso.scores(by_value)))
+            mode = "a" if len(held) > 1 else "w"
+            pd.concat([d.assign(knob=name, value=v) for v, d in by_value.items()]).to_csv(
+                writer.path("loso_rows.csv"), index=False, mode=mode, header=mode == "w")
+        if held:
+            pd.concat([t_k for _, t_k, _ in held]).to_csv(writer.path("loso.csv"), index=False)
     except BaseException:
         writer.abort()
         raise
@@ -156,12 +160,14 @@ def main(argv: list[str] | None = None) -> int:
         path = report.record_bands(df, shipped_csv())
         print(f"error bands: {path}")
     print(report.format_table(t))
-    if held is not None:
-        print("\nAPI server us per prompt token: TTFT median abs error (all rows / the "
-              "frontend's rows) " + ", ".join(
-                  f"{r.frontend_us:.0f}: {r.ttft_median:.1f} / {r.frontend_ttft_median:.1f}"
-                  for r in by_us.itertuples()))
-        print(loso.format_table(held))
+    for knob, t_k, by_v in held:
+        m = knob.metric.upper()
+        print(f"\n{knob.what} ({knob.name}, chosen on {m}): {m} median abs error (all rows / "
+              "the rows that read it) " + ", ".join(
+                  f"{r.value:g}: {getattr(r, knob.metric + '_median'):.2f} / "
+                  f"{getattr(r, 'depends_' + knob.metric + '_median'):.2f}"
+                  for r in by_v.itertuples()))
+        print(loso.format_table(t_k))
     reasons = pd.Series([s["reason"] for s in skipped]).value_counts()
     print(f"\n{len(df)} of {len(rows)} vLLM aggregated rows replayed; not represented:")
     for reason, n in reasons.items():

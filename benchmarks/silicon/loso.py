@@ -1,65 +1,115 @@
-"""The leave-one-system-out figure of the one value chosen on the silicon rows.
+"""The leave-one-system-out figures of the values chosen on the silicon rows.
 
-The API server's time per prompt token (the shipped profiles' ``frontend_us_per_token``,
-calibrate/aiconfigurator.py FRONTEND_US_PER_TOKEN) was chosen as the value of CANDIDATES
-with the least TTFT median abs error over every row measured through vllm serve's Python
-frontend. Here each system is held out in turn: the value is chosen again on the other
-systems' rows alone (same rule), and the held-out system's rows are judged at that value,
-beside their figures at the shipped one (in-sample). The rows of another frontend
-(``Protocol.ingress_per_token_us`` set: NVIDIA Dynamo's Rust one) do not depend on it and
-are replayed once. Every other parameter of the cost model comes from NVIDIA's kernel
-tables or named sources, not from these rows (the eager launch cost, 0.8 ms per block, was
-chosen on rows with its own held-out figures: NOTES.md).
+Two values of the cost model were chosen on these rows (KNOBS), each as the candidate with
+the least median abs error of one metric over the rows that read it:
+
+- ``frontend_us``: the API server's time per prompt token (the shipped profiles'
+  ``frontend_us_per_token``, calibrate/aiconfigurator.py FRONTEND_US_PER_TOKEN), on TTFT,
+  over the rows measured through vllm serve's Python frontend (the rows of another
+  frontend, ``Protocol.ingress_per_token_us`` set: NVIDIA Dynamo's Rust one, do not read
+  it);
+- ``moe_reach``: the fraction of the experts independent routing reaches beyond
+  aiconfigurator's power-law draw that a step's MoE layers are priced for
+  (sim/cost/moe_routing.py MOE_REACH), on TPOT, over the mixture-of-experts rows.
+
+Here each system is held out in turn: the value is chosen again on the other systems' rows
+alone (same rule), and the held-out system's rows are judged at that value, beside their
+figures at the shipped one (in-sample). Every other parameter of the cost model comes from
+NVIDIA's kernel tables or named sources, not from these rows (the eager launch cost, 0.8 ms
+per block, was chosen on rows with its own held-out figures: NOTES.md).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
 
-from benchmarks.silicon.rows import Row, protocol
+from benchmarks.silicon.rows import MODELS, Protocol, Row, protocol
 
-CANDIDATES = (0.0, 8.0, 10.0, 12.0, 14.0, 16.0)  # us per prompt token
 METRICS = ("ttft", "tpot")
 
 
-def depends(row: Row) -> bool:
-    """The row's replay reads the profile's frontend time (its protocol sets none)."""
-    return protocol(row).ingress_per_token_us is None
+@dataclasses.dataclass(frozen=True)
+class Knob:
+    """One value chosen on the rows: its candidates, the metric it is chosen on, which
+    rows read it and how a row is replayed at a candidate."""
+
+    name: str
+    what: str
+    candidates: tuple[float, ...]
+    metric: str
+    depends: Callable[[Row], bool]
+    at: Callable[[Row, float], tuple[Protocol, tuple[str, ...]]]
+    shipped: Callable[[], float]
 
 
-def with_frontend(row: Row, us: float):
-    """ROW's protocol with the API server at ``us`` per prompt token."""
-    return dataclasses.replace(protocol(row), ingress_per_token_us=us)
+def _frontend_at(row: Row, us: float):
+    return dataclasses.replace(protocol(row), ingress_per_token_us=us), ()
+
+
+def _reach_at(row: Row, reach: float):
+    return protocol(row), ("cost.name=fitted", f"cost.moe_reach={reach:g}")
+
+
+def _has_experts(row: Row) -> bool:
+    from sim.catalog import get_model
+
+    return bool(get_model(MODELS[row.model_path][row.precision][0]).num_experts)
+
+
+def _shipped_frontend() -> float:
+    from calibrate.aiconfigurator import FRONTEND_US_PER_TOKEN
+
+    return FRONTEND_US_PER_TOKEN
+
+
+def _shipped_reach() -> float:
+    from sim.cost.moe_routing import MOE_REACH
+
+    return MOE_REACH
+
+
+KNOBS = {k.name: k for k in (
+    Knob("frontend_us", "API server us per prompt token", (0.0, 8.0, 10.0, 12.0, 14.0, 16.0),
+         "ttft", lambda r: protocol(r).ingress_per_token_us is None, _frontend_at,
+         _shipped_frontend),
+    Knob("moe_reach", "MoE reach (fraction of the reach gap priced)",
+         (0.0, 0.25, 0.5, 0.75, 1.0), "tpot", _has_experts, _reach_at, _shipped_reach),
+)}
 
 
 def _median_abs(e: pd.Series) -> float:
     return float(np.median(np.abs(e))) if len(e) else float("nan")
 
 
-def choose(by_value: dict[float, pd.DataFrame], keep) -> float:
-    """The candidate with the least TTFT median abs error over the rows ``keep`` selects
+def choose(by_value: dict[float, pd.DataFrame], keep, metric: str = "ttft") -> float:
+    """The candidate with the least METRIC median abs error over the rows ``keep`` selects
     (ties: the smaller value)."""
-    scores = {v: _median_abs(df.loc[keep(df), "ttft_err_pct"]) for v, df in by_value.items()}
+    scores = {v: _median_abs(df.loc[keep(df), f"{metric}_err_pct"])
+              for v, df in by_value.items()}
     return min(sorted(scores), key=lambda v: scores[v])
 
 
-def table(by_value: dict[float, pd.DataFrame], shipped: float) -> pd.DataFrame:
+def table(by_value: dict[float, pd.DataFrame], shipped: float,
+          metric: str = "ttft") -> pd.DataFrame:
     """Per held-out system (all its rows, and its MoE rows): the value chosen on the other
-    systems, and the held-out rows' TTFT / TPOT median and p90 abs error at that value and
-    at the shipped one. ``by_value``: the error frame (report.errors) of every row at each
-    candidate, with a boolean ``moe`` column (the row's model has experts)."""
+    systems' rows that read it (METRIC), and the held-out rows' TTFT / TPOT median and p90
+    abs error at that value and at the shipped one. ``by_value``: the error frame
+    (report.errors) of every row at each candidate, with boolean ``moe`` (the row's model
+    has experts) and ``depends`` (the row reads the value) columns."""
     out = []
     first = next(iter(by_value.values()))
     for system in sorted(first["system"].unique()):
-        pick = choose(by_value, lambda df, s=system: df["system"] != s)
+        pick = choose(by_value, lambda df, s=system: (df["system"] != s) & df["depends"],
+                      metric)
         for group, keep in (("system", lambda df, s=system: df["system"] == s),
                             ("moe", lambda df, s=system: (df["system"] == s) & df["moe"])):
             held, ins = by_value[pick], by_value[shipped]
             row = {"group": f"{group} {system}", "rows": int(keep(held).sum()),
-                   "chosen_us": pick, "shipped_us": shipped}
+                   "chosen": pick, "shipped": shipped}
             if not row["rows"]:
                 continue
             for m in METRICS:
@@ -75,22 +125,23 @@ def scores(by_value: dict[float, pd.DataFrame]) -> pd.DataFrame:
     """Per candidate: TTFT / TPOT median abs error over every row and over the rows that
     read the value (``depends`` column), the in-sample choice's own evidence."""
     out = []
-    for us, df in sorted(by_value.items()):
+    for v, df in sorted(by_value.items()):
         mine = df[df["depends"]]
-        out.append({"frontend_us": us, "rows": len(df), "ttft_median": _median_abs(
-            df["ttft_err_pct"]), "tpot_median": _median_abs(df["tpot_err_pct"]),
-            "frontend_rows": len(mine), "frontend_ttft_median": _median_abs(
-                mine["ttft_err_pct"])})
+        out.append({"value": v, "rows": len(df),
+                    **{f"{m}_median": _median_abs(df[f"{m}_err_pct"]) for m in METRICS},
+                    "depends_rows": len(mine),
+                    **{f"depends_{m}_median": _median_abs(mine[f"{m}_err_pct"])
+                       for m in METRICS}})
     return pd.DataFrame(out)
 
 
 def format_table(t: pd.DataFrame) -> str:
-    head = (f"{'held out':<22}{'n':>6}{'us':>5}  {'TTFT med':>9}{'p90':>7}  {'TPOT med':>9}"
+    head = (f"{'held out':<22}{'n':>6}{'value':>6}  {'TTFT med':>9}{'p90':>7}  {'TPOT med':>9}"
             f"{'p90':>7}   (leave-one-system-out; in-sample at the shipped value in [])")
     lines = [head]
     for r in t.itertuples(index=False):
         lines.append(
-            f"{r.group:<22}{r.rows:>6}{r.chosen_us:>5.0f}  "
+            f"{r.group:<22}{r.rows:>6}{r.chosen:>6g}  "
             f"{r.ttft_median_loso:>5.1f} [{r.ttft_median_in_sample:4.1f}]"
             f"{r.ttft_p90_loso:>6.1f} [{r.ttft_p90_in_sample:5.1f}]  "
             f"{r.tpot_median_loso:>5.1f} [{r.tpot_median_in_sample:4.1f}]"

@@ -42,6 +42,7 @@ A ``steps`` file (fit-steps) is priced by sim/cost/stepfit.py. Never imports tor
 from __future__ import annotations
 
 import warnings
+from functools import partial
 from typing import Literal
 
 import numpy as np
@@ -53,6 +54,7 @@ from sim.cost.elementwise import QK_VARIANCE_BYTES, ElementwiseWork
 from sim.cost.layer_plan import dense_format, expert_format, plan_layers
 from sim.cost.mla import MlaModule
 from sim.cost.moe import MoeCurve, auto_distribution
+from sim.cost.moe_routing import MOE_REACH, priced
 from sim.cost.profile import grid, work
 from sim.cost.profile.gemms import ELEM_BYTES
 from sim.cost.profile.model_file import (
@@ -93,8 +95,17 @@ class FittedParams(BaseModel):
         "a model YAML, or 'auto': the shipped '<gpu>/vllm' of the scenario's GPU.")
     moe_distribution: Literal["auto", "balanced", "power_law_1.01", "power_law_1.2"] = Field(
         "auto", description="How tokens spread over the experts in the measured fused-MoE "
-        "curve used: 'auto' (aiconfigurator's default: power_law_1.01 for DeepSeek-style "
-        "models, power_law_1.2 otherwise), 'balanced', 'power_law_1.01', 'power_law_1.2'.")
+        "curve used: 'auto' (aiconfigurator's default skew, power_law_1.01 for DeepSeek-style "
+        "models and power_law_1.2 otherwise, with moe_reach of the experts independent "
+        "routing reaches beyond it), 'balanced', 'power_law_1.01', 'power_law_1.2' (the "
+        "measured curve as it is).")
+    moe_reach: float = Field(
+        MOE_REACH, ge=0, le=1, description="Under moe_distribution 'auto': the fraction of "
+        "the experts that independently routed tokens reach beyond aiconfigurator's "
+        "power-law draw whose weights a step reads (0: the measured power-law curve; 1: "
+        "independent uniform routing), each priced at the time per expert the measured "
+        "balanced and power-law curves show (sim/cost/moe_routing.py; chosen on NVIDIA's "
+        "measured deployments, benchmarks/silicon --loso).")
     step_overhead_ms: float | None = Field(
         None, ge=0, description="Override the file's per-step host cost (ms; replaces its "
         "base + per-layer + per-TP model and its measured per-request, per-token and "
@@ -331,9 +342,8 @@ class FittedCost(ScalarPricing, CostModel):
                              "import-aiconfigurator) or use cost roofline")
         hidden, inter, experts, topk = plan.moe_shape
         dist = self.params.moe_distribution
-        if dist == "auto":
-            m = self.model
-            dist = auto_distribution(bool(m.first_dense_layers or m.num_shared_experts))
+        skew = auto_distribution(bool(self.model.first_dense_layers or self.model.num_shared_experts))
+        dist = skew if dist == "auto" else dist
         tp, ep = (1, self.ep) if self.ep > 1 else (self.tp * self.dp, 1)
         fmt = expert_format(self.model)
         what = f"cost fitted: profile {self.spec}, {self.model.name}"
@@ -353,7 +363,15 @@ class FittedCost(ScalarPricing, CostModel):
                           f"MoE TP {ep} x EP {tp} on the same {tp * ep} GPUs", UserWarning,
                           stacklevel=4)
             key = alt
-        return MoeCurve(self.file.moe, key, what, self.moe_backend)
+        if self.params.moe_distribution != "auto" or self.params.moe_reach == 0:
+            return MoeCurve(self.file.moe, key, what, self.moe_backend)
+        # the skewed curve plus MOE_REACH of the experts independent routing reaches beyond
+        # it, priced from the balanced curve (sim/cost/moe_routing.py)
+        parts = key.split("|")
+        combine = partial(priced, experts=experts, topk=topk, ep=int(parts[6]),
+                          alpha=float(skew.rsplit("_", 1)[1]), reach=self.params.moe_reach)
+        return MoeCurve(self.file.moe, key, what, self.moe_backend,
+                        toward=("|".join(parts[:7] + ["balanced"]), combine))
 
     # -- pieces --------------------------------------------------------------------------
     def _roof(self, flops, nbytes, peak=None):

@@ -8,11 +8,15 @@ is interpolated linearly in log-log, beyond the largest it grows in proportion t
 (the kernel is compute-bound there). A shape, format or split the profile did not measure
 is refused in one line naming what is missing and what the profile has.
 
-Routing distribution (a documented assumption, as aiconfigurator's): ``auto`` is
+Routing distribution: ``auto`` starts from aiconfigurator's default skew,
 ``power_law_1.01`` for DeepSeek-style models (shared experts or dense first layers: MLA
 families) and ``power_law_1.2`` for the others (Qwen3-MoE, MiniMax-M2, gpt-oss, Mixtral):
-aiconfigurator-core 0.12.0 sdk/models/deepseek.py and moe.py ``_power_law_alpha``.
-``balanced`` spreads every token's top-k evenly over the experts (the best case).
+aiconfigurator-core 0.12.0 sdk/models/deepseek.py and moe.py ``_power_law_alpha``, and adds
+``cost.moe_reach`` of the experts independently routed tokens reach beyond that draw
+(sim/cost/moe_routing.py: below n x top-k = experts the collector's draw reaches far fewer
+experts than a decode batch of unrelated requests does). ``balanced`` spreads every token's
+top-k evenly over the experts (the most experts reached); a named distribution is priced
+from its measured curve as it is.
 
 Backend (``engine.moe_backend``, vLLM's ``--moe-backend``): ``auto`` prices the curve of the
 kernel aiconfigurator measured most for the shape (standing in for vLLM's own choice);
@@ -26,13 +30,14 @@ backend the profile has no timing of is said once and priced with the default cu
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 
 import numpy as np
 
 from sim.cost.profile.model_file import CurveTable
 from traces.errors import InputError
 
-DISTRIBUTIONS = ("auto", "balanced", "power_law_1.01", "power_law_1.2")
+DISTRIBUTIONS = ("auto", "random", "balanced", "power_law_1.01", "power_law_1.2")
 # vLLM's --moe-backend values (vllm/config/kernel.py MoEBackend) a profile can hold timings
 # of; "auto" prices the kernel aiconfigurator measured most for the shape
 BACKENDS = ("auto", "triton", "flashinfer_trtllm", "flashinfer_cutlass", "marlin",
@@ -57,13 +62,17 @@ def backend_of(kernel_source: str) -> str | None:
 class MoeCurve:
     """Seconds of one fused-MoE layer at a token count (vectorised over counts)."""
 
-    def __init__(self, table: CurveTable, key: str, what: str, backend: str = "auto"):
+    def __init__(self, table: CurveTable, key: str, what: str, backend: str = "auto",
+                 toward: tuple[str, Callable[..., np.ndarray]] | None = None):
+        """TOWARD: (another distribution's key, combine(tokens, ms, other_ms) -> ms): the
+        curve priced combines this key's measured times with the other's at each token
+        node (``random`` routing from the power-law and balanced curves,
+        sim/cost/moe_routing.py)."""
         idx = table.index()
-        key = _backend_key(table, idx, key, backend, what)
-        if key not in idx:
-            raise InputError(f"{what}: the profile has no fused-MoE timing for {_show(key)}; "
-                             f"it has {_near(table, key)}")
-        ms = table.ms()[idx[key]]
+        key, ms = _measured(table, idx, key, backend, what)
+        if toward is not None:
+            _, far = _measured(table, idx, toward[0], backend, what)
+            ms = toward[1](tuple(int(t) for t in table.tokens), ms, far)
         ok = np.isfinite(ms)
         if ok.sum() < 2:
             raise InputError(f"{what}: fused-MoE curve {_show(key)} has fewer than two "
@@ -80,6 +89,15 @@ class MoeCurve:
         if big.any():  # beyond the measured range: in proportion to tokens
             out = np.where(big, self._last[1] * t / self._last[0], out)
         return out
+
+
+def _measured(table: CurveTable, idx: dict, key: str, backend: str, what: str):
+    """(the curve's key, its ms per token node) of KEY at BACKEND, refused when unmeasured."""
+    key = _backend_key(table, idx, key, backend, what)
+    if key not in idx:
+        raise InputError(f"{what}: the profile has no fused-MoE timing for {_show(key)}; "
+                         f"it has {_near(table, key)}")
+    return key, table.ms()[idx[key]]
 
 
 def _backend_key(table: CurveTable, idx: dict, key: str, backend: str, what: str) -> str:

@@ -254,34 +254,62 @@ def test_bad_input_is_one_line_exit_2_nothing_written(tmp_path, capsys, case, ex
 
 def test_leave_one_system_out_picks_on_the_other_systems_by_hand():
     """benchmarks/silicon/loso.py on hand-made errors: each system held out is judged at the
-    value whose TTFT median abs error is least over the other systems' rows."""
+    value whose median abs error (of the knob's metric) is least over the other systems'
+    rows that read it."""
     from benchmarks.silicon import loso
 
-    def frame(a, b, c):  # TTFT errors (%) of two rows per system; TPOT 1 % everywhere
+    def frame(a, b, c, tpot=(1.0,) * 6):  # errors (%) of two rows per system
         return pd.DataFrame({
             "system": ["a", "a", "b", "b", "c", "c"], "moe": [True, False] * 3,
-            "ttft_err_pct": [*a, *b, *c], "tpot_err_pct": [1.0] * 6})
+            "depends": [True] * 6, "ttft_err_pct": [*a, *b, *c], "tpot_err_pct": list(tpot)})
 
     by_value = {0.0: frame((1, 1), (30, 30), (20, 20)),
                 10.0: frame((5, 7), (2, 2), (3, 3))}
     t = loso.table(by_value, shipped=10.0).set_index("group")
     # held out a: b + c rows are 30,30,20,20 at 0 (median 25) and 2,2,3,3 at 10 -> 10
-    assert t.loc["system a", "chosen_us"] == 10.0
+    assert t.loc["system a", "chosen"] == 10.0
     assert t.loc["system a", "ttft_median_loso"] == pytest.approx(6.0)  # |5|, |7|
     assert t.loc["moe a", "rows"] == 1 and t.loc["moe a", "ttft_median_loso"] == 5.0
     # held out b: a + c rows 1,1,20,20 (10.5) against 5,7,3,3 (4.0) -> 10; in-sample equal
-    assert t.loc["system b", "chosen_us"] == 10.0
+    assert t.loc["system b", "chosen"] == 10.0
     assert t.loc["system b", "ttft_median_in_sample"] == t.loc["system b", "ttft_median_loso"]
     # a value that wins on the others is taken even when the held-out system loses by it
     by_value[0.0] = frame((1, 1), (1, 1), (40, 40))
     t = loso.table(by_value, shipped=10.0).set_index("group")
-    assert t.loc["system c", "chosen_us"] == 0.0
+    assert t.loc["system c", "chosen"] == 0.0
     assert t.loc["system c", "ttft_median_loso"] == 40.0
     assert t.loc["system c", "ttft_median_in_sample"] == 3.0
     assert "held out" in loso.format_table(t.reset_index())
+    # only the rows that read the value choose it: with b's rows not reading it, held out
+    # a is chosen on c's alone (20, 20 at 0 against 3, 3 at 10)
+    for df in by_value.values():
+        df["depends"] = [True, True, False, False, True, True]
+    by_value[0.0] = frame((1, 1), (1, 1), (20, 20))
+    by_value[0.0]["depends"] = [True, True, False, False, True, True]
+    assert loso.table(by_value, shipped=10.0).set_index("group").loc["system a",
+                                                                      "chosen"] == 10.0
     # the in-sample evidence: every row, and the rows that read the value
     for df in by_value.values():
         df["depends"] = [True, True, True, True, False, False]
-    s = loso.scores(by_value).set_index("frontend_us")
-    assert s.loc[0.0, "ttft_median"] == 1.0 and s.loc[0.0, "frontend_ttft_median"] == 1.0
-    assert s.loc[10.0, "ttft_median"] == 3.0 and s.loc[10.0, "frontend_ttft_median"] == 3.5
+    by_value[0.0] = frame((1, 1), (1, 1), (40, 40))
+    s = loso.scores(by_value).set_index("value")
+    assert s.loc[0.0, "ttft_median"] == 1.0 and s.loc[0.0, "depends_ttft_median"] == 1.0
+    assert s.loc[10.0, "ttft_median"] == 3.0 and s.loc[10.0, "depends_ttft_median"] == 3.5
+
+
+def test_a_knob_chosen_on_tpot_picks_by_tpot():
+    """The MoE reach is chosen on TPOT: the TTFT errors do not enter its choice."""
+    from benchmarks.silicon import loso
+
+    def frame(tpot):
+        return pd.DataFrame({"system": ["a", "b", "c"], "moe": [True] * 3, "depends": [True] * 3,
+                             "ttft_err_pct": [1.0] * 3, "tpot_err_pct": list(tpot)})
+
+    by_value = {0.0: frame((9, 9, 9)), 0.5: frame((2, 2, 2)), 1.0: frame((4, 1, 1))}
+    by_value[0.0]["ttft_err_pct"] = [0.0] * 3  # best on TTFT, worst on TPOT
+    t = loso.table(by_value, shipped=0.5, metric="tpot").set_index("group")
+    # held out a: b + c pick 1.0 (1, 1); held out b: a + c tie-free 0.5 (2, 2) < (4, 1)->2.5
+    assert t.loc["system a", "chosen"] == 1.0 and t.loc["system a", "tpot_median_loso"] == 4.0
+    assert t.loc["system b", "chosen"] == 0.5
+    assert set(loso.KNOBS) == {"frontend_us", "moe_reach"}
+    assert loso.KNOBS["moe_reach"].metric == "tpot" and loso.KNOBS["frontend_us"].metric == "ttft"
