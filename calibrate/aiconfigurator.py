@@ -51,19 +51,18 @@ PACKAGE = "aiconfigurator-core"
 # the text prompt, building and sending the request): the host's cost, the same for every
 # system; fitted on NVIDIA's measured deployments (benchmarks/silicon, NOTES.md "The API
 # server's time per prompt token")
-FRONTEND_US_PER_TOKEN = 10.0
+FRONTEND_US_PER_TOKEN = 12.0
 FRONTEND_SOURCE = (
-    "fitted on the silicon replay (benchmarks/silicon): its 1,102 rows measured through vllm "
+    "chosen on the silicon replay (benchmarks/silicon): its 1,102 rows measured through vllm "
     "serve's Python API server with text prompts (InferenceX, InferenceMAX: "
-    "benchmark_serving.py) at 0/8/10/12/14/16 us per prompt token, TTFT median abs error "
-    "24.8/16.1/15.5/15.8/16.2/17.1 %, lowest at 10 (leave-one-system-out picks 10-14); "
+    "benchmark_serving.py), one tokenizing worker (engine.ingress_serial), MoE reach 0.5: at "
+    "0/8/10/12/14/16 us per prompt token their TTFT median abs error is "
+    "28.2/13.1/11.6/10.6/11.2/12.1 %, least at 12, and every system held out picks 12 from "
+    "the other three (python -m benchmarks.silicon --loso frontend_us, 2026-12-06); "
     "InferenceX PR 1634 (the Rust frontend, same engine: TTFT -8 % at 1k/1k, -22 % at "
-    "8k/1k) bounds it below at 6-9 us. Re-checked 2026-12-06 on all 1,328 rows (python -m "
-    "benchmarks.silicon --loso; these rows 28.3/14.6/13.2/12.5/12.6/12.1 %): flat from 12 up "
-    "and held at 10, since each system prefers another value (held out, the others pick "
-    "14-16, which takes H100's TTFT median 16.3 -> 20.0 % and B300's 11.2 -> 8.8 %): the "
-    "per-token figure stands in for more than the frontend's tokenizing. A host figure: set "
-    "engine.ingress_per_token_us for another frontend (0: token IDs)")
+    "8k/1k) bounds it below at 6-9 us: the per-token figure stands in for more than the "
+    "tokenizing. A host figure: set engine.ingress_per_token_us for another frontend (0: "
+    "token IDs)")
 
 
 class ImportDataError(InputError):

@@ -1,7 +1,7 @@
 """The leave-one-system-out figures of the values chosen on the silicon rows.
 
-Two values of the cost model were chosen on these rows (KNOBS), each as the candidate with
-the least median abs error of one metric over the rows that read it:
+The values of the cost model chosen on these rows (KNOBS), each the candidate with the least
+median abs error of one metric over the rows that read it:
 
 - ``frontend_us``: the API server's time per prompt token (the shipped profiles'
   ``frontend_us_per_token``, calibrate/aiconfigurator.py FRONTEND_US_PER_TOKEN), on TTFT,
@@ -10,7 +10,13 @@ the least median abs error of one metric over the rows that read it:
   it);
 - ``moe_reach``: the fraction of the experts independent routing reaches beyond
   aiconfigurator's power-law draw that a step's MoE layers are priced for
-  (sim/cost/moe_routing.py MOE_REACH), on TPOT, over the mixture-of-experts rows.
+  (sim/cost/moe_routing.py MOE_REACH), on TPOT, over the mixture-of-experts rows;
+- ``eager_ms``: the host's launch time per block of a step run without a CUDA graph (the
+  profiles' ``host_overhead.eager_per_layer_ms``, 0.8), on TTFT over every row. Shipped at
+  0.8 (aiconfigurator-core 0.12.0's own figure, chosen on these rows on 2026-12-02) although
+  the rule now picks the grid's top, 1.0: the TTFT median keeps falling with it because it
+  absorbs the under-priced MoE prefill (bias -12 % on H200's MoE rows), and raising it
+  worsens H100 (NOTES.md, 2026-12-06 fourth session).
 
 Here each system is held out in turn: the value is chosen again on the other systems' rows
 alone (same rule), and the held-out system's rows are judged at that value, beside their
@@ -54,6 +60,10 @@ def _reach_at(row: Row, reach: float):
     return protocol(row), ("cost.name=fitted", f"cost.moe_reach={reach:g}")
 
 
+def _eager_at(row: Row, ms: float):
+    return protocol(row), ("cost.name=fitted", f"cost.eager_per_layer_ms={ms:g}")
+
+
 def _has_experts(row: Row) -> bool:
     from sim.catalog import get_model
 
@@ -64,6 +74,14 @@ def _shipped_frontend() -> float:
     from calibrate.aiconfigurator import FRONTEND_US_PER_TOKEN
 
     return FRONTEND_US_PER_TOKEN
+
+
+def _shipped_eager() -> float:
+    """The shipped GPU profiles' figure (host_overhead.eager_per_layer_ms; one for all)."""
+    from sim.cost.profile.model_file import load_model_file, shipped_profiles
+
+    host = load_model_file(shipped_profiles()["h100-sxm/vllm"]).host_overhead
+    return host.eager_per_layer_ms
 
 
 def _shipped_reach() -> float:
@@ -78,6 +96,8 @@ KNOBS = {k.name: k for k in (
          _shipped_frontend),
     Knob("moe_reach", "MoE reach (fraction of the reach gap priced)",
          (0.0, 0.25, 0.5, 0.75, 1.0), "tpot", _has_experts, _reach_at, _shipped_reach),
+    Knob("eager_ms", "host launch time per block of a step run eager (ms)",
+         (0.4, 0.6, 0.8, 1.0), "ttft", lambda r: True, _eager_at, _shipped_eager),
 )}
 
 

@@ -202,7 +202,7 @@ class EngineConfig(BaseModel):
         None, ge=0, le=1000, description="Plus this per prompt token (us): the API server's "
         "work on a text prompt before the engine sees it (tokenizing it, building and sending "
         "the request), which grows with its length. None: the cost profile's value "
-        "(frontend_us_per_token: 10 in the shipped GPU profiles, vLLM's Python API server "
+        "(frontend_us_per_token: 12 in the shipped GPU profiles, vLLM's Python API server "
         "fitted on NVIDIA's measured deployments, NOTES.md), else 0; 0 for a client that "
         "sends token IDs or a frontend that tokenizes elsewhere. Requests still reach the "
         "scheduler in the order sent.",

@@ -341,9 +341,9 @@ class FittedCost(ScalarPricing, CostModel):
                              f"{self.model.name}; re-import it (servesim calibrate "
                              "import-aiconfigurator) or use cost roofline")
         hidden, inter, experts, topk = plan.moe_shape
-        dist = self.params.moe_distribution
-        skew = auto_distribution(bool(self.model.first_dense_layers or self.model.num_shared_experts))
-        dist = skew if dist == "auto" else dist
+        m = self.model
+        skew = auto_distribution(bool(m.first_dense_layers or m.num_shared_experts))
+        dist = skew if self.params.moe_distribution == "auto" else self.params.moe_distribution
         tp, ep = (1, self.ep) if self.ep > 1 else (self.tp * self.dp, 1)
         fmt = expert_format(self.model)
         what = f"cost fitted: profile {self.spec}, {self.model.name}"

@@ -23,12 +23,13 @@ that the two measured curves show (``per_expert_ms``). The work per token is the
 only the weights read differ. As the token count grows every routing reaches every expert
 and the addition goes to zero; the power law's spread of loads at scale is kept.
 
-MOE_REACH = 0.5 was chosen on NVIDIA's measured deployments (benchmarks/silicon, the one
-value of this module chosen on rows; its leave-one-system-out figure: `python -m
-benchmarks.silicon --loso`): TPOT median abs error over the 1,328 rows at reach 0 / 0.5 / 1
-was 6.35 / 5.8 / 6.4 %; MiniMax-M2.5 (523 rows) is best near 1, gpt-oss-120b and Kimi-K2.5
-(415) near 0, which real routing's skew (some experts more popular than others, which
-aiconfigurator's draw overstates below ``n k = E``) would explain.
+MOE_REACH = 0.5 was chosen on NVIDIA's measured deployments (benchmarks/silicon; the
+leave-one-system-out figure: `python -m benchmarks.silicon --loso moe_reach`): TPOT median
+abs error over the 1,328 rows at reach 0 / 0.25 / 0.5 / 0.75 / 1 was 6.35 / 5.77 / 5.75 /
+5.75 / 6.44 %, and each system held out picks 0.25-0.75 from the other three. MiniMax-M2.5
+(523 rows) alone is best near 1, gpt-oss-120b and Kimi-K2.5 (415) near 0: real routing's
+skew (some experts more popular than others) reaches fewer experts than independent
+uniform routing, and aiconfigurator's draw below ``n k = E`` far fewer.
 """
 
 from __future__ import annotations

@@ -8,8 +8,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sim.cost.moe_routing import (MOE_REACH, balanced_active, per_expert_ms, power_law_active,
-                                  priced, random_active, reached)
+from sim.cost.moe_routing import (
+    MOE_REACH,
+    balanced_active,
+    per_expert_ms,
+    power_law_active,
+    priced,
+    random_active,
+    reached,
+)
 from sim.engine.plan import StepPlan
 from sim.runner import build_cost
 from tests.fast.equivalence import prepared
