@@ -117,8 +117,9 @@ def per_expert_ms(skewed_ms: np.ndarray, balanced_ms: np.ndarray, b: np.ndarray,
 
 @lru_cache(maxsize=256)
 def reached(tokens: tuple[int, ...], experts: int, topk: int, ep: int,
-          alpha: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Experts of the timed GPU reached per token node: (balanced, power law, random)."""
+            alpha: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Experts of the timed GPU reached per token node: (balanced, power law, independent).
+    Past 64 x experts token slots every draw reaches every expert (not drawn)."""
     b = np.array([balanced_active(n, experts, topk, ep) for n in tokens], dtype=np.float64)
     p = np.array([power_law_active(n, experts, topk, ep, alpha) if n * topk <= 64 * experts
                   else experts // ep for n in tokens])
