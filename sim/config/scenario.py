@@ -309,7 +309,8 @@ class Scenario(BaseModel):
         description="Admission rule for waiting requests and its parameters.")
     cost: CostChoice | None = Field(
         None, description="Step-time model and its parameters. Unset: `fitted` with the "
-        "shipped `<gpu>/vllm` profile when one exists for the GPU, else `roofline`.")
+        "shipped `<gpu>/vllm` profile when one exists for the GPU, else `roofline`; "
+        "parameters given without a name (`--set cost.moe_reach=0.25`) are that default's.")
     workload: WorkloadSpec = Field(description="Where requests come from.")
     slo: SloConfig = Field(default_factory=SloConfig,
                            description="Latency budgets for goodput and the SLO verdict.")
@@ -390,6 +391,17 @@ class Scenario(BaseModel):
         return (self.kv.name.lower() == "paged" and e.preemption_mode == "recompute"
                 and getattr(self.scheduler.cls, "prefix_caching_by_default", False))
 
+    @model_validator(mode="before")
+    @classmethod
+    def _cost_name_from_gpu(cls, data):
+        """Cost parameters without a name (``--set cost.moe_reach=0.25``) are the unset
+        default's: ``fitted`` where the GPU has a shipped profile, else ``roofline``."""
+        if (isinstance(data, dict) and isinstance(data.get("cost"), dict)
+                and "name" not in data["cost"]):
+            data = {**data, "cost": {"name": _default_cost_name(data.get("gpu")),
+                                     **data["cost"]}}
+        return data
+
     @property
     def model_spec(self) -> ModelSpec:
         return get_model(self.model) if isinstance(self.model, str) else self.model
@@ -397,3 +409,17 @@ class Scenario(BaseModel):
     @property
     def gpu_spec(self) -> GpuSpec:
         return get_gpu(self.gpu) if isinstance(self.gpu, str) else self.gpu
+
+
+def _default_cost_name(gpu) -> str:
+    """The unset cost model's name for GPU as written (sim/config/resolve.py default_cost):
+    ``fitted`` where a shipped profile exists, else ``roofline`` (also for a GPU the
+    catalog does not know: the gpu field reports that)."""
+    from sim.catalog import CatalogError
+    from sim.cost.fitted import default_profile
+
+    try:
+        name = get_gpu(gpu).name if isinstance(gpu, str) else (gpu or {}).get("name", "")
+    except CatalogError:
+        return "roofline"
+    return "fitted" if name and default_profile(str(name)) else "roofline"

@@ -102,6 +102,21 @@ def test_default_cost_is_fitted_where_shipped_else_roofline():
     assert explicit.scenario.cost.name == "roofline"
 
 
+def test_cost_params_without_a_name_are_the_default_models():
+    """`--set cost.moe_reach=0.25` alone tunes the GPU's default model: fitted on H100 (a
+    shipped profile), roofline on L40S, where a fitted-only key is refused in one line."""
+    from traces.errors import InputError
+
+    sc = load_scenario(None, ("cost.moe_reach=0.25",)).scenario
+    assert sc.cost.name == "fitted" and sc.cost.extras == {"moe_reach": 0.25}
+    assert resolve(sc).scenario.cost.params.moe_reach == 0.25
+    rf = load_scenario(None, ("gpu=l40s", "model=qwen2.5-0.5b",
+                              "cost.mem_efficiency=0.7")).scenario
+    assert rf.cost.name == "roofline"
+    with pytest.raises(InputError, match="cost: roofline: moe_reach: unknown key"):
+        load_scenario(None, ("gpu=l40s", "model=qwen2.5-0.5b", "cost.moe_reach=0.25"))
+
+
 def test_fitted_summary_differs_from_roofline(tmp_path):
     import json
 
