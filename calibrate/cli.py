@@ -299,9 +299,11 @@ def validate_steps_cmd(
 ) -> None:
     """Leave one run out: fit on the others, replay it, print the client-side errors (%).
     Repeats of a case (the same requests, record.py --repeats) are held out together, and
-    each error is printed beside the repeats' own spread and judged against it."""
+    each error is printed beside the repeats' own spread and judged against it, then how
+    far the recordings' identical decode steps drift apart (calibrate/drift.py)."""
     from calibrate.validate_steps import (
         cases,
+        drift_line,
         leave_one_case_out,
         leave_one_out,
         render,
@@ -328,6 +330,7 @@ def validate_steps_cmd(
                    "several times: benchmarks/engine/record.py --repeats 3)")
         return
     _out.print(render_cases(leave_one_case_out(runs, seed=seed)))
+    typer.echo(drift_line(runs))
 
 
 @app.command("fit-overhead")

@@ -108,6 +108,14 @@ def leave_one_case_out(run_dirs: list[Path], *, seed: int = 0) -> pd.DataFrame:
                      ignore_index=True)
 
 
+def drift_line(run_dirs: list[Path]) -> str:
+    """The recordings' same-shape decode-step drift (calibrate/drift.py), one line."""
+    from calibrate.drift import speed, summary_line
+
+    logs = {r.name: read_log(r) for r in run_dirs}
+    return summary_line(speed(logs), {r.name: case_name(r) for r in run_dirs})
+
+
 def render_cases(df: pd.DataFrame):
     """The leave-one-case-out table (rich): error beside the engine's own spread."""
     from rich.table import Table
