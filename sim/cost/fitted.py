@@ -352,26 +352,27 @@ class FittedCost(ScalarPricing, CostModel):
                 raise InputError(f"{what}: engine.moe_activation mxfp8 applies to mxfp4 "
                                  f"experts; this model's are {fmt}")
             fmt = "w4a8_mxfp4_mxfp8"  # FlashInfer TRT-LLM, mxfp8 activations
-        key = moe_key(fmt, hidden, inter, experts, topk, tp, ep, dist)
-        alt = moe_key(fmt, hidden, inter, experts, topk, ep, tp, dist)  # same GPU count
+        shape = (fmt, hidden, inter, experts, topk)
+        split = (tp, ep)
         idx = self.file.moe.index()
-        if key not in idx and alt in idx:
+        if moe_key(*shape, tp, ep, dist) not in idx and moe_key(*shape, ep, tp, dist) in idx:
             # aiconfigurator measured this shape on these GPUs with the experts split the
             # other way (e.g. block-fp8 experts at MoE TP 8 leave 192-wide shards it did not
             # time): the same bytes and FLOPs per GPU on average, said once
             warnings.warn(f"{what}: no fused-MoE timing at MoE TP {tp} x EP {ep}; priced from "
                           f"MoE TP {ep} x EP {tp} on the same {tp * ep} GPUs", UserWarning,
                           stacklevel=4)
-            key = alt
+            split = (ep, tp)
+        key = moe_key(*shape, *split, dist)
         if self.params.moe_distribution != "auto" or self.params.moe_reach == 0:
             return MoeCurve(self.file.moe, key, what, self.moe_backend)
         # the skewed curve plus MOE_REACH of the experts independent routing reaches beyond
         # it, priced from the balanced curve (sim/cost/moe_routing.py)
-        parts = key.split("|")
-        combine = partial(priced, experts=experts, topk=topk, ep=int(parts[6]),
-                          alpha=float(skew.rsplit("_", 1)[1]), reach=self.params.moe_reach)
+        combine = partial(priced, experts=experts, topk=topk, ep=split[1],
+                          alpha=float(skew.removeprefix("power_law_")),
+                          reach=self.params.moe_reach)
         return MoeCurve(self.file.moe, key, what, self.moe_backend,
-                        toward=("|".join(parts[:7] + ["balanced"]), combine))
+                        toward=(moe_key(*shape, *split, "balanced"), combine))
 
     # -- pieces --------------------------------------------------------------------------
     def _roof(self, flops, nbytes, peak=None):

@@ -37,7 +37,7 @@ import numpy as np
 from sim.cost.profile.model_file import CurveTable
 from traces.errors import InputError
 
-DISTRIBUTIONS = ("auto", "random", "balanced", "power_law_1.01", "power_law_1.2")
+DISTRIBUTIONS = ("auto", "balanced", "power_law_1.01", "power_law_1.2")
 # vLLM's --moe-backend values (vllm/config/kernel.py MoEBackend) a profile can hold timings
 # of; "auto" prices the kernel aiconfigurator measured most for the shape
 BACKENDS = ("auto", "triton", "flashinfer_trtllm", "flashinfer_cutlass", "marlin",
@@ -66,7 +66,7 @@ class MoeCurve:
                  toward: tuple[str, Callable[..., np.ndarray]] | None = None):
         """TOWARD: (another distribution's key, combine(tokens, ms, other_ms) -> ms): the
         curve priced combines this key's measured times with the other's at each token
-        node (``random`` routing from the power-law and balanced curves,
+        node (``cost.moe_reach`` from the power-law and balanced curves,
         sim/cost/moe_routing.py)."""
         idx = table.index()
         key, ms = _measured(table, idx, key, backend, what)

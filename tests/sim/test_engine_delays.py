@@ -126,16 +126,28 @@ def closed_pair(tmp_path, core, serial):
     return requests_table(simulate(r, specs))
 
 
+# (arrival, first scheduled, TTFT) of r0, r1, r2 (s) in closed_pair's loop, by hand:
+CLOSED_PAIR = {
+    # beside each other: r0 (P=8) and r1 (P=4) sent at 0, tokenized side by side: seen at
+    # 0.8 and 0.8 ms (in order: r1 behind r0). s1 [0.8, 22.8) prefills both (12 tokens):
+    # both finish (1 token each) at 22.8 ms; r2 is sent then and seen 0.6 ms later: s2
+    # [23.4, 39.4)
+    False: ([0.0, 0.0, 0.0228], [0.0008, 0.0008, 0.0234], [0.0228, 0.0228, 0.0166]),
+    # engine.ingress_serial: r0 tokenized [0, 0.8) ms, r1 [0.8, 1.2): s1 [0.8, 18.8)
+    # prefills r0 alone (r1 is seen inside it); s2 [18.8, 32.8) r1; r2 (P=6), sent at 18.8
+    # when r0 finished, seen 0.6 later: s3 [32.8, 48.8)
+    True: ([0.0, 0.0, 0.0188], [0.0008, 0.0188, 0.0328], [0.0188, 0.0328, 0.0300]),
+}
+
+
+@pytest.mark.parametrize("serial", [False, True], ids=["beside", "one_worker"])
 @pytest.mark.parametrize("core", ["general", "fast"])
-def test_a_closed_loop_sends_then_waits_its_per_token_delay(tmp_path, core):
-    # r0 (P=8) and r1 (P=4) sent at 0, tokenized side by side: seen at 0.8 and 0.8 ms (in
-    # order: r1 behind r0)
-    req = closed_pair(tmp_path, core, serial=False)
-    # s1 [0.8, 22.8) prefills both (12 tokens): both finish (1 token each) at 22.8 ms; r2 is
-    # sent then and seen 0.6 ms later: s2 [23.4, 39.4)
-    np.testing.assert_allclose(req["arrival_s"], [0.0, 0.0, 0.0228], atol=1e-12)
-    np.testing.assert_allclose(req["first_scheduled_s"], [0.0008, 0.0008, 0.0234], atol=1e-12)
-    np.testing.assert_allclose(req["ttft_s"], [0.0228, 0.0228, 0.0166], atol=1e-12)
+def test_a_closed_loop_sends_then_waits_its_per_token_delay(tmp_path, core, serial):
+    req = closed_pair(tmp_path, core, serial=serial)
+    arrival, first, ttft = CLOSED_PAIR[serial]
+    np.testing.assert_allclose(req["arrival_s"], arrival, atol=1e-12)
+    np.testing.assert_allclose(req["first_scheduled_s"], first, atol=1e-12)
+    np.testing.assert_allclose(req["ttft_s"], ttft, atol=1e-12)
 
 
 def test_one_tokenizing_worker_queues_a_burst_by_hand(tmp_path):
@@ -154,17 +166,6 @@ def test_one_tokenizing_worker_queues_a_burst_by_hand(tmp_path):
                     ingress_serial=False)
     np.testing.assert_allclose(req["first_scheduled_s"], [0.021, 0.021, 0.073], atol=1e-12)
     np.testing.assert_allclose(req["ttft_s"], [0.073, 0.072, 0.063], atol=1e-12)
-
-
-@pytest.mark.parametrize("core", ["general", "fast"])
-def test_a_closed_loop_with_one_tokenizing_worker(tmp_path, core):
-    # the closed loop above with engine.ingress_serial: r0 (P=8) tokenized [0, 0.8) ms, r1
-    # (P=4) [0.8, 1.2): s1 [0.8, 18.8) prefills r0 alone (r1 is seen inside it); s2 [18.8,
-    # 32.8) r1; r2 (P=6), sent at 18.8 when r0 finished, seen 0.6 later: s3 [32.8, 48.8)
-    req = closed_pair(tmp_path, core, serial=True)
-    np.testing.assert_allclose(req["arrival_s"], [0.0, 0.0, 0.0188], atol=1e-12)
-    np.testing.assert_allclose(req["first_scheduled_s"], [0.0008, 0.0188, 0.0328], atol=1e-12)
-    np.testing.assert_allclose(req["ttft_s"], [0.0188, 0.0328, 0.0300], atol=1e-12)
 
 
 def test_the_serial_rule_vectorised_equals_the_recursion():
