@@ -363,7 +363,9 @@ def fit_overhead_cmd(
                 old = mf.host_overhead  # the eager launch figure is fitted apart: kept
                 mf.host_overhead = h if old is None else h.model_copy(update={
                     "eager_per_layer_ms": old.eager_per_layer_ms,
-                    "eager_source": old.eager_source})
+                    "eager_source": old.eager_source,
+                    "eager_moe_per_layer_ms": old.eager_moe_per_layer_ms,
+                    "eager_moe_source": old.eager_moe_source})
                 save_model_file(mf, path)
                 typer.echo(f"wrote {path}")
 

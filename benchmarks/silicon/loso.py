@@ -11,12 +11,14 @@ median abs error of one metric over the rows that read it:
 - ``moe_reach``: the fraction of the experts independent routing reaches beyond
   aiconfigurator's power-law draw that a step's MoE layers are priced for
   (sim/cost/moe_routing.py MOE_REACH), on TPOT, over the mixture-of-experts rows;
-- ``eager_ms``: the host's launch time per block of a step run without a CUDA graph (the
-  profiles' ``host_overhead.eager_per_layer_ms``, 0.8), on TTFT over every row. Shipped at
-  0.8 (aiconfigurator-core 0.12.0's own figure, chosen on these rows on 2026-12-02) although
-  the rule now picks the grid's top, 1.0: the TTFT median keeps falling with it because it
-  absorbs the under-priced MoE prefill (bias -12 % on H200's MoE rows), and raising it
-  worsens H100 (NOTES.md, 2026-12-06 fourth session).
+- ``eager_ms``: the host's launch time per dense block of a step run without a CUDA graph
+  (the profiles' ``host_overhead.eager_per_layer_ms``, 0.8, aiconfigurator-core 0.12.0's own
+  figure), on TTFT over the dense models' rows;
+- ``eager_moe_ms``: the same for a block with a fused-MoE layer
+  (``host_overhead.eager_moe_per_layer_ms``, 1.2), on TTFT over the mixture-of-experts rows.
+  One figure for both blocks picked the grid's top (1.0 of 0.4-1.0) because the MoE rows'
+  prefill wanted more than the dense rows'; apart, each has its minimum inside its grid
+  (NOTES.md, 2026-12-06 fifth session).
 
 Here each system is held out in turn: the value is chosen again on the other systems' rows
 alone (same rule), and the held-out system's rows are judged at that value, beside their
@@ -64,6 +66,10 @@ def _eager_at(row: Row, ms: float):
     return protocol(row), ("cost.name=fitted", f"cost.eager_per_layer_ms={ms:g}")
 
 
+def _eager_moe_at(row: Row, ms: float):
+    return protocol(row), ("cost.name=fitted", f"cost.eager_moe_per_layer_ms={ms:g}")
+
+
 def _has_experts(row: Row) -> bool:
     from sim.catalog import get_model
 
@@ -76,12 +82,19 @@ def _shipped_frontend() -> float:
     return FRONTEND_US_PER_TOKEN
 
 
-def _shipped_eager() -> float:
-    """The shipped GPU profiles' figure (host_overhead.eager_per_layer_ms; one for all)."""
+def _shipped_host():
+    """The shipped GPU profiles' host figures (host_overhead; one for all)."""
     from sim.cost.profile.model_file import load_model_file, shipped_profiles
 
-    host = load_model_file(shipped_profiles()["h100-sxm/vllm"]).host_overhead
-    return host.eager_per_layer_ms
+    return load_model_file(shipped_profiles()["h100-sxm/vllm"]).host_overhead
+
+
+def _shipped_eager() -> float:
+    return _shipped_host().eager_per_layer_ms
+
+
+def _shipped_eager_moe() -> float:
+    return _shipped_host().eager_moe_per_layer_ms
 
 
 def _shipped_reach() -> float:
@@ -96,8 +109,11 @@ KNOBS = {k.name: k for k in (
          _shipped_frontend),
     Knob("moe_reach", "MoE reach (fraction of the reach gap priced)",
          (0.0, 0.25, 0.5, 0.75, 1.0), "tpot", _has_experts, _reach_at, _shipped_reach),
-    Knob("eager_ms", "host launch time per block of a step run eager (ms)",
-         (0.4, 0.6, 0.8, 1.0), "ttft", lambda r: True, _eager_at, _shipped_eager),
+    Knob("eager_ms", "host launch time per dense block of a step run eager (ms)",
+         (0.4, 0.6, 0.8, 1.0), "ttft", lambda r: not _has_experts(r), _eager_at,
+         _shipped_eager),
+    Knob("eager_moe_ms", "host launch time per MoE block of a step run eager (ms)",
+         (0.8, 1.0, 1.2, 1.4, 1.6), "ttft", _has_experts, _eager_moe_at, _shipped_eager_moe),
 )}
 
 

@@ -166,7 +166,7 @@ class EngineConfig(BaseModel):
     enforce_eager: bool = Field(
         False, description="vLLM's --enforce-eager: no CUDA graphs, so every step's kernels "
         "are launched one by one from the host (priced by the fitted cost model's "
-        "eager_per_layer_ms).",
+        "eager_per_layer_ms and eager_moe_per_layer_ms).",
     )
     max_cudagraph_capture_size: int | None = Field(
         None, ge=0, le=MAX_TOKENS, json_schema_extra=why(TOKENS_WHY, "tokens"),

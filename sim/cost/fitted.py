@@ -11,8 +11,8 @@ of the tensor-parallel group costs
 with T tokens computed, R requests (logit rows), L layers; ``host`` is the file's
 per-step host cost (base + per layer + per extra rank). A step of more tokens than vLLM's
 CUDA graphs hold (Resolved.cuda_graph_max_tokens) runs eager: the host launches every
-block's kernels while the GPU runs them, so it costs max(the above less host, L x
-eager_per_layer_ms) + host. Under async scheduling (engine.async_scheduling) the host
+block's kernels while the GPU runs them, so it costs max(the above less host, dense blocks x
+eager_per_layer_ms + MoE blocks x eager_moe_per_layer_ms) + host. Under async scheduling (engine.async_scheduling) the host
 schedules and prepares a step while the GPU runs the one before, so a step costs max(the
 above less host, host [+ the eager launches]); the silicon replay's async rows (vLLM >=
 0.14's default) moved from TPOT 10.8 % median / 39.9 % p90 to 8.4 / 32.8 with it (NOTES).
@@ -112,10 +112,14 @@ class FittedParams(BaseModel):
         "by-request-count terms).")
 
     eager_per_layer_ms: float | None = Field(
-        None, ge=0, le=1000, description="Override the file's host launch time per "
+        None, ge=0, le=1000, description="Override the file's host launch time per dense "
         "transformer block of a step run without a CUDA graph (ms; see engine."
         "max_cudagraph_capture_size and enforce_eager): such a step takes max(GPU time, "
-        "blocks x this) plus the per-step host cost.")
+        "the blocks' launch time) plus the per-step host cost.")
+    eager_moe_per_layer_ms: float | None = Field(
+        None, ge=0, le=1000, description="Override the file's host launch time per block "
+        "with a fused-MoE layer of a step run without a CUDA graph (ms; as "
+        "eager_per_layer_ms, for the blocks of a mixture-of-experts model that route).")
 
     @field_validator("profile")
     @classmethod
@@ -181,11 +185,9 @@ class FittedCost(ScalarPricing, CostModel):
         # a step of more tokens than the CUDA graphs hold runs eager: the host launches
         # every block's kernels while the GPU runs them (seconds for all blocks)
         self.graph_max = r.cuda_graph_max_tokens if r is not None else 512
-        eager = self.params.eager_per_layer_ms
-        if eager is None:
-            h = f.host_overhead
-            eager = h.eager_per_layer_ms if h is not None else 0.0
-        self.eager_s = eager * self.layers * 1e-3
+        dense_ms, moe_ms = self._eager_ms()
+        m = self.model
+        self.eager_s = (dense_ms * m.num_dense_layers + moe_ms * m.num_moe_layers) * 1e-3
         # async scheduling (engine.async_scheduling): the host schedules and prepares step
         # N + 1 while the GPU runs step N, so a step lasts the longer of the two
         self.async_host = bool(r is not None and r.scenario.engine.async_scheduling)
@@ -618,6 +620,18 @@ class FittedCost(ScalarPricing, CostModel):
         if self.over_by_req is not None:
             return self.over_by_req.at(reqs) * 1e-3
         return self.overhead + self.over_req * reqs + self.over_tok * np.asarray(total)
+
+    def _eager_ms(self) -> tuple[float, float]:
+        """The launch time (ms) of a dense block and of a fused-MoE block run eager: each
+        override, else the file's (a MoE block's unset: a dense block's)."""
+        h, p = self.file.host_overhead, self.params
+        dense = p.eager_per_layer_ms
+        if dense is None:
+            dense = h.eager_per_layer_ms if h is not None else 0.0
+        moe = p.eager_moe_per_layer_ms
+        if moe is None:
+            moe = h.eager_moe_per_layer_ms if h is not None else None
+        return dense, dense if moe is None else moe
 
     def _eager(self, total: int) -> bool:
         """A step of ``total`` tokens runs without a CUDA graph and its launches are priced."""

@@ -317,7 +317,7 @@ def test_a_knob_chosen_on_tpot_picks_by_tpot():
     # held out a: b + c pick 1.0 (1, 1); held out b: a + c tie-free 0.5 (2, 2) < (4, 1)->2.5
     assert t.loc["system a", "chosen"] == 1.0 and t.loc["system a", "tpot_median_loso"] == 4.0
     assert t.loc["system b", "chosen"] == 0.5
-    assert set(loso.KNOBS) == {"frontend_us", "moe_reach", "eager_ms"}
+    assert set(loso.KNOBS) == {"frontend_us", "moe_reach", "eager_ms", "eager_moe_ms"}
     assert loso.KNOBS["moe_reach"].metric == "tpot" and loso.KNOBS["frontend_us"].metric == "ttft"
     assert {k: v.shipped() for k, v in loso.KNOBS.items()} == {
-        "frontend_us": 12.0, "moe_reach": 0.5, "eager_ms": 0.8}
+        "frontend_us": 12.0, "moe_reach": 0.5, "eager_ms": 0.8, "eager_moe_ms": 1.2}

@@ -1,5 +1,6 @@
 """Steps vLLM runs without a CUDA graph: the host launches every block's kernels while the
-GPU runs them, so such a step costs max(kernels, blocks x eager_per_layer_ms) + host cost.
+GPU runs them, so such a step costs max(kernels, dense blocks x eager_per_layer_ms + MoE
+blocks x eager_moe_per_layer_ms) + host cost.
 
 Which steps: more tokens than vLLM's max_cudagraph_capture_size (default min(2 x
 max_num_seqs, 512)), or all under --enforce-eager (sim/config/resolve.py
@@ -96,3 +97,25 @@ def test_async_scheduling_overlaps_the_host_with_the_kernels():
     e_sync, e_async = sync.step_times(big)[0], asy.step_times(big)[0]
     kernels = e_sync - HOST_S
     assert e_async == pytest.approx(max(kernels, EAGER_S + HOST_S), rel=1e-9)
+
+
+def test_a_moe_block_launches_at_its_own_figure():
+    # a fused-MoE block's launches (router, top-k, alignment, quantization, two grouped
+    # GEMMs, reduction) are priced per block apart from a dense block's: Kimi-K2.5's first
+    # block is dense (0.8 ms), its other 60 route (the profile's 1.2 ms); an eager step of
+    # one decoding request is launch-bound, so it costs the launches plus the host
+    host = load_model_file(shipped_profiles()["h200-sxm/vllm"]).host_overhead
+    assert (host.eager_per_layer_ms, host.eager_moe_per_layer_ms) == (0.8, 1.2)
+    kimi = ("model=kimi-k2.5", "gpu=h200-sxm", "tensor_parallel_size=8",
+            "engine.enforce_eager=true")
+    plan = step([1], [100])
+    for sets, launches_ms in (((), 1 * 0.8 + 60 * 1.2),
+                              (("cost={name: fitted, eager_moe_per_layer_ms: 0.5}",),
+                               1 * 0.8 + 60 * 0.5),
+                              (("cost={name: fitted, eager_per_layer_ms: 2.0}",),
+                               1 * 2.0 + 60 * 1.2)):
+        _, c = cost(*kimi, *sets)
+        _, graphed = cost(*kimi[:3], *sets)
+        assert graphed.step_times(plan)[0] < 0.5 * launches_ms * 1e-3
+        assert c.step_times(plan)[0] == pytest.approx(
+            (launches_ms + host.ms(61, 8)) * 1e-3, abs=1e-12)

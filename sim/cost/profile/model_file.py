@@ -406,6 +406,12 @@ class HostOverhead(BaseModel):
         "max_cudagraph_capture_size, or --enforce-eager. The host launches while the GPU "
         "runs, so such a step takes max(GPU time, blocks x this) plus the host cost above.")
     eager_source: str = Field("", description="What eager_per_layer_ms was fitted to.")
+    eager_moe_per_layer_ms: float | None = Field(
+        None, ge=0, description="The same launch time for a block whose MLP is a fused-MoE "
+        "layer (ms per block; unset: eager_per_layer_ms). vLLM's MoE layer launches more "
+        "kernels, through more Python, than a dense MLP: the router GEMM, top-k, the "
+        "block alignment, activation quantization, two grouped GEMMs and the reduction.")
+    eager_moe_source: str = Field("", description="What eager_moe_per_layer_ms was chosen on.")
 
     def ms(self, layers: int, tp: int) -> float:
         """Host time of one step (ms) for a model of ``layers`` blocks at ``tp``."""
