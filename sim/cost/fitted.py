@@ -12,13 +12,13 @@ with T tokens computed, R requests (logit rows), L layers; ``host`` is the file'
 per-step host cost (base + per layer + per extra rank). A step of more tokens than vLLM's
 CUDA graphs hold (Resolved.cuda_graph_max_tokens) runs eager: the host launches every
 block's kernels while the GPU runs them, so it costs max(the above less host, dense blocks x
-eager_per_layer_ms + MoE blocks x eager_moe_per_layer_ms) + host. Under async scheduling (engine.async_scheduling) the host
-schedules and prepares a step while the GPU runs the one before, so a step costs max(the
-above less host, host [+ the eager launches]); the silicon replay's async rows (vLLM >=
-0.14's default) moved from TPOT 10.8 % median / 39.9 % p90 to 8.4 / 32.8 with it (NOTES).
-Each operation is
-``roofline * 2^table(coords)`` (sim/cost/profile/work.py); the tables are restricted to this
-model's shapes once, at construction, so pricing a step is a few 1-D/2-D interpolations:
+eager_per_layer_ms + MoE blocks x eager_moe_per_layer_ms) + host. Under async scheduling
+(engine.async_scheduling) the host schedules and prepares a step while the GPU runs the
+one before, so a step costs max(the above less host, host [+ the eager launches]); the
+silicon replay's async rows (vLLM >= 0.14's default) moved from TPOT 10.8 % median / 39.9 %
+p90 to 8.4 / 32.8 with it (NOTES). Each operation is ``roofline * 2^table(coords)``
+(sim/cost/profile/work.py); the tables are restricted to this model's shapes once, at
+construction, so pricing a step is a few 1-D/2-D interpolations:
 
 * GEMMs: QKV, O, gate+up, down at m = T from the table of the model's weight dtype
   (``gemm`` or ``gemm.fp8``; the LM head, never quantized, from ``gemm`` at m = R),
