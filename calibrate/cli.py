@@ -384,7 +384,8 @@ def _overhead_lines(h, predicted_ms) -> list[str]:
     out = ["host overhead: published vLLM measurements (ms; batch latency or TPOT)", head]
     for pt in h.points:
         pred = predicted_ms(h, pt)
-        out.append(f"{pt.name:44s} {'fit' if pt.used else 'held out':8s} "
+        use = "fit" if pt.used else "async" if pt.async_scheduling else "held out"
+        out.append(f"{pt.name:44s} {use:8s} "
                    f"{pt.measured_ms:9.2f} {pt.kernels_ms:9.2f} {pred:9.2f} "
                    f"{100 * (pred / pt.measured_ms - 1):+6.1f}%")
     return out

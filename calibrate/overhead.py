@@ -14,10 +14,13 @@ is fitted by non-negative least squares to
 
     host_ms = base + per_layer * layers + per_tp * (tp - 1)
 
-The latency benchmark alone cannot separate the per-layer from the per-tp term (its two
-models differ in both); NVIDIA's tp sweep of one model (Llama-3.1-70B fp8 on H200, tp 1 to
-8, same layers) can. Points of the GPU under test can be held out (``holdout``) to check
-the fit out of sample.
+Only points measured with synchronous scheduling are fitted: a server that schedules the
+next step while the GPU runs this one (vLLM's ``--async-scheduling``) hides the host cost
+under the kernels, so its points say nothing of it (they are listed and checked as
+max(kernels, host) per step). The latency benchmark alone cannot separate the per-layer
+from the per-tp term (its two models differ in both); NVIDIA's synchronous tp sweep of one
+model (Qwen3-32B bf16 on H100, tp 2 / 4 / 8, same layers) can. Points of the GPU under
+test can be held out (``holdout``) to check the fit out of sample.
 """
 
 from __future__ import annotations
@@ -27,16 +30,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from calibrate.published import LATENCY_BENCH, Published, silicon_points, simulate
+from calibrate.published import (
+    LATENCY_BENCH,
+    Published,
+    silicon_points,
+    simulate,
+    synchronous_points,
+)
 from sim.cost.profile.model_file import HostOverhead, OverheadPoint
 
 SOURCE = ("non-negative least squares on (measured - servesim kernels) / steps of {n} "
-          "published vLLM measurements: the vLLM CI latency benchmark (buildkite.com/vllm/"
-          "performance-benchmark builds 9555, 9513, 9523: Llama-3-8B tp1 and Llama-3-70B tp4 "
-          "on H100, H200, A100) and NVIDIA's tp sweep of Llama-3.1-70B fp8 on H200 "
-          "(aiconfigurator-core 0.12.0 silicon_sample.csv, vLLM, 1024 in / 1024 out, "
-          "concurrency 4, tp 1/2/4/8); the other silicon rows (H100, B200, concurrency 8) "
-          "are held out")
+          "published vLLM measurements made with synchronous scheduling: the vLLM CI latency "
+          "benchmark (buildkite.com/vllm/performance-benchmark builds 9555, 9513, 9523: "
+          "Llama-3-8B tp1 and Llama-3-70B tp4 on H100, H200, A100) and NVIDIA's tp sweep of "
+          "Qwen3-32B bf16 on H100 (aiconfigurator-core 0.12.0 silicon_sample.csv, "
+          "aic-auto-gap-analysis, vLLM 0.12.0, 1024 in / 1024 out, concurrency 8, tp 2/4/8); "
+          "the InferenceMAX Llama-3.1-70B fp8 rows (H100, H200, B200, --async-scheduling: "
+          "the host hides under the kernels) are checked, not fitted")
 
 
 @dataclass(frozen=True)
@@ -52,13 +62,13 @@ class Residual:
 
 def all_points() -> list[Published]:
     """Every published point: the latency benchmark and the silicon rows."""
-    return [*LATENCY_BENCH, *silicon_points()]
+    return [*LATENCY_BENCH, *synchronous_points(), *silicon_points()]
 
 
 def is_fit_point(p: Published) -> bool:
-    """The fit set: the latency benchmark and the H200 tp sweep at concurrency 4."""
-    return p in LATENCY_BENCH or (p.gpu == "h200-sxm" and p.metric == "tpot_ms"
-                                  and p.concurrency == 4)
+    """The fit set: the points measured with synchronous scheduling, whose steps show the
+    host cost."""
+    return not p.async_scheduling
 
 
 def residuals(points: list[Published], profiles: dict[str, str]) -> list[Residual]:
@@ -114,7 +124,8 @@ def fit(res: list[Residual], used: set[str] | None = None) -> HostOverhead:
     points = [OverheadPoint(name=r.point.name, layers=get_model(r.point.model).num_layers,
                             tp=r.point.tp, steps=r.point.steps,
                             measured_ms=r.point.measured_ms,
-                            kernels_ms=round(r.kernels_ms, 3), used=r.point.name in names)
+                            kernels_ms=round(r.kernels_ms, 3), used=r.point.name in names,
+                            async_scheduling=r.point.async_scheduling)
               for r in res]
     return HostOverhead(base_ms=round(float(coef[0]), 4), per_layer_ms=round(float(coef[1]), 5),
                         per_tp_ms=round(float(coef[2]), 4),
@@ -123,5 +134,7 @@ def fit(res: list[Residual], used: set[str] | None = None) -> HostOverhead:
 
 
 def predicted_ms(h: HostOverhead, pt: OverheadPoint) -> float:
-    """servesim's figure for a point with host cost ``h`` (ms): kernels + steps x host."""
-    return pt.kernels_ms + pt.steps * h.ms(pt.layers, pt.tp)
+    """servesim's figure for a point with host cost ``h`` (ms): kernels + steps x host, or
+    under async scheduling the longer of kernels and host in each step."""
+    host = pt.steps * h.ms(pt.layers, pt.tp)
+    return max(pt.kernels_ms, host) if pt.async_scheduling else pt.kernels_ms + host

@@ -10,7 +10,10 @@ Two public sources time whole requests on real GPUs (no step logs exist for them
   ``meta-llama/Meta-Llama-3-70B-Instruct`` (tp 4), bf16 weights and KV.
 * **NVIDIA's silicon measurements** shipped with aiconfigurator-core 0.12.0
   (``systems/silicon_sample.csv``): vLLM serving ``meta-llama/Llama-3.1-70B`` with fp8
-  weights, fixed input/output lengths at a fixed concurrency; TTFT and TPOT in ms.
+  weights (InferenceMAX's sweep, whose server scripts pass ``--async-scheduling``), and
+  ``Qwen/Qwen3-32B`` in bf16 (NVIDIA's aic-auto-gap-analysis sweep, vLLM 0.12.0, whose
+  default schedules synchronously), fixed input/output lengths at a fixed concurrency; TTFT
+  and TPOT in ms.
 
 servesim runs each as the benchmark ran it: ``concurrency`` requests arriving at once
 (batch latency = the last finish), which is also what a closed loop of that many clients
@@ -45,6 +48,10 @@ class Published:
     metric: str  # "batch_ms" (last finish) or "tpot_ms" (vllm bench serve's mean TPOT)
     measured_ms: float
     source: str
+    # the server scheduled the next step while the GPU ran this one (vLLM's
+    # --async-scheduling): the host cost hides under the kernels, so the point says nothing
+    # of it (calibrate/overhead.py fits the synchronous points only)
+    async_scheduling: bool = False
 
     @property
     def steps(self) -> int:
@@ -70,12 +77,14 @@ LATENCY_BENCH: tuple[Published, ...] = (
 
 # NVIDIA's measurement the fp8 acceptance check uses (the row of silicon_sample.csv, copied
 # so the check runs without the package): vLLM, Llama-3.1-70B fp8 weights, tp 2 on H100,
-# 1024 in / 1024 out at concurrency 4; mean TPOT (TTFT 121.3 ms)
+# 1024 in / 1024 out at concurrency 4 (InferenceMAX, --async-scheduling); mean TPOT (TTFT
+# 121.3 ms)
 FP8_H100_TP2 = Published(
     "silicon llama-3.1-70b fp8 tp2 c4 h100-sxm", "h100-sxm", "llama-3.1-70b", 2, 1, 1024,
     1024, 4, "tpot_ms", 17.40721787606792,
     "aiconfigurator-core 0.12.0 silicon_sample.csv "
-    "2026_04_06_llama_3_1_70b_h100_sxm_vllm_fp8_agg_1024x1024_c4_tp2_ep1_738")
+    "2026_04_06_llama_3_1_70b_h100_sxm_vllm_fp8_agg_1024x1024_c4_tp2_ep1_738",
+    async_scheduling=True)
 
 SILICON_SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm", "b200_sxm": "b200"}
 
@@ -103,8 +112,32 @@ def silicon_points(path: Path | None = None, *, isl: int = 1024, osl: int = 1024
         out.append(Published(f"silicon llama-3.1-70b fp8 tp{tp} c{c} {gpu}", gpu,
                              "llama-3.1-70b", tp, 1, isl, osl, c, "tpot_ms",
                              float(r["silicon_tpot_ms"]),
-                             f"aiconfigurator-core 0.12.0 silicon_sample.csv {r['id']}"))
+                             f"aiconfigurator-core 0.12.0 silicon_sample.csv {r['id']}",
+                             async_scheduling=True))
     return sorted(out, key=lambda p: (p.gpu, p.tp, p.concurrency))
+
+
+def synchronous_points(path: Path | None = None) -> list[Published]:
+    """NVIDIA's Qwen3-32B bf16 TPOT rows on H100 at 1024 in / 1024 out, concurrency 8, tp
+    2 / 4 / 8 (aic-auto-gap-analysis, vLLM 0.12.0: synchronous scheduling, its default):
+    the servers' host cost in every decode step, at the lowest concurrency the sweep has and
+    prompts short enough that one step prefills all eight."""
+    with (path or silicon_sample_path()).open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    out = []
+    for r in rows:
+        if (r["backend"] != "vllm" or r["model_path"] != "Qwen/Qwen3-32B"
+                or r["system"] != "h100_sxm" or r["gemm_quant_mode"]
+                or int(r["isl"]) != 1024 or int(r["osl"]) != 1024
+                or int(float(r["batch_size"])) != 8
+                or "aic-auto-gap-analysis" not in r["silicon_data_source"]):
+            continue
+        tp = int(float(r["tp_size"]))
+        out.append(Published(f"silicon qwen3-32b bf16 tp{tp} c8 h100-sxm", "h100-sxm",
+                             "qwen3-32b", tp, 2, 1024, 1024, 8, "tpot_ms",
+                             float(r["silicon_tpot_ms"]),
+                             f"aiconfigurator-core 0.12.0 silicon_sample.csv {r['id']}"))
+    return sorted(out, key=lambda p: p.tp)
 
 
 def simulate(p: Published, cost: dict | None = None) -> float:
@@ -118,11 +151,11 @@ def simulate(p: Published, cost: dict | None = None) -> float:
 
     model = get_model(p.model).model_copy(update={"dtype_bytes": p.dtype_bytes})
     n = p.concurrency
-    # synchronous scheduling: the host cost (calibrate/overhead.py) was fitted on these
-    # points with the host added to the kernels; the build pages read give no vLLM version.
+    # scheduling as the point ran (the latency benchmark's build pages give no vLLM version:
+    # synchronous, vLLM's default before 0.14; InferenceMAX passed --async-scheduling).
     # vLLM's latency benchmark runs the offline engine on token IDs: no API server, so no
     # per-token frontend time (vllm bench serve's TPOT points do not see it either)
-    engine = dict(async_scheduling=False)
+    engine = dict(async_scheduling=p.async_scheduling)
     if p.metric == "batch_ms":
         engine["ingress_per_token_us"] = 0.0
     sc = Scenario.model_validate(dict(

@@ -17,9 +17,9 @@ from sim.runner import build_cost
 from tests.fast.equivalence import prepared
 
 # the default scenario: Llama-3-8B (32 blocks) on H100, the shipped profile's host cost
-# per step at tp 1 (0.559 ms) and 0.8 ms per block for eager launches
+# per step at tp 1 (0.3055 + 0.0188 x 32 = 0.9071 ms) and 0.8 ms per block for eager launches
 EAGER_S = 32 * 0.8e-3
-HOST_S = load_model_file(shipped_profiles()["h100-sxm/vllm"]).host_overhead.base_ms * 1e-3
+HOST_S = load_model_file(shipped_profiles()["h100-sxm/vllm"]).host_overhead.ms(32, 1) * 1e-3
 
 
 def step(tokens, ctx):

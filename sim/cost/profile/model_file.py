@@ -386,6 +386,8 @@ class OverheadPoint(BaseModel):
     measured_ms: float = Field(gt=0, description="The published figure (ms).")
     kernels_ms: float = Field(ge=0, description="servesim's kernel time alone (ms).")
     used: bool = Field(description="Fitted to (true) or held out and only checked (false).")
+    async_scheduling: bool = Field(False, description="Measured with vLLM's async "
+                                   "scheduling: the host cost hides under the kernels.")
 
 
 class HostOverhead(BaseModel):
