@@ -11,12 +11,12 @@ protocol of each and its sources), prints the error table, and writes to `--out`
 `--record` also writes the error band per GPU and model class to
 calibrate/models/validation.yaml, which `servesim run`, `capacity` and `replay-bench` print
 beside their answers (sim/cost/validation.py); it needs the whole shipped CSV.
-`--loso [all|frontend_us|moe_reach|eager_ms|eager_moe_ms]` also replays the rows that read
-each value chosen on these rows (the API server's time per prompt token; the MoE layers'
-expert reach; the eager launch time per dense block and per MoE block) at each of its
-candidates and prints, per system held out, its errors at the value chosen on the other
-systems beside the in-sample ones (loso.csv, loso_rows.csv; benchmarks/silicon/loso.py; about
-fifteen times the plain run for all four).
+`--loso [all|frontend_us|moe_reach|eager_ms|eager_ms_hopper|eager_moe_ms]` also replays the
+rows that read each value chosen on these rows (the API server's time per prompt token; the
+MoE layers' expert reach; the eager launch time per dense block on Blackwell and on Hopper,
+and per MoE block) at each of its candidates and prints, per system held out, its errors at
+the value chosen on the other systems beside the in-sample ones (loso.csv, loso_rows.csv;
+benchmarks/silicon/loso.py; about fifteen times the plain run for all five).
 """
 
 from __future__ import annotations

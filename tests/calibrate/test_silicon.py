@@ -317,7 +317,26 @@ def test_a_knob_chosen_on_tpot_picks_by_tpot():
     # held out a: b + c pick 1.0 (1, 1); held out b: a + c tie-free 0.5 (2, 2) < (4, 1)->2.5
     assert t.loc["system a", "chosen"] == 1.0 and t.loc["system a", "tpot_median_loso"] == 4.0
     assert t.loc["system b", "chosen"] == 0.5
-    assert set(loso.KNOBS) == {"frontend_us", "moe_reach", "eager_ms", "eager_moe_ms"}
+    assert set(loso.KNOBS) == {"frontend_us", "moe_reach", "eager_ms", "eager_ms_hopper",
+                               "eager_moe_ms"}
     assert loso.KNOBS["moe_reach"].metric == "tpot" and loso.KNOBS["frontend_us"].metric == "ttft"
     assert {k: v.shipped() for k, v in loso.KNOBS.items()} == {
-        "frontend_us": 12.0, "moe_reach": 0.5, "eager_ms": 0.8, "eager_moe_ms": 1.2}
+        "frontend_us": 12.0, "moe_reach": 0.5, "eager_ms": 0.8, "eager_ms_hopper": 0.4,
+        "eager_moe_ms": 1.2}
+
+
+def test_a_knob_no_other_system_reads_keeps_its_shipped_value():
+    """Held out, a value only that system's rows read (Blackwell's dense launch time: B200's
+    rows alone) has nothing to be chosen on: the held-out rows are judged at the shipped
+    value."""
+    from benchmarks.silicon import loso
+
+    def frame(err, depends):
+        return pd.DataFrame({"system": ["a", "b"], "moe": [False] * 2,
+                             "depends": list(depends), "ttft_err_pct": list(err),
+                             "tpot_err_pct": [1.0, 1.0]})
+
+    by_value = {0.4: frame((3, 5), (True, False)), 0.8: frame((9, 5), (True, False))}
+    t = loso.table(by_value, shipped=0.8).set_index("group")
+    assert t.loc["system a", "chosen"] == 0.8 and t.loc["system a", "ttft_median_loso"] == 9.0
+    assert t.loc["system b", "chosen"] == 0.4  # a's rows pick their least error
