@@ -403,10 +403,12 @@ class HostOverhead(BaseModel):
     points: list[OverheadPoint] = Field(default_factory=list,
                                         description="The measurements behind the fit.")
     eager_per_layer_ms: float = Field(
-        0.0, ge=0, description="Host time to launch one transformer block's kernels in a "
-        "step that runs without a CUDA graph (ms per block): more tokens than vLLM's "
+        0.0, ge=0, description="Host time to launch one dense transformer block's kernels "
+        "in a step that runs without a CUDA graph (ms per block): more tokens than vLLM's "
         "max_cudagraph_capture_size, or --enforce-eager. The host launches while the GPU "
-        "runs, so such a step takes max(GPU time, blocks x this) plus the host cost above.")
+        "runs, so such a step takes max(GPU time, the blocks' launch time) plus the host "
+        "cost above. Per GPU: vLLM's path (attention backend, fused kernels) differs by "
+        "architecture.")
     eager_source: str = Field("", description="What eager_per_layer_ms was fitted to.")
     eager_moe_per_layer_ms: float | None = Field(
         None, ge=0, description="The same launch time for a block whose MLP is a fused-MoE "
