@@ -277,6 +277,8 @@ class FastEngine:
             used = self._run_blocks(g, k2)
             final = len(used) < k2 or k2 == k_max
             k2 = len(used)
+            if k2 == k:  # the pool ends the run just where it was priced: nothing to add
+                break
             more = self._run_durations(p, n, k, k2 - k)
             starts.extend(accumulate(more[:-1], initial=starts[-1] + d[-1]))
             d += more

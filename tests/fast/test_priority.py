@@ -72,3 +72,28 @@ def test_priority_fast_core_equals_general_engine(sets, specs, data, caching):
     except ConfigError:
         reject()
     same_runs(r, with_priorities(specs, prio))
+
+
+def test_a_decode_run_the_pool_ends_where_it_was_first_priced():
+    # found by the property above (2026-12-06): the run's first guess (k steps) was short of
+    # the next arrival, and the pool then lacked a block at exactly step k, so the further
+    # pricing added no step; the fast core recorded one start too many (a run of 38 starts
+    # and 37 durations) and failed where the general engine ran its 298 steps
+    sets = ("engine.block_size=32", "engine.max_model_len=256", "engine.max_num_seqs=5",
+            "engine.max_num_batched_tokens=902", "engine.enable_chunked_prefill=false",
+            "engine.num_gpu_blocks_override=17", "engine.long_prefill_token_threshold=0",
+            "engine.long_prefill_token_threshold_adaptive=false",
+            "engine.scheduler_reserve_full_isl=false", "kv.watermark=0.0",
+            "cost={name: linear, base_ms: 2, prefill_token_ms: 0.05, decode_seq_ms: 0.1, "
+            "context_token_ms: 0.001}", "horizon_s=1.0", "engine.enable_prefix_caching=false",
+            PRIO)
+    arrival = [0.0] + [0.140625] * 9 + [0.141625] * 2 + [0.5] * 8 + [0.625] * 10 + [1.0] * 18
+    prompt = [252, 54, 1, 242, 1, 1, 1, 148, 1, 1, 130, 184, 1, 1, 1, 1, 96, 1, 1, 93, 1, 1,
+              1, 126, 1, 1, 244, 1, 1, 79] + [1] * 18
+    output = [1, 202, 1, 10, 1, 1, 1, 77, 1, 1, 126, 72, 1, 1, 1, 1, 49, 1, 1, 5, 1, 3, 1,
+              94, 1, 1, 1, 1, 1, 51] + [1] * 18
+    prio = [0] * 14 + [-1, -1] + [0] * 6 + [1, -1, 0, 0, -1, -1, -1, -1] + [0] * 18
+    r = resolve_loaded(load_scenario(None, sets))
+    a, b = same_runs(r, with_priorities(RequestSpecs.from_arrays(arrival, prompt, output),
+                                        prio))
+    assert a.recorder.num_steps == b.recorder.num_steps == 298
