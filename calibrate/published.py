@@ -95,17 +95,22 @@ def silicon_sample_path() -> Path:
     return package_root()[0] / "silicon_sample.csv"
 
 
+def _vllm_rows(path: Path | None, model_path: str, isl: int, osl: int) -> list[dict]:
+    """The vLLM rows of ``silicon_sample.csv`` (default: the package's) for MODEL_PATH at
+    ISL / OSL."""
+    with (path or silicon_sample_path()).open(newline="") as fh:
+        return [r for r in csv.DictReader(fh)
+                if r["backend"] == "vllm" and r["model_path"] == model_path
+                and int(r["isl"]) == isl and int(r["osl"]) == osl]
+
+
 def silicon_points(path: Path | None = None, *, isl: int = 1024, osl: int = 1024,
                    max_concurrency: int = 8) -> list[Published]:
     """vLLM Llama-3.1-70B fp8 TPOT rows of ``silicon_sample.csv`` (H100, H200, B200) at
     ``isl``/``osl`` up to ``max_concurrency`` (where decode, not queueing, sets TPOT)."""
-    with (path or silicon_sample_path()).open(newline="") as fh:
-        rows = list(csv.DictReader(fh))
     out = []
-    for r in rows:
-        if (r["backend"] != "vllm" or r["model_path"] != "meta-llama/Llama-3.1-70B"
-                or r["gemm_quant_mode"] != "fp8" or r["system"] not in SILICON_SYSTEMS
-                or int(r["isl"]) != isl or int(r["osl"]) != osl
+    for r in _vllm_rows(path, "meta-llama/Llama-3.1-70B", isl, osl):
+        if (r["gemm_quant_mode"] != "fp8" or r["system"] not in SILICON_SYSTEMS
                 or int(r["batch_size"]) > max_concurrency):
             continue
         gpu, c, tp = SILICON_SYSTEMS[r["system"]], int(r["batch_size"]), int(r["tp_size"])
@@ -122,13 +127,9 @@ def synchronous_points(path: Path | None = None) -> list[Published]:
     2 / 4 / 8 (aic-auto-gap-analysis, vLLM 0.12.0: synchronous scheduling, its default):
     the servers' host cost in every decode step, at the lowest concurrency the sweep has and
     prompts short enough that one step prefills all eight."""
-    with (path or silicon_sample_path()).open(newline="") as fh:
-        rows = list(csv.DictReader(fh))
     out = []
-    for r in rows:
-        if (r["backend"] != "vllm" or r["model_path"] != "Qwen/Qwen3-32B"
-                or r["system"] != "h100_sxm" or r["gemm_quant_mode"]
-                or int(r["isl"]) != 1024 or int(r["osl"]) != 1024
+    for r in _vllm_rows(path, "Qwen/Qwen3-32B", 1024, 1024):
+        if (r["system"] != "h100_sxm" or r["gemm_quant_mode"]
                 or int(float(r["batch_size"])) != 8
                 or "aic-auto-gap-analysis" not in r["silicon_data_source"]):
             continue

@@ -62,20 +62,13 @@ def _frontend_at(row: Row, us: float):
     return dataclasses.replace(protocol(row), ingress_per_token_us=us), ()
 
 
-def _reach_at(row: Row, reach: float):
-    return protocol(row), ("cost.name=fitted", f"cost.moe_reach={reach:g}")
-
-
-def _eager_at(row: Row, ms: float):
-    return protocol(row), ("cost.name=fitted", f"cost.eager_per_layer_ms={ms:g}")
+def _cost_at(param: str) -> Callable[[Row, float], tuple[Protocol, tuple[str, ...]]]:
+    """A row replayed with the fitted cost model's PARAM at a candidate."""
+    return lambda row, v: (protocol(row), ("cost.name=fitted", f"cost.{param}={v:g}"))
 
 
 def _hopper(row: Row) -> bool:
     return row.system in ("h100_sxm", "h200_sxm")
-
-
-def _eager_moe_at(row: Row, ms: float):
-    return protocol(row), ("cost.name=fitted", f"cost.eager_moe_per_layer_ms={ms:g}")
 
 
 def _has_experts(row: Row) -> bool:
@@ -90,23 +83,13 @@ def _shipped_frontend() -> float:
     return FRONTEND_US_PER_TOKEN
 
 
-def _shipped_host(gpu: str = "h100-sxm"):
-    """A shipped GPU profile's host figures (host_overhead)."""
-    from sim.cost.profile.model_file import load_model_file, shipped_profiles
+def _shipped_host(gpu: str, field: str) -> Callable[[], float]:
+    """FIELD of a shipped GPU profile's host figures (host_overhead), read when called."""
+    def read() -> float:
+        from sim.cost.profile.model_file import load_model_file, shipped_profiles
 
-    return load_model_file(shipped_profiles()[f"{gpu}/vllm"]).host_overhead
-
-
-def _shipped_eager() -> float:
-    return _shipped_host("b200").eager_per_layer_ms
-
-
-def _shipped_eager_hopper() -> float:
-    return _shipped_host("h100-sxm").eager_per_layer_ms
-
-
-def _shipped_eager_moe() -> float:
-    return _shipped_host().eager_moe_per_layer_ms
+        return getattr(load_model_file(shipped_profiles()[f"{gpu}/vllm"]).host_overhead, field)
+    return read
 
 
 def _shipped_reach() -> float:
@@ -120,15 +103,17 @@ KNOBS = {k.name: k for k in (
          "ttft", lambda r: protocol(r).ingress_per_token_us is None, _frontend_at,
          _shipped_frontend),
     Knob("moe_reach", "MoE reach (fraction of the reach gap priced)",
-         (0.0, 0.25, 0.5, 0.75, 1.0), "tpot", _has_experts, _reach_at, _shipped_reach),
+         (0.0, 0.25, 0.5, 0.75, 1.0), "tpot", _has_experts, _cost_at("moe_reach"),
+         _shipped_reach),
     Knob("eager_ms", "host launch time per dense block run eager, Blackwell (ms)",
          (0.4, 0.6, 0.8, 1.0), "ttft", lambda r: not _has_experts(r) and not _hopper(r),
-         _eager_at, _shipped_eager),
+         _cost_at("eager_per_layer_ms"), _shipped_host("b200", "eager_per_layer_ms")),
     Knob("eager_ms_hopper", "host launch time per dense block run eager, Hopper (ms)",
          (0.4, 0.6, 0.8, 1.0), "ttft", lambda r: not _has_experts(r) and _hopper(r),
-         _eager_at, _shipped_eager_hopper),
+         _cost_at("eager_per_layer_ms"), _shipped_host("h100-sxm", "eager_per_layer_ms")),
     Knob("eager_moe_ms", "host launch time per MoE block of a step run eager (ms)",
-         (0.8, 1.0, 1.2, 1.4, 1.6), "ttft", _has_experts, _eager_moe_at, _shipped_eager_moe),
+         (0.8, 1.0, 1.2, 1.4, 1.6), "ttft", _has_experts, _cost_at("eager_moe_per_layer_ms"),
+         _shipped_host("h100-sxm", "eager_moe_per_layer_ms")),
 )}
 
 
