@@ -103,10 +103,9 @@ class CachingScheduler(FastScheduler):
         if len(reqs) > 1:
             reqs = self._free_order(reqs)
         self._flush()
-        comp, kv = self.comp, self.kv
+        comp, bs, free = self.comp, self.bs, self.kv.free_settled
         for r in reqs:
-            self._settle(r, comp[r])
-            kv.free(r)
+            free(r, -(-comp[r] // bs))
         self._sync()
 
     def _free_order(self, reqs: list[int]) -> list[int]:

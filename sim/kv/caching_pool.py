@@ -61,28 +61,6 @@ class CachingBlockPool:
         self.version = 0
 
     # ---- the free queue ------------------------------------------------------------------
-    def _pop(self, n: int) -> list[int]:
-        """Take the first ``n`` blocks of the free queue (caller checked n <= num_free)."""
-        q, h = self.q, self.h
-        out = q[h:h + n]
-        h += n
-        if self.holes:
-            gone = out.count(_HOLE)
-            while gone:  # holes in the slice: drop them, read on
-                self.holes -= gone
-                out = [b for b in out if b]
-                more = q[h:h + n - len(out)]
-                h += len(more)
-                gone = more.count(_HOLE)
-                out += more
-        self.num_free -= n
-        if h >= _COMPACT and 2 * h >= len(q):
-            del q[:h]
-            self.base += h
-            h = 0
-        self.h = h
-        return out
-
     def _append(self, blocks: list[int]) -> None:
         """Queue ``blocks`` at the tail, in order (the last is evicted last)."""
         q, key = self.q, self.key
@@ -119,8 +97,26 @@ class CachingBlockPool:
 
     # ---- tables ---------------------------------------------------------------------------
     def take(self, req: int, n: int) -> None:
-        """Append ``n`` blocks from the free queue's head to ``req``'s table, evicting."""
-        popped = self._pop(n)
+        """Append the first ``n`` blocks of the free queue (caller checked n <= num_free) to
+        ``req``'s table, evicting."""
+        q, h = self.q, self.h
+        popped = q[h:h + n]
+        h += n
+        if self.holes:
+            gone = popped.count(_HOLE)
+            while gone:  # holes in the slice: drop them, read on
+                self.holes -= gone
+                popped = [b for b in popped if b]
+                more = q[h:h + n - len(popped)]
+                h += len(more)
+                gone = more.count(_HOLE)
+                popped += more
+        self.num_free -= n
+        if h >= _COMPACT and 2 * h >= len(q):
+            del q[:h]
+            self.base += h
+            h = 0
+        self.h = h
         key = self.key
         if self.cached and any(map(key.__getitem__, popped)):  # no key anywhere: none here
             self._evict([b for b in popped if key[b]])
@@ -131,14 +127,19 @@ class CachingBlockPool:
     def move(self, src: int, dst: int, n: int) -> None:
         """Move the last ``n`` blocks of table ``src`` to the end of table ``dst`` (their
         references move with them)."""
+        self.tables.setdefault(dst, []).extend(self._cut(src, n))
+        self.version += 1
+
+    def _cut(self, src: int, n: int) -> list[int]:
+        """The last ``n`` blocks of table ``src``, taken out of it."""
         t = self.tables[src]
         cut = len(t) - n
         assert cut >= 0, "moving more blocks than the table holds"
-        self.tables.setdefault(dst, []).extend(t[cut:])
+        out = t[cut:]
         del t[cut:]
         if not t:
             del self.tables[src]
-        self.version += 1
+        return out
 
     def _evict(self, blocks: list[int]) -> None:
         self.evictions += len(blocks)
@@ -164,11 +165,15 @@ class CachingBlockPool:
         self.refs_total += len(blocks)
         self.version += 1
 
-    def release(self, req: int, hashed: int) -> None:
+    def release(self, req: int, hashed: int, pending: int = 0) -> None:
         """Drop ``req``'s references; blocks nobody holds join the free queue, tail block
         first: at its tail if they hold reusable content (a key, or among the table's first
-        ``hashed`` blocks), else at its head."""
+        ``hashed`` blocks), else at its head. ``pending``: the last blocks of the PENDING
+        table join ``req``'s table first (``move``)."""
         table = self.tables.pop(req, None)
+        if pending > 0:
+            more = self._cut(PENDING, pending)
+            table = more if table is None else table + more
         if not table:
             return
         key = self.key

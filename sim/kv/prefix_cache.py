@@ -118,22 +118,31 @@ class PrefixCachingKV(PagedKV):
 
     def allocate(self, req, total_tokens, admitting=False, cached=None):
         # the lookup just made for this request (admission; static batching reserves with
-        # admitting=False): its hits become the head of the table
-        looked = self._lookup(req)
-        self._stash = None
-        hits = looked[0] if looked else []
-        if self._short(req, total_tokens, hits, admitting):
+        # admitting=False): its hits become the head of the table. _lookup and _short,
+        # written out: this runs once per admission and prefill chunk
+        stash, self._stash = self._stash, None
+        held = int(self.held[req])
+        looked = stash is not None and stash[0] == req and not held
+        if looked:
+            assert stash[1] == self.pool.version, "the pool changed between lookup and allocate"
+            hits = stash[2]
+        else:
+            hits = ()
+        total = int(total_tokens)
+        need = -(-total // self.block_size)
+        new = need - held - len(hits)
+        pool = self.pool
+        evictable = sum(1 for b in hits if not pool.ref[b]) if hits else 0
+        if ((new if new > 0 else 0) + evictable + (self.admission_reserve if admitting else 0)
+                > pool.num_free):
             return False
         if looked:
-            self._count_lookup(req, looked[1], len(hits))
+            self._count_lookup(req, stash[3], len(hits))
         if hits:
-            self.pool.touch(req, hits)
+            pool.touch(req, hits)
             self.published[req] = min(len(hits), self._n_shared[req])
-        total = int(total_tokens)
-        need, held = -(-total // self.block_size), int(self.held[req])
-        new = need - held - len(hits)
         if new > 0:
-            self.pool.take(req, new)
+            pool.take(req, new)
         if need > held:
             self.held[req] = need
         upto = total if cached is None else int(cached)  # final tokens: never drafts
@@ -212,6 +221,15 @@ class PrefixCachingKV(PagedKV):
         # a finished request's full blocks hold reusable content (vLLM hashed them), though
         # only the request itself could match its private ones, so they stay unregistered
         self._release(req, self._filled[req])
+        self.keys.forget(req)
+
+    def free_settled(self, req: int, blocks: int) -> None:
+        """:meth:`settle` then :meth:`free` in one: finished ``req`` holds ``blocks`` blocks,
+        those its table lacks being the last pending ones (the fast core's decode takes)."""
+        self.pool.release(req, self._filled[req], blocks - len(self.pool.tables.get(req, ())))
+        self.held[req] = 0
+        if self._n_shared[req]:  # else it stays 0; upto is read again only on a later
+            self.published[req] = 0  # admission, which a finished request never has
         self.keys.forget(req)
 
     def _release(self, req: int, hashed: int) -> None:
