@@ -85,8 +85,15 @@ def _nonzero(keys: np.ndarray) -> list[int]:
     return keys.tolist()
 
 
+#: requests whose shareable keys one vectorised pass computes (``BlockKeys.shared``): a
+#: request's keys cost a few numpy calls of ~1 us each whatever its chain's length, so they
+#: are computed for the requests that follow it too (admissions come roughly in id order)
+CHUNK = 128
+
+
 class BlockKeys:
-    """Per-request block keys; shareable ones computed once per request, on demand."""
+    """Per-request block keys; shareable ones computed on demand, for a chunk of requests at
+    a time, and kept until ``forget``."""
 
     def __init__(self, specs, block_size: int, prompt_tokens: np.ndarray):
         n = len(prompt_tokens)
@@ -97,8 +104,10 @@ class BlockKeys:
         lens = np.fromiter((0 if c is None else len(c) for c in chains), np.int64, n)
         covered = np.minimum(prompt_tokens, lens * self.hbs) if hbs else np.zeros(n, np.int64)
         self.n_shared = covered // block_size  # shareable blocks per request
+        self._n = self.n_shared.tolist()
         self._chains = chains
         self._shared: dict[int, list[int]] = {}
+        self._gone = bytearray(n)  # 1: forgotten (finished); a later chunk skips it
         # the hash block holding KV block k's last token, k = 0, 1, ... (the same for all)
         self._last = _Prefixes(lambda m: (np.arange(1, m + 1, dtype=np.int64) * block_size - 1)
                                // self.hbs)
@@ -107,14 +116,38 @@ class BlockKeys:
         """Keys of ``req``'s shareable blocks 0 .. n_shared - 1."""
         keys = self._shared.get(req)
         if keys is None:
-            n = int(self.n_shared[req])
-            if n == 0:
-                keys = []
+            if not self._n[req]:
+                keys = self._shared[req] = []
             else:
-                h = chain_hashes(self._chains[req])
-                keys = _nonzero(mix(h[self._last(n)] ^ _SALTED(n)))
-            self._shared[req] = keys
+                self._compute(req)
+                keys = self._shared[req]
         return keys
+
+    def _compute(self, req: int) -> None:
+        """The keys of ``req`` and of the next requests (up to CHUNK) that have shareable
+        blocks, no keys yet and are not finished, in one pass over their chains (the
+        polynomial chain hash of ``chain_hashes`` restarted at each chain)."""
+        n, shared, gone = self._n, self._shared, self._gone
+        stop = min(req + CHUNK, len(n))
+        reqs = [req] + [r for r in range(req + 1, stop)
+                        if n[r] and not gone[r] and r not in shared]
+        counts = [n[r] for r in reqs]  # keys per request
+        last = self._last(max(counts))
+        hashed = [int(last[k - 1]) + 1 for k in counts]  # chain ids each key depends on
+        ids = np.concatenate([self._chains[r][:h] for r, h in zip(reqs, hashed)])
+        starts = np.cumsum([0] + hashed[:-1])
+        pos = np.arange(len(ids)) - np.repeat(starts, hashed)  # index within its chain
+        longest = max(hashed)
+        acc = np.cumsum(mix(ids.astype(np.uint64) + np.uint64(1)) * _Q_POW(longest)[pos],
+                        dtype=np.uint64)
+        before = np.concatenate(([np.uint64(0)], acc[starts[1:] - 1]))  # sums of earlier chains
+        h = mix(_P_POW(longest)[pos] * (acc - np.repeat(before, hashed)))
+        kpos = np.arange(sum(counts)) - np.repeat(np.cumsum([0] + counts[:-1]), counts)
+        keys = _nonzero(mix(h[np.repeat(starts, counts) + last[kpos]] ^ _SALTED(max(counts))[kpos]))
+        at = 0
+        for r, k in zip(reqs, counts):
+            shared[r] = keys[at:at + k]
+            at += k
 
     def private(self, req: int, start: int, stop: int) -> list[int]:
         """Keys of ``req``'s own blocks ``start .. stop - 1`` (only ``req`` can match them)."""
@@ -124,4 +157,6 @@ class BlockKeys:
         return _nonzero(mix(salt ^ _SALTED(stop)[start:]))
 
     def forget(self, req: int) -> None:
+        """``req`` finished: its keys are dropped and never computed again."""
         self._shared.pop(req, None)
+        self._gone[req] = 1

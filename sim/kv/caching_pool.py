@@ -61,15 +61,16 @@ class CachingBlockPool:
         self.version = 0
 
     # ---- the free queue ------------------------------------------------------------------
-    def _append(self, blocks: list[int]) -> None:
-        """Queue ``blocks`` at the tail, in order (the last is evicted last)."""
+    def _append(self, blocks: list[int], skip: int = 0) -> None:
+        """Queue ``blocks`` at the tail, in order (the last is evicted last); the first
+        ``skip`` have no key (the caller knows)."""
         q, key = self.q, self.key
         start = self.base + len(q)
         q.extend(blocks)
-        if self.cached and any(map(key.__getitem__, blocks)):
+        if self.cached and any(map(key.__getitem__, blocks[skip:] if skip else blocks)):
             qpos = self.qpos
-            for i, b in enumerate(blocks):
-                if key[b]:
+            for i in range(skip, len(blocks)):
+                if key[b := blocks[i]]:
                     qpos[b] = start + i
         self.num_free += len(blocks)
 
@@ -180,26 +181,46 @@ class CachingBlockPool:
         if not self.cached or not any(map(key.__getitem__, table)):  # none shared: all free
             last = table[hashed - 1::-1] if hashed > 0 else []  # reversed table[:hashed]
             first = table[:hashed - 1:-1] if hashed > 0 else table[::-1]  # the rest, reversed
+            skip = len(last)  # none has a key
         else:
-            ref, last, first = self.ref, [], []
-            i = len(table)
-            for b in reversed(table):  # a table holds a block at most once
-                i -= 1
-                if key[b]:
+            keyed = list(map(key.__getitem__, table))
+            k = keyed.index(0) if 0 in keyed else len(table)
+            if any(keyed[k:]):  # a keyed block after an unkeyed one: block by block
+                (last, first), skip = self._split(table, hashed), 0
+            else:  # keyed blocks lead the table (hits and published prompt blocks come
+                # first): the unkeyed rest in slices, then the keyed run block by block
+                first = table[max(hashed, k):][::-1]
+                last = table[k:hashed][::-1]
+                skip = len(last)
+                ref = self.ref
+                for b in reversed(table[:k]):
                     ref[b] -= 1
-                    if ref[b]:
-                        continue
-                    last.append(b)
-                elif i < hashed:
-                    last.append(b)
-                else:
-                    first.append(b)
+                    if not ref[b]:
+                        last.append(b)
         if last:
-            self._append(last)
+            self._append(last, skip)
         if first:
             self._prepend(first)
         self.refs_total -= len(table)
         self.version += 1
+
+    def _split(self, table: list[int], hashed: int) -> tuple[list[int], list[int]]:
+        """``release``'s split of ``table``, block by block from its tail: (blocks for the
+        queue's tail, for its head), dropping each keyed block's reference."""
+        key, ref, last, first = self.key, self.ref, [], []
+        i = len(table)
+        for b in reversed(table):  # a table holds a block at most once
+            i -= 1
+            if key[b]:
+                ref[b] -= 1
+                if ref[b]:
+                    continue
+                last.append(b)
+            elif i < hashed:
+                last.append(b)
+            else:
+                first.append(b)
+        return last, first
 
     def register(self, blocks: list[int], keys: list[int]) -> None:
         """Publish each block's content under its key (the blocks hold computed KV)."""

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sim.engine.requests import RequestSpecs
-from sim.kv.block_keys import BlockKeys, chain_hashes
+from sim.kv.block_keys import _BLOCK_SALT, CHUNK, BlockKeys, chain_hashes, mix
 
 
 def test_chain_hashes_depend_on_the_whole_prefix():
@@ -26,3 +28,36 @@ def test_keys_agree_exactly_up_to_the_first_differing_hash_block():
     own0, own1 = keys.private(0, 6, 9), keys.private(1, 6, 9)
     assert not set(own0) & set(own1) and not set(own0) & set(k0)
     assert keys.shared(3) == [] and keys.private(3, 0, 2) == keys.private(3, 0, 2)
+
+
+def _one_by_one(keys: BlockKeys, req: int) -> list[int]:
+    """Request ``req``'s shareable keys from its own chain alone (chain_hashes)."""
+    n = int(keys.n_shared[req])
+    if not n:
+        return []
+    h = chain_hashes(keys._chains[req])
+    last = (np.arange(1, n + 1) * keys.bs - 1) // keys.hbs
+    salted = mix(np.arange(n, dtype=np.uint64) + _BLOCK_SALT)
+    out = mix(h[last] ^ salted)
+    out[out == 0] = 1
+    return out.tolist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_keys_computed_a_chunk_at_a_time_equal_each_chain_hashed_alone(data):
+    n = data.draw(st.integers(1, 3 * CHUNK), label="requests")
+    bs = data.draw(st.sampled_from([1, 4, 16]), label="block_size")
+    hbs = data.draw(st.sampled_from([1, 16, 64]), label="hash_block_size")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    lens = rng.integers(0, 6, n)
+    chains = [None if k == 0 and rng.random() < 0.5 else rng.integers(0, 4, k) for k in lens]
+    prompt = rng.integers(1, 8 * hbs, n)
+    specs = RequestSpecs.from_arrays(np.zeros(n), prompt, [1] * n, prefix_hashes=chains,
+                                     hash_block_size=hbs)
+    keys = BlockKeys(specs, bs, specs.prompt_tokens)
+    order = rng.permutation(n).tolist()  # lookups out of order, some finished between
+    for r in order:
+        assert keys.shared(r) == _one_by_one(keys, r), r
+        if rng.random() < 0.3:
+            keys.forget(r)
