@@ -1,0 +1,86 @@
+"""A fleet's cost against its replicas run alone: issue 25's fleet bar as a ratio.
+
+One process runs the default scenario as a fleet of R replicas (``cluster.replicas``, the
+default router) at R times the rate with N requests; another runs R single-replica runs of
+N / R requests at the single rate, seeds 0 .. R-1 (what the fleet's replicas each see, up to
+the router's split). Each prints the CPU seconds of ``pipeline.run`` (simulate and
+summarize; the workload is built before the clock starts), and the ratio is fleet / the
+singles' sum (the bar: at most 1.3).
+
+    python benchmarks/bench_fleet.py [--replicas 8] [--requests 100000] [--rate 15]
+                                     [--rounds 2] [--set KEY=VALUE ...]
+
+Figures are user CPU time, so a shared machine slows both sides alike; still, measure alone
+(NOTES.md, "Measuring time honestly").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+
+
+def _run(overrides: tuple[str, ...]) -> float:
+    """CPU seconds of one ``pipeline.run`` of the default scenario with ``overrides``."""
+    from sim.config.load import load_scenario
+    from sim.pipeline import prepare, run
+
+    loaded = load_scenario(None, overrides)
+    prepared = prepare(loaded)
+    c0 = time.process_time()
+    run(loaded, None, plots=False, prepared=prepared)
+    return time.process_time() - c0
+
+
+def one(kind: str, replicas: int, requests: int, rate: float, sets: tuple[str, ...]) -> dict:
+    """Run one side here: the fleet, or the R singles one after another."""
+    if kind == "fleet":
+        cpu = [_run((f"cluster={{replicas: {replicas}}}", f"workload.num_requests={requests}",
+                     f"workload.arrival.rate={rate * replicas}", *sets))]
+    else:
+        cpu = [_run((f"workload.num_requests={requests // replicas}",
+                     f"workload.arrival.rate={rate}", f"seed={seed}", *sets))
+               for seed in range(replicas)]
+    return {"kind": kind, "cpu_s": sum(cpu), "runs": len(cpu),
+            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--replicas", type=int, default=8)
+    ap.add_argument("--requests", type=int, default=100_000, help="the fleet's requests")
+    ap.add_argument("--rate", type=float, default=15.0, help="one replica's rate (req/s)")
+    ap.add_argument("--rounds", type=int, default=2, help="fleet and singles, alternating")
+    ap.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                    help="scenario override for both sides (repeatable)")
+    ap.add_argument("--one", choices=("fleet", "singles"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.one:
+        print(json.dumps(one(args.one, args.replicas, args.requests, args.rate,
+                             tuple(args.sets))))
+        return
+    print(f"default scenario, {args.replicas} replicas at {args.rate * args.replicas:g} req/s "
+          f"and {args.requests:,} requests vs {args.replicas} runs of "
+          f"{args.requests // args.replicas:,} at {args.rate:g} req/s"
+          + "".join(f"; --set {s}" for s in args.sets))
+    print(f"{'round':>5} {'fleet CPU s':>11} {'singles CPU s':>13} {'ratio':>6} "
+          f"{'fleet RSS MiB':>13}")
+    for i in range(1, args.rounds + 1):
+        got = {}
+        for kind in ("fleet", "singles"):
+            cmd = [sys.executable, __file__, "--one", kind, "--replicas", str(args.replicas),
+                   "--requests", str(args.requests), "--rate", str(args.rate)]
+            cmd += [f"--set={s}" for s in args.sets]
+            got[kind] = json.loads(subprocess.run(cmd, check=True, capture_output=True,
+                                                  text=True).stdout.splitlines()[-1])
+        f, s = got["fleet"]["cpu_s"], got["singles"]["cpu_s"]
+        print(f"{i:>5} {f:>11.2f} {s:>13.2f} {f / s:>6.2f} "
+              f"{got['fleet']['peak_rss_mib']:>13,.0f}")
+
+
+if __name__ == "__main__":
+    main()
