@@ -101,48 +101,41 @@ class PrefixCachingKV(PagedKV):
         assert stash[1] == self.pool.version, "the pool changed between lookup and allocate"
         return stash[2], stash[3]
 
-    def _short(self, req: int, total_tokens: int, hits: list[int], admitting: bool) -> bool:
-        """Too few free blocks for ``total_tokens`` slots after ``hits`` (vLLM's
+    def _short(self, req: int, total_tokens: int, hits, admitting: bool) -> bool:
+        """Too few free blocks for ``total_tokens`` slots after ``hits``."""
+        new = -(-int(total_tokens) // self.block_size) - int(self.held[req]) - len(hits)
+        return self._lacks(new, hits, admitting)
+
+    def _lacks(self, new: int, hits, admitting: bool) -> bool:
+        """Too few free blocks for ``new`` blocks (if > 0) and ``hits`` (vLLM's
         ``get_num_blocks_to_allocate``: new blocks plus hit blocks that are evictable, i.e.
         sit in the free queue, ``single_type_kv_cache_manager.py:175``)."""
-        need = -(-int(total_tokens) // self.block_size)
-        new = max(need - int(self.held[req]) - len(hits), 0)
-        ref = self.pool.ref
-        evictable = sum(1 for b in hits if not ref[b])
+        evictable = sum(1 for b in hits if not self.pool.ref[b]) if hits else 0
         reserve = self.admission_reserve if admitting else 0
-        return new + evictable + reserve > self.pool.num_free
+        return (new if new > 0 else 0) + evictable + reserve > self.pool.num_free
 
     def fits(self, req, total_tokens, admitting=False):
         looked = self._lookup(req)
-        return not self._short(req, total_tokens, looked[0] if looked else [], admitting)
+        return not self._short(req, total_tokens, looked[0] if looked else (), admitting)
 
     def allocate(self, req, total_tokens, admitting=False, cached=None):
         # the lookup just made for this request (admission; static batching reserves with
-        # admitting=False): its hits become the head of the table. _lookup and _short,
-        # written out: this runs once per admission and prefill chunk
-        stash, self._stash = self._stash, None
-        held = int(self.held[req])
-        looked = stash is not None and stash[0] == req and not held
-        if looked:
-            assert stash[1] == self.pool.version, "the pool changed between lookup and allocate"
-            hits = stash[2]
-        else:
-            hits = ()
-        total = int(total_tokens)
+        # admitting=False): its hits become the head of the table
+        looked = self._lookup(req)
+        self._stash = None
+        hits = looked[0] if looked else ()
+        held, total = int(self.held[req]), int(total_tokens)
         need = -(-total // self.block_size)
         new = need - held - len(hits)
-        pool = self.pool
-        evictable = sum(1 for b in hits if not pool.ref[b]) if hits else 0
-        if ((new if new > 0 else 0) + evictable + (self.admission_reserve if admitting else 0)
-                > pool.num_free):
+        if self._lacks(new, hits, admitting):
             return False
         if looked:
-            self._count_lookup(req, stash[3], len(hits))
+            self._count_lookup(req, looked[1], len(hits))
         if hits:
-            pool.touch(req, hits)
+            self.pool.touch(req, hits)
             self.published[req] = min(len(hits), self._n_shared[req])
         if new > 0:
-            pool.take(req, new)
+            self.pool.take(req, new)
         if need > held:
             self.held[req] = need
         upto = total if cached is None else int(cached)  # final tokens: never drafts
@@ -218,14 +211,14 @@ class PrefixCachingKV(PagedKV):
         self._release(req, done)
 
     def free(self, req):
-        # a finished request's full blocks hold reusable content (vLLM hashed them), though
-        # only the request itself could match its private ones, so they stay unregistered
-        self._release(req, self._filled[req])
-        self.keys.forget(req)
+        self.free_settled(req, int(self.held[req]))
 
     def free_settled(self, req: int, blocks: int) -> None:
-        """:meth:`settle` then :meth:`free` in one: finished ``req`` holds ``blocks`` blocks,
-        those its table lacks being the last pending ones (the fast core's decode takes)."""
+        """Free finished ``req``, which holds ``blocks`` blocks: those its table lacks are the
+        last pending ones (the fast core's decode takes, :meth:`take_pending`), which join it
+        first. A finished request's full blocks hold reusable content (vLLM hashed them),
+        though only the request itself could match its private ones, so they stay
+        unregistered."""
         self.pool.release(req, self._filled[req], blocks - len(self.pool.tables.get(req, ())))
         self.held[req] = 0
         if self._n_shared[req]:  # else it stays 0; upto is read again only on a later
