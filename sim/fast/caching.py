@@ -11,8 +11,8 @@ does:
   ``cache_blocks`` of the blocks it fills: ``vllm/v1/core/kv_cache_manager.py:607-616``);
   decoding requests' new blocks are counted (``owed``) and taken from the free queue's
   head in one take before the next pool operation that could tell the difference, then
-  handed to their requests when a request's table is next read (``settle``: at its finish
-  or preemption; see ``take_pending``);
+  handed to their requests when a request's table is next read (``free_settled`` at its
+  finish, ``settle`` at its preemption; see ``take_pending``);
 * frees in batch order (vLLM frees a step's finished requests in that order, and the free
   queue's order decides evictions, ``vllm/v1/core/block_pool.py:774-803``).
 
