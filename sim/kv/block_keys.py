@@ -104,7 +104,7 @@ class BlockKeys:
         lens = np.fromiter((0 if c is None else len(c) for c in chains), np.int64, n)
         covered = np.minimum(prompt_tokens, lens * self.hbs) if hbs else np.zeros(n, np.int64)
         self.n_shared = covered // block_size  # shareable blocks per request
-        self._n = self.n_shared.tolist()
+        self.counts = self.n_shared.tolist()  # the same, as Python ints
         self._chains = chains
         self._shared: dict[int, list[int]] = {}
         self._gone = bytearray(n)  # 1: forgotten (finished); a later chunk skips it
@@ -116,7 +116,7 @@ class BlockKeys:
         """Keys of ``req``'s shareable blocks 0 .. n_shared - 1."""
         keys = self._shared.get(req)
         if keys is None:
-            if not self._n[req]:
+            if not self.counts[req]:
                 keys = self._shared[req] = []
             else:
                 self._compute(req)
@@ -127,13 +127,13 @@ class BlockKeys:
         """The keys of ``req`` and of the next requests (up to CHUNK) that have shareable
         blocks, no keys yet and are not finished, in one pass over their chains (the
         polynomial chain hash of ``chain_hashes`` restarted at each chain)."""
-        n, shared, gone = self._n, self._shared, self._gone
+        n, shared, gone = self.counts, self._shared, self._gone
         stop = min(req + CHUNK, len(n))
         reqs = [req] + [r for r in range(req + 1, stop)
                         if n[r] and not gone[r] and r not in shared]
-        counts = [n[r] for r in reqs]  # keys per request
-        last = self._last(max(counts))
-        hashed = [int(last[k - 1]) + 1 for k in counts]  # chain ids each key depends on
+        sizes = [n[r] for r in reqs]  # keys per request
+        last = self._last(max(sizes))
+        hashed = [int(last[k - 1]) + 1 for k in sizes]  # chain ids each key depends on
         ids = np.concatenate([self._chains[r][:h] for r, h in zip(reqs, hashed)])
         starts = np.cumsum([0] + hashed[:-1])
         pos = np.arange(len(ids)) - np.repeat(starts, hashed)  # index within its chain
@@ -142,10 +142,10 @@ class BlockKeys:
                         dtype=np.uint64)
         before = np.concatenate(([np.uint64(0)], acc[starts[1:] - 1]))  # sums of earlier chains
         h = mix(_P_POW(longest)[pos] * (acc - np.repeat(before, hashed)))
-        kpos = np.arange(sum(counts)) - np.repeat(np.cumsum([0] + counts[:-1]), counts)
-        keys = _nonzero(mix(h[np.repeat(starts, counts) + last[kpos]] ^ _SALTED(max(counts))[kpos]))
+        kpos = np.arange(sum(sizes)) - np.repeat(np.cumsum([0] + sizes[:-1]), sizes)
+        keys = _nonzero(mix(h[np.repeat(starts, sizes) + last[kpos]] ^ _SALTED(max(sizes))[kpos]))
         at = 0
-        for r, k in zip(reqs, counts):
+        for r, k in zip(reqs, sizes):
             shared[r] = keys[at:at + k]
             at += k
 

@@ -58,7 +58,7 @@ class PrefixCachingKV(PagedKV):
         self._stash = None  # (req, pool version, hit blocks, num_tokens) of the last lookup
         # full blocks of a finished request (its last token has no KV)
         self._filled = ((self.prompt_tokens + self.output_tokens - 1) // self.block_size).tolist()
-        self._n_shared = self.keys.n_shared.tolist()  # for one request at a time
+        self._n_shared = self.keys.counts  # for one request at a time
         self.stats = dict.fromkeys(("queries", "hits", "preempted_queries", "preempted_hits"), 0)
 
     # ---- lookup and allocation ---------------------------------------------------
