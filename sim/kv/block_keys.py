@@ -157,6 +157,7 @@ class BlockKeys:
         return _nonzero(mix(salt ^ _SALTED(stop)[start:]))
 
     def forget(self, req: int) -> None:
-        """``req`` finished: its keys are dropped and never computed again."""
+        """``req`` left the pool (finished, or swapped out): its keys are dropped and no
+        other request's chunk computes them again (its own lookup does, if it comes back)."""
         self._shared.pop(req, None)
         self._gone[req] = 1

@@ -214,15 +214,16 @@ class PrefixCachingKV(PagedKV):
         self.free_settled(req, int(self.held[req]))
 
     def free_settled(self, req: int, blocks: int) -> None:
-        """Free finished ``req``, which holds ``blocks`` blocks: those its table lacks are the
-        last pending ones (the fast core's decode takes, :meth:`take_pending`), which join it
-        first. A finished request's full blocks hold reusable content (vLLM hashed them),
-        though only the request itself could match its private ones, so they stay
-        unregistered."""
+        """Free ``req`` (finished, or swapped out: ``KVManager.swap_out``), which holds
+        ``blocks`` blocks: those its table lacks are the last pending ones (the fast core's
+        decode takes, :meth:`take_pending`), which join it first. A finished request's full
+        blocks hold reusable content (vLLM hashed them), though only the request itself could
+        match its private ones, so they stay unregistered."""
         self.pool.release(req, self._filled[req], blocks - len(self.pool.tables.get(req, ())))
         self.held[req] = 0
-        if self._n_shared[req]:  # else it stays 0; upto is read again only on a later
-            self.published[req] = 0  # admission, which a finished request never has
+        self.upto[req] = 0
+        if self._n_shared[req]:  # else it is 0 already
+            self.published[req] = 0
         self.keys.forget(req)
 
     def _release(self, req: int, hashed: int) -> None:
