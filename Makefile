@@ -14,8 +14,8 @@ CONFORMANCE_INPUTS ?= build/conformance
 ENGINE_CASES ?= light-short heavy-short light-long heavy-mixed kv-tight medium short-busy
 ENGINE_FIT ?= benchmarks/engine/cpu-tiny-llama.yaml
 
-.PHONY: run test lint bench bench-kernels clean conformance vllm-venv record-engine fit-engine \
-	record-bench fit-bench silicon
+.PHONY: run test lint bench bench-fleet bench-kernels clean conformance vllm-venv record-engine \
+	fit-engine record-bench fit-bench silicon
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,10 @@ lint: $(VENV)/.all
 
 bench: $(VENV)/.core
 	$(BIN)/python benchmarks/bench_sim.py
+
+# a fleet of 8 replicas against its replicas run alone (issue 25's bar: at most 1.3x)
+bench-fleet: $(VENV)/.core
+	$(BIN)/python benchmarks/bench_fleet.py
 
 # NVIDIA's measured vLLM deployments (aiconfigurator-core's silicon_sample.csv) replayed as
 # measured: the error table per system and model, rows.csv, scatter.png (benchmarks/silicon)
