@@ -360,12 +360,10 @@ def fit_overhead_cmd(
         for name, path in shipped_profiles().items():
             if name.endswith("/vllm"):
                 mf = load_model_file(path)
-                old = mf.host_overhead  # the eager launch figure is fitted apart: kept
+                old = mf.host_overhead  # the eager launch figures are fitted apart: kept
                 mf.host_overhead = h if old is None else h.model_copy(update={
-                    "eager_per_layer_ms": old.eager_per_layer_ms,
-                    "eager_source": old.eager_source,
-                    "eager_moe_per_layer_ms": old.eager_moe_per_layer_ms,
-                    "eager_moe_source": old.eager_moe_source})
+                    f: getattr(old, f) for f in type(old).model_fields
+                    if f.startswith("eager_")})
                 save_model_file(mf, path)
                 typer.echo(f"wrote {path}")
 

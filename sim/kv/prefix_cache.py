@@ -219,15 +219,13 @@ class PrefixCachingKV(PagedKV):
         decode takes, :meth:`take_pending`), which join it first. A finished request's full
         blocks hold reusable content (vLLM hashed them), though only the request itself could
         match its private ones, so they stay unregistered."""
-        self.pool.release(req, self._filled[req], blocks - len(self.pool.tables.get(req, ())))
-        self.held[req] = 0
-        self.upto[req] = 0
-        if self._n_shared[req]:  # else it is 0 already
-            self.published[req] = 0
+        self._release(req, self._filled[req], blocks - len(self.pool.tables.get(req, ())))
         self.keys.forget(req)
 
-    def _release(self, req: int, hashed: int) -> None:
-        self.pool.release(req, hashed)
+    def _release(self, req: int, hashed: int, pending: int = 0) -> None:
+        """Return ``req``'s blocks (its first ``hashed`` hold reusable content; ``pending``
+        more taken for it, see ``CachingBlockPool.release``) and forget its progress."""
+        self.pool.release(req, hashed, pending)
         self.held[req] = 0
         self.published[req] = 0
         self.upto[req] = 0
