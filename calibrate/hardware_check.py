@@ -21,6 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from calibrate import fingerprint as fp
+from traces.errors import InputError
+from traces.files import read_utf8
+
+JSON_MAX_BYTES = 64 << 20  # a run.json or config.json is kilobytes
 
 _said: set[str] = set()
 _AUTO = "auto"
@@ -44,6 +48,11 @@ def once(lines: list[str | None]) -> list[str]:
     return new
 
 
+def _text(path: Path) -> str:
+    """A result's small JSON file as text: a regular file only (a FIFO would block)."""
+    return read_utf8(path, path.name, JSON_MAX_BYTES)
+
+
 def recording(folder: Path) -> Side | None:
     """A recorded engine run's side (its run.json), or None when ``folder`` is not one."""
     from sim.report.recorded import is_recorded_run
@@ -51,8 +60,8 @@ def recording(folder: Path) -> Side | None:
     if not is_recorded_run(folder):
         return None
     try:
-        meta = json.loads((Path(folder) / "run.json").read_text())
-    except (OSError, ValueError):
+        meta = json.loads(_text(Path(folder) / "run.json"))
+    except (InputError, ValueError):
         return Side(f"recording {folder}", None)
     hw = meta.get("hardware") if isinstance(meta.get("hardware"), dict) else None
     dtype = (meta.get("engine") or {}).get("dtype") or (hw or {}).get("dtype")
@@ -132,8 +141,8 @@ def result_side(folder: Path) -> Side | None:
     if rec is not None:
         return rec
     try:
-        cost = json.loads((Path(folder) / "config.json").read_text()).get("cost") or {}
-    except (OSError, ValueError, AttributeError):
+        cost = json.loads(_text(Path(folder) / "config.json")).get("cost") or {}
+    except (InputError, ValueError, AttributeError):
         return None
     if not isinstance(cost, dict) or cost.get("name") != "fitted":
         return None

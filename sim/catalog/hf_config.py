@@ -24,6 +24,7 @@ one line naming the file and the key.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -31,6 +32,7 @@ from pydantic import ValidationError
 from sim.catalog.hf_quant import precision
 from sim.config.model_spec import ModelSpec
 from traces.errors import InputError
+from traces.files import read_bytes
 
 MAX_CONFIG_BYTES = 16 << 20  # a config.json is kilobytes; the largest shipped one is 3 MB
 _DEEPSEEK = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM")
@@ -61,9 +63,13 @@ class _Keys:
 def _common(k: _Keys) -> dict:
     heads = k.req("num_attention_heads")
     hidden = k.req("hidden_size")
+    if heads <= 0:  # the default head_dim divides by it
+        raise InputError(f"{k.where}: num_attention_heads: must be > 0 (got {heads})")
+    head_dim = k.opt("head_dim", None)
     return dict(num_layers=k.req("num_hidden_layers"), hidden_size=hidden,
                 num_attention_heads=heads, num_kv_heads=k.opt("num_key_value_heads", heads),
-                head_dim=k.opt("head_dim", hidden // heads), vocab_size=k.req("vocab_size"),
+                head_dim=hidden // heads if head_dim is None else head_dim,
+                vocab_size=k.req("vocab_size"),
                 intermediate_size=k.req("intermediate_size"),
                 max_position_embeddings=k.req("max_position_embeddings"),
                 tie_word_embeddings=bool(k.opt("tie_word_embeddings", False)))
@@ -132,13 +138,9 @@ ARCHITECTURES = {
 
 def read_json(path: Path, what: str = "config.json") -> dict:
     """The JSON mapping in ``path``; InputError (one line) when it cannot be one."""
+    raw = read_bytes(path, what, MAX_CONFIG_BYTES)  # a regular file only (a FIFO would block)
     try:
-        if path.stat().st_size > MAX_CONFIG_BYTES:
-            raise InputError(f"{path.name}: larger than {MAX_CONFIG_BYTES >> 20} MiB; not a "
-                             f"{what}")
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise InputError(f"{path}: cannot read ({e.strerror or e})") from None
+        data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise InputError(f"{path.name}: not JSON ({str(e).splitlines()[0]})") from None
     if not isinstance(data, dict):
@@ -176,8 +178,10 @@ def import_hf_config(path: str | Path, name: str | None = None, source: str = ""
     p = Path(path)
     cfg = read_json(p)
     sibling = p.with_name(p.name.replace("config.json", "hf_quant_config.json"))
+    # beside it (ModelOpt checkpoints); anything of that name that is not a regular file is
+    # refused by read_json, not skipped
     hf_quant = read_json(sibling, "hf_quant_config.json").get("quantization") \
-        if sibling != p and sibling.is_file() else None
+        if sibling != p and os.path.lexists(sibling) else None
     fields = spec_fields(cfg, p.name, hf_quant)
     try:
         return ModelSpec(name=name or default_name(p), source=source or str(p), **fields)

@@ -1,8 +1,9 @@
 """The `servesim` command line: a thin shell over the library.
 
 Bad input of any kind (trace, scenario, override, impossible config) ends with
-one line on stderr and exit status 2, never a traceback. Usage errors are
-Typer's own (also exit status 2).
+one line on stderr and exit status 2, never a traceback; usage errors (an unknown
+option, a value the option's type refuses, an extra argument) too, naming the command and
+where its help is.
 """
 
 from __future__ import annotations
@@ -48,8 +49,30 @@ def _one_line(msg: str) -> str:
 
 
 def _main(argv: list[str] | None) -> int:
+    import typer
+
+    # Click's exception classes as this Typer raises them (Typer >= 0.29 carries its own
+    # copy of Click; earlier ones use Click's): a bad parameter is a usage error
+    usage_error = typer.BadParameter.__base__
+    click_exception = usage_error.__base__
     try:
-        app(args=argv, prog_name="servesim")
+        # not standalone: Click raises its usage errors here instead of printing its
+        # four-line usage block, and returns an Exit's code (commands return None)
+        rv = app(args=argv, prog_name="servesim", standalone_mode=False)
+    except usage_error as e:
+        if type(e).__name__ == "NoArgsIsHelpError":  # `servesim` alone: the help, as asked
+            print(e.format_message(), file=sys.stderr)
+            return 2
+        cmd = e.ctx.command_path if e.ctx is not None else "servesim"
+        print(_one_line(f"servesim: error: {cmd}: {e.format_message()} (see '{cmd} "
+                        "--help')"), file=sys.stderr)
+        return 2
+    except click_exception as e:
+        print(_one_line(f"servesim: error: {e.format_message()}"), file=sys.stderr)
+        return e.exit_code
+    except typer.Abort:
+        print("servesim: interrupted", file=sys.stderr)
+        return 130
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except MemoryError:
@@ -65,7 +88,7 @@ def _main(argv: list[str] | None) -> int:
             raise
         print(_one_line(f"servesim: error: {msg}"), file=sys.stderr)
         return 2
-    return 0
+    return rv if isinstance(rv, int) else 0
 
 
 def _input_error(e: Exception) -> str | None:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from sim.report.lock import acquire
-from sim.report.outpath import OutPathError, check_out
+from sim.report.outpath import OutPathError, check_out, is_result
 from traces.errors import InputError, clip_path
 from traces.files import read_bytes
 
@@ -40,6 +40,15 @@ def write_atomic(path: Path, text: str) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
+
+
+def _not_a_run(out: Path) -> None:
+    """A sweep writes into its folder (points, manifest, the chosen run below it) instead of
+    replacing it, so a `run` result is no place for one: refused before anything runs."""
+    if is_result(out):
+        raise OutPathError(f"--out {clip_path(out)!r}: is the result of a `servesim run`; a "
+                           "sweep or capacity search writes a folder of its own: choose "
+                           "another --out")
 
 
 def _differences(old: dict, new: dict) -> list[str]:
@@ -67,12 +76,14 @@ class PointStore:
                 self.close()
                 raise
         else:
+            _not_a_run(self.out)
             check_out(self.out)
             self._lock = None
         try:
             if self._lock is None:
                 self.out.parent.mkdir(parents=True, exist_ok=True)
                 self._lock = acquire(self.out)
+                _not_a_run(self.out)
                 check_out(self.out)  # again, now that no other sweep can change it
             self.dir.mkdir(parents=True, exist_ok=True)
             for tmp in self.dir.glob(".*.tmp"):  # a write cut by a kill: that point reruns

@@ -4,13 +4,17 @@
     check_out(out) -> absolute path, or OutPathError       (pure: touches nothing)
 
 servesim only ever replaces a folder it wrote itself: one holding the marker file
-``.servesim-result``. Everything else that exists at ``--out`` (a user's folder, the
-current folder, a file, a FIFO, a link) is refused before anything is simulated.
+``.servesim-result``, and only whole: the marker lists the entries the run wrote, and a
+result holding anything else (a user's note, a copied trace, a folder) is refused too, since
+replacing it would delete what servesim did not create. Everything else that exists at
+``--out`` (a user's folder, the current folder, a file, a FIFO, a link) is refused before
+anything is simulated.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import stat
@@ -20,6 +24,13 @@ from traces.errors import InputError, clip_path
 
 MARKER = ".servesim-result"  # present in every complete result folder servesim wrote
 RESULTS = Path("results")
+# what a run's folder holds when its marker predates the list of entries (servesim's own
+# names, sim/report/write.py); report.html is servesim's when it starts with REPORT_SIGNATURE
+RUN_FILES = frozenset({"summary.json", "config.json", "requests.parquet", "steps.parquet",
+                       "ttft_cdf.png", "kv_vs_waiting.png", "steps.jsonl"})
+REPORT = "report.html"
+REPORT_SIGNATURE = b"<!DOCTYPE html>\n<!-- servesim report -->\n"  # sim/report/html/page.py
+_MARKER_MAX = 1 << 20  # bytes of a marker read back (it lists a run's entries)
 # hidden helpers next to a result: .<name>.servesim-staging-<hex>, -old-<hex>, .servesim-lock
 INTERNAL = re.compile(r"^\..*\.servesim-(staging-[0-9a-f]{8}|old-[0-9a-f]{8}|lock)$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=,+-]+")
@@ -60,6 +71,57 @@ def is_result(path: Path) -> bool:
             os.lstat(path / MARKER).st_mode)
     except (OSError, ValueError):
         return False
+
+
+def _written(path: Path) -> frozenset[str]:
+    """The entries the marker of result ``path`` says its run wrote (RUN_FILES for a marker
+    without the list, or one that cannot be read)."""
+    try:
+        with open(path / MARKER, "rb") as fh:
+            files = json.loads(fh.read(_MARKER_MAX)).get("files")
+    except (OSError, ValueError, AttributeError):
+        return RUN_FILES
+    if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+        return RUN_FILES
+    return frozenset(files)
+
+
+def _servesim_report(path: Path) -> bool:
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return False
+        with open(path, "rb") as fh:
+            return fh.read(len(REPORT_SIGNATURE)) == REPORT_SIGNATURE
+    except OSError:
+        return False
+
+
+def foreign_entries(path: Path) -> list[str]:
+    """Entries of result folder ``path`` that servesim did not write (sorted): replacing
+    the result would delete them."""
+    written = _written(path) | {MARKER}
+    out = []
+    for e in sorted(os.scandir(path), key=lambda e: e.name):
+        if e.name in written:
+            continue
+        if e.name == REPORT and _servesim_report(Path(e.path)):
+            continue
+        out.append(e.name + ("/" if e.is_dir(follow_symlinks=False) else ""))
+    return out
+
+
+def refuse_foreign(raw: str, path: Path) -> None:
+    """OutPathError when result ``path`` holds entries servesim did not write."""
+    try:
+        foreign = foreign_entries(path)
+    except OSError as e:
+        raise _refuse(raw, f"cannot be listed ({e.strerror})") from None
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3
+                                          else "")
+        raise _refuse(raw, f"is a servesim result that also holds {shown}, which servesim "
+                      "did not write; replacing the result would delete them: move them out "
+                      "or choose another --out")
 
 
 def _kind(mode: int) -> str:
@@ -119,6 +181,7 @@ def _check_existing(raw: str, p: Path) -> None:
                       "servesim replaces only its own results: choose another --out")
     if os.path.ismount(p):
         raise _refuse(raw, "is a mount point")
+    refuse_foreign(raw, p)
 
 
 def _check_parent(raw: str, p: Path) -> None:

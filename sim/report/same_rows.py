@@ -13,15 +13,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from traces.errors import InputError
+from traces.files import read_utf8
+
 SCALES = ("prompt_scale", "output_scale", "rate_scale", "warmup_s")
+CONFIG_MAX_BYTES = 64 << 20  # a result's config.json (the resolved scenario) is kilobytes
 
 
 def rows_key(path: Path) -> dict | None:
     """The result's workload and seed without its scales (None without config.json)."""
-    try:
-        cfg = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    try:  # a regular file only: a FIFO of that name would block the read
+        cfg = json.loads(read_utf8(path / "config.json", "config.json", CONFIG_MAX_BYTES))
         w = dict(cfg["workload"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (InputError, ValueError, KeyError, TypeError):
         return None
     for k in SCALES:
         w.pop(k, None)

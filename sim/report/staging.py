@@ -43,7 +43,7 @@ from sim.report.lock import (
     read_owner,
     write_owner,
 )
-from sim.report.outpath import INTERNAL, MARKER, OutPathError, is_result
+from sim.report.outpath import INTERNAL, MARKER, OutPathError, is_result, refuse_foreign
 from traces.errors import clip_path
 
 SWAP_PAUSE_ENV = "SERVESIM_TEST_SWAP_PAUSE"  # test hook "<phase>:<seconds>": a slow swap
@@ -126,6 +126,7 @@ def swap_in(staging: Path, out: Path) -> None:
         return
     if not is_result(out):  # checked before the run; re-checked under the lock
         raise OutPathError(f"--out {clip_path(out)!r}: is no longer a servesim result")
+    refuse_foreign(str(out), out)  # a file put there during the run is not servesim's
     _hook("exchange")
     if _renameat2(staging, out, _RENAME_EXCHANGE):
         old = staging

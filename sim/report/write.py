@@ -137,7 +137,11 @@ class ResultWriter:
     def commit(self) -> Path:
         """Mark the staged folder complete and swap it in; the lock is released after."""
         try:
-            dump_json({"servesim": _version(), "result": self.out.name}, self.path(MARKER))
+            # the entries this run wrote: a later run replaces the result only while it
+            # holds nothing else (sim.report.outpath.foreign_entries)
+            files = sorted(set(os.listdir(self.tmp)) - {staging.OWNER, MARKER})
+            dump_json({"servesim": _version(), "result": self.out.name, "files": files},
+                      self.path(MARKER))
             staging.swap_in(self.tmp, self.out)
             for spill in self._spills:  # a recorder reads its steps from the result now
                 spill.relocate(self.out / spill.path.name)

@@ -161,6 +161,25 @@ def test_unknown_architecture_and_missing_key_are_one_line(tmp_path):
         import_hf_config(bad)
 
 
+def test_zero_heads_fifos_and_a_non_file_sibling_are_one_line(tmp_path):
+    import os
+
+    cfg = json.loads((CONFIGS / "meta-llama--Meta-Llama-3.1-8B_config.json").read_text())
+    for head_dim in (None, 128):  # the default head_dim divided by it, given or not
+        bad = {**cfg, "num_attention_heads": 0} | ({"head_dim": head_dim} if head_dim else {})
+        with pytest.raises(InputError, match=r"^x_config.json: num_attention_heads: must be > 0"):
+            import_hf_config(_write(tmp_path, bad))
+    fifo = tmp_path / "f_config.json"
+    os.mkfifo(fifo)  # read, it would block: refused without opening
+    with pytest.raises(InputError, match="must be a regular file, not a FIFO"):
+        import_hf_config(fifo)
+    (tmp_path / "m").mkdir()
+    good = _write(tmp_path / "m", cfg, "config.json")
+    (tmp_path / "m" / "hf_quant_config.json").mkdir()  # not skipped as if absent
+    with pytest.raises(InputError, match="hf_quant_config.json"):
+        import_hf_config(good)
+
+
 def test_catalog_import_prints_a_loadable_spec(tmp_path, capsys):
     assert cli("catalog", "import", CONFIGS / "openai--gpt-oss-20b_config.json") == 0
     out = capsys.readouterr().out

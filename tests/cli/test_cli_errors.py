@@ -125,3 +125,28 @@ def test_console_script_exit_code(tmp_path):
                        capture_output=True, text=True)
     assert p.returncode == 2
     assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("args,needles", [
+    (["run", "s.yaml", "--nosuch"], ["servesim run:", "No such option: --nosuch",
+                                     "'servesim run --help'"]),
+    (["run", "s.yaml", "s.yaml"], ["servesim run:", "unexpected extra argument"]),
+    (["sweep", "s.yaml", "--seeds", "abc"], ["servesim sweep:", "'--seeds'"]),
+    (["nosuchcommand"], ["No such command 'nosuchcommand'"]),
+    (["trace"], ["servesim trace:", "Missing command"]),
+])
+def test_usage_errors_are_one_line(tmp_path, capsys, monkeypatch, args, needles):
+    """Click's own errors (an unknown option or command, a value its type refuses, an extra
+    argument) in the same one-line form as every other bad input, exit 2."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.yaml").write_text("name: s\nmodel: llama-3-8b\ngpu: h100-sxm\n")
+    code = main(args)
+    assert_one_line_error(code, capsys.readouterr().err, *needles)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.yaml"]
+
+
+def test_help_and_version_still_exit_0(capsys):
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.startswith("servesim ")
+    assert main(["run", "--help"]) == 0
+    assert "Usage: servesim run" in capsys.readouterr().out

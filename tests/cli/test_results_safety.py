@@ -124,10 +124,8 @@ def test_replace_an_earlier_result_with_normal_permissions(tmp_path, capsys):
     guard = Sentinels(tmp_path)
     sc, out = scenario(tmp_path), tmp_path / "r"
     assert main(["run", str(sc), "--out", str(out), *FAST, "--set", "seed=1"]) == 0
-    (out / "notes.txt").write_text("inside a result: replaced with it")
     assert main(["run", str(sc), "--out", str(out), *FAST, "--set", "seed=2"]) == 0
     assert_complete(out, seed=2)
-    assert not (out / "notes.txt").exists()
     umask = os.umask(0)
     os.umask(umask)
     assert (out.stat().st_mode & 0o777) == 0o777 & ~umask
@@ -207,3 +205,56 @@ def test_planted_lock_link_is_not_followed(tmp_path, capsys):
     code, err = run(["run", sc, "--out", tmp_path / "r", *FAST], capsys)
     assert_one_line_error(code, err, "--out", "cannot write there")
     assert victim.read_text() == "precious" and not (tmp_path / "r").exists()
+
+
+def test_a_result_holding_a_users_files_is_not_replaced(tmp_path, capsys):
+    """Replacing a result deletes it whole: with a user's note or folder in it, the run is
+    refused before simulating (exit 2, one line naming them) and both stay; servesim's own
+    report.html does not count, a user's report.html does."""
+    sc, out = scenario(tmp_path), tmp_path / "r"
+    assert main(["run", str(sc), "--out", str(out), *FAST, "--set", "seed=1",
+                 "--report"]) == 0
+    (out / "notes.txt").write_text("mine")
+    (out / "mine").mkdir()
+    (out / "mine" / "f").write_text("mine too")
+    capsys.readouterr()
+    code, err = run(["run", sc, "--out", out, *FAST, "--set", "seed=2"], capsys)
+    assert_one_line_error(code, err, "--out", "mine/, notes.txt", "did not write")
+    assert (out / "notes.txt").read_text() == "mine"
+    assert (out / "mine" / "f").read_text() == "mine too"
+    assert_complete(out, seed=1)
+    assert hidden_helpers(tmp_path) == []
+    (out / "notes.txt").unlink()
+    (out / "mine" / "f").unlink()
+    (out / "mine").rmdir()
+    assert main(["run", str(sc), "--out", str(out), *FAST, "--set", "seed=2"]) == 0
+    assert_complete(out, seed=2)
+    (out / "report.html").write_text("<html>my own page</html>")
+    capsys.readouterr()
+    code, err = run(["run", sc, "--out", out, *FAST, "--set", "seed=3"], capsys)
+    assert_one_line_error(code, err, "report.html")
+    assert (out / "report.html").read_text() == "<html>my own page</html>"
+
+
+def test_the_marker_lists_what_the_run_wrote(tmp_path):
+    sc, out = scenario(tmp_path), tmp_path / "r"
+    assert main(["run", str(sc), "--out", str(out), *FAST, "--step-log"]) == 0
+    marker = json.loads((out / ".servesim-result").read_text())
+    assert marker["files"] == sorted(p.name for p in out.iterdir()
+                                     if p.name != ".servesim-result")
+    assert "steps.jsonl" in marker["files"]
+
+
+@pytest.mark.parametrize("cmd", [["sweep", "--rate", "1,2", "-j", "1"],
+                                 ["capacity", "-j", "1"]])
+def test_a_sweep_into_a_run_result_is_refused_before_running(tmp_path, capsys, cmd):
+    sc, out = scenario(tmp_path), tmp_path / "r"
+    assert main(["run", str(sc), "--out", str(out), *FAST]) == 0
+    before = sorted(p.name for p in out.iterdir())
+    capsys.readouterr()
+    code = main([cmd[0], str(sc), *cmd[1:], "--out", str(out), "-q"])
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.startswith("servesim: error: ")]
+    assert code == 2 and len(lines) == 1, err
+    assert "result of a `servesim run`" in lines[0] and "Traceback" not in err
+    assert sorted(p.name for p in out.iterdir()) == before

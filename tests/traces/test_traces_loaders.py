@@ -250,3 +250,17 @@ def test_detection_and_format_errors(write, tmp_path):
     assert set(FORMATS) == {"azure", "vllm-bench", "vllm-result", "jsonl", "mooncake", "vidur",
                             "lengths", "native"}
     assert FORMATS["azure"](good).prompt_tokens.tolist() == [374, 396, 879]
+
+
+def test_a_gzipped_csv_is_named_as_such(tmp_path):
+    """CSV formats read plain text: a .csv.gz says it is gzip, not that its (decompressed)
+    native header is unrecognised or that byte 0x8b is not UTF-8."""
+    import gzip
+
+    p = tmp_path / "t.csv.gz"
+    p.write_bytes(gzip.compress(b"arrival_s,prompt_tokens,output_tokens\n0,10,5\n"))
+    with pytest.raises(TraceError, match=r"t\.csv\.gz: is gzip-compressed.*gunzip"):
+        detect_format(p)
+    for fmt in ("native", "azure"):
+        with pytest.raises(TraceError, match="is gzip-compressed"):
+            load_trace(p, fmt)

@@ -18,7 +18,7 @@ from typing import Any
 
 from traces.errors import TraceError
 from traces.loaders import azure, jsonl, lengths, mooncake, native, vidur, vllm_bench, vllm_result
-from traces.loaders.common import check_file, first_line
+from traces.loaders.common import GZIP_TEXT, check_file, first_line, gzipped
 from traces.loaders.native import write_trace
 from traces.rng import Streams
 from traces.schema import Trace
@@ -65,6 +65,8 @@ def detect_format(path: str | Path) -> str:
     for name, fmt in FORMATS.items():
         if fmt.sniff(suffix, line):
             return name
+    if gzipped(path):  # its first line was read inside the gzip stream
+        raise TraceError(f"{path}: {GZIP_TEXT}")
     what = "the file is empty" if not line else f"first line {line[:60]!r}"
     raise TraceError(
         f"{path}: cannot detect the trace format ({what}); pass format= one of {', '.join(FORMATS)}"

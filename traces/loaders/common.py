@@ -44,7 +44,21 @@ def check_text(path: Path, head: bytes | None = None) -> None:
                          "mark (a quarter or more NUL bytes); save it as UTF-8")
 
 
-def _not_utf8(path: Path, e: UnicodeDecodeError) -> TraceError:
+def gzipped(path: Path) -> bool:
+    """Whether the file starts with the gzip magic bytes."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(2) == b"\x1f\x8b"
+    except OSError:
+        return False
+
+
+GZIP_TEXT = "is gzip-compressed; servesim reads gzip for JSONL traces only: gunzip it first"
+
+
+def not_utf8(path: Path, e: UnicodeDecodeError) -> TraceError:
+    if gzipped(path):  # a .csv.gz: CSV formats are read as plain text
+        return TraceError(f"{path}: {GZIP_TEXT}")
     return TraceError(f"{path}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset "
                       f"{e.start}); save the file as UTF-8")
 
@@ -72,7 +86,7 @@ def read_csv_cells(path: Path, *, skiprows: int = 0) -> pd.DataFrame:
     try:
         _check_header(path, skiprows)
     except UnicodeDecodeError as e:
-        raise _not_utf8(path, e) from None
+        raise not_utf8(path, e) from None
     except csv.Error:
         pass  # pandas reports a malformed header below
     try:
@@ -94,7 +108,7 @@ def read_csv_cells(path: Path, *, skiprows: int = 0) -> pd.DataFrame:
     except pd.errors.EmptyDataError:
         raise TraceError(f"{path}: the file is empty; expected a CSV header line") from None
     except UnicodeDecodeError as e:
-        raise _not_utf8(path, e) from None
+        raise not_utf8(path, e) from None
     except (pd.errors.ParserError, ValueError, csv.Error) as e:
         raise TraceError(f"{path}: not a readable CSV file ({one_line(e)})") from None
     df.columns = [str(c).strip() for c in df.columns]
@@ -133,7 +147,7 @@ def first_line(path: Path, limit: int = 65536) -> str:
         head.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         if e.start < len(head) - 4:  # not just a character cut by the read limit
-            raise _not_utf8(path, e) from None
+            raise not_utf8(path, e) from None
     text = head.decode("utf-8-sig", errors="replace")
     for line in text.splitlines():
         if line.strip():

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from traces.errors import TraceError, clip
 from traces.limits import MAX_TOKENS
-from traces.loaders.common import header_fields, one_line, read_csv_cells
+from traces.loaders.common import header_fields, not_utf8, one_line, read_csv_cells
 from traces.rng import Streams
 from traces.schema import Trace, make_trace
 from traces.validate import FileContext
@@ -78,8 +78,7 @@ def _comments(path: Path) -> tuple[int, int | None]:
                 if key.strip() == "hash_block_size":
                     block = _block_size(value, f"{path}: line {count}")
     except UnicodeDecodeError as e:
-        raise TraceError(f"{path}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset "
-                         f"{e.start}); save the file as UTF-8") from None
+        raise not_utf8(path, e) from None
     return count, block
 
 

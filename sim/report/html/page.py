@@ -13,8 +13,9 @@ from html import escape
 from sim import version
 from sim.report.html import sections
 from sim.report.html.folder import Folder
+from sim.report.outpath import REPORT_SIGNATURE
 
-SIGNATURE = b"<!DOCTYPE html>\n<!-- servesim report -->\n"  # first bytes of every report
+SIGNATURE = REPORT_SIGNATURE  # first bytes of every report (sim.report.outpath)
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 CSS = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 0 auto; max-width: 1180px;
