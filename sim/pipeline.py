@@ -77,8 +77,10 @@ def _release_arrow_memory() -> None:
 
 def run(loaded: LoadedScenario, out: Path | None = None, *, step_log: bool = False,
         plots: bool = True, progress=None, prepared=None, executor=None, on_plan=None,
-        timer: PhaseTimer | None = None) -> RunOutput:
+        timer: PhaseTimer | None = None, files: dict[str, str] | None = None) -> RunOutput:
     """Simulate and (if ``out``) write results; ``prepared`` reuses a ``prepare`` result.
+    ``files``: more text files (name -> content) of the result, written with it (a sweep's
+    chosen point says which point it is), so its marker lists them as servesim's.
 
     The results folder is checked, locked and staged before simulating, so a bad or busy
     ``out`` fails fast. ``executor`` replaces the scenario's cost model (see ``simulate``);
@@ -119,6 +121,8 @@ def run(loaded: LoadedScenario, out: Path | None = None, *, step_log: bool = Fal
         summary["sim"]["wall_s"] = {**timer.block(), "core": getattr(res, "core", "general")}
         if writer:  # again, now with the write phase's time
             dump_json(summary, writer.path("summary.json"))
+            for name, text in (files or {}).items():
+                writer.path(name).write_text(text)
             return RunOutput(res, summary, config, writer.commit())
         return RunOutput(res, summary, config, None)
     except BaseException:

@@ -36,6 +36,7 @@ from sim.cli.sweep import (
     executor,
     interrupted,
     load,
+    ready,
 )
 from sim.cost import validation
 from sim.plan import feasibility
@@ -219,6 +220,9 @@ def capacity(
                       "using one seed", stacklevel=1)
         seeds = 1
     out = out or Path("results") / f"{loaded.scenario.name}-capacity"
+    if target_rate is not None and grid:
+        raise InputError("--target-rate searches cluster.replicas itself; drop --grid")
+    ready(loaded, out)
     seed_list = tuple(loaded.scenario.seed + i for i in range(seeds))
     if target_rate is not None:
         if grid:

@@ -22,7 +22,7 @@ from sim.plan.executors import EXECUTORS, make_executor
 from sim.plan.grid import make_plan
 from sim.plan.peaks import stand_in_warning
 from sim.plan.plotdir import budgets_of, plot_dir
-from sim.plan.store import load_points
+from sim.plan.store import check_folder, load_points
 from sim.plan.sweep import run_sweep
 from sim.report.plan_tables import show, sweep_table
 from traces.errors import InputError
@@ -51,11 +51,16 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No table, no prog
 
 
 def load(scenario: Path | None, sets: tuple[str, ...], trace: Path | None) -> LoadedScenario:
-    loaded = load_scenario(scenario, sets, str(trace) if trace else None)
+    return load_scenario(scenario, sets, str(trace) if trace else None)
+
+
+def ready(loaded: LoadedScenario, out: Path) -> None:
+    """Once the flags are checked: refuse a bad --out (sim.plan.store.check_folder), then say
+    whether generated arrivals stand in for a bursty trace, so bad input stays one line."""
+    check_folder(out)
     msg = stand_in_warning(loaded)
     if msg:
         warnings.warn(msg, stacklevel=1)
-    return loaded
 
 
 def executor(name: str, jobs: int | None, address: str | None):
@@ -98,6 +103,7 @@ def sweep(
     loaded = load(scenario, tuple(set_ or ()), trace)
     plan = make_plan(loaded.scenario, grid, rate, rate_scale, seeds)
     out = out or Path("results") / f"{loaded.scenario.name}-sweep"
+    ready(loaded, out)
     try:
         with executor(executor_name, jobs, ray_address) as ex:
             res = run_sweep(loaded, plan, out, ex, resume=resume, quiet=quiet, sets=sets)

@@ -79,10 +79,10 @@ def default_point(df: pd.DataFrame, budgets) -> str:
 def simulate_chosen(out: Path, base: Base, point: Point) -> pipeline.RunOutput:
     """Run ``point`` again with every output (requests, steps) into DIR/chosen."""
     dest = Path(out) / CHOSEN
-    run = pipeline.run(base.load(point.overrides), dest, plots=False)
-    (dest / "point.json").write_text(json.dumps({"id": point.id, "overrides": point.overrides,
-                                                 "label": point.label}, indent=2) + "\n")
-    return run
+    meta = json.dumps({"id": point.id, "overrides": point.overrides, "label": point.label},
+                      indent=2) + "\n"
+    return pipeline.run(base.load(point.overrides), dest, plots=False,
+                        files={"point.json": meta})
 
 
 def _chosen(out: Path, df: pd.DataFrame, manifest: dict, base: Base, point_id: str | None,

@@ -51,6 +51,15 @@ def _not_a_run(out: Path) -> None:
                            "another --out")
 
 
+def check_folder(out: Path) -> None:
+    """What ``PointStore.open`` refuses at ``out`` when no sweep is there (a run's result, and
+    whatever `run`'s --out refuses), checked touching nothing: a command can say it before
+    anything else."""
+    if not is_sweep(out):
+        _not_a_run(out)
+        check_out(out)
+
+
 def _differences(old: dict, new: dict) -> list[str]:
     return sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
 
@@ -76,8 +85,7 @@ class PointStore:
                 self.close()
                 raise
         else:
-            _not_a_run(self.out)
-            check_out(self.out)
+            check_folder(self.out)
             self._lock = None
         try:
             if self._lock is None:

@@ -150,3 +150,19 @@ def test_help_and_version_still_exit_0(capsys):
     assert capsys.readouterr().out.startswith("servesim ")
     assert main(["run", "--help"]) == 0
     assert "Usage: servesim run" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args,needles", [
+    (["sweep", "--seeds", "0"], ["--seeds 0"]),
+    (["capacity", "--spread", "1"], ["--spread 1"]),
+    (["capacity", "--tol", "abc"], ["--tol 'abc'"]),
+])
+def test_bad_sweep_flags_are_one_line_before_any_warning(tmp_path, capsys, args, needles):
+    """The stand-in warning (generated arrivals for a bursty trace) comes only once the flags
+    and --out are checked: bad input stays one line."""
+    sc = write(tmp_path, "name: s\nmodel: llama-3-8b\ngpu: h100-sxm\nworkload:\n"
+               "  arrival: {process: poisson, rate: 2.0}\n  lengths: {dist: azure_conv_like}\n"
+               "  num_requests: 20\n")
+    code = main([args[0], str(sc), *args[1:], "-o", str(tmp_path / "out"), "-q"])
+    assert_one_line_error(code, capsys.readouterr().err, *needles)
+    assert not (tmp_path / "out").exists()
