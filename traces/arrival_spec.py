@@ -29,6 +29,9 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
+MAX_RATE = 1e6  # requests/s: the largest arrival rate (a million per second)
+
+
 class ArrivalSpec(_Model):
     """When requests arrive."""
 
@@ -40,7 +43,7 @@ class ArrivalSpec(_Model):
         "(plus `think_s`)",
     )
     rate: float | None = Field(
-        None, ge=1e-6, le=1e6, json_schema_extra={
+        None, ge=1e-6, le=MAX_RATE, json_schema_extra={
             "why": "one request per 11.6 days to a million per second", "unit": "requests/s"},
         description="mean arrival rate in requests per second (generated only)"
     )

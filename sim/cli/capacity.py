@@ -49,6 +49,7 @@ from sim.plan.point import Base
 from sim.plan.slo import as_overrides, describe, parse_slo, scenario_slo
 from sim.plan.spread import Spread, run_spread
 from sim.report.plan_tables import frontier_table, show
+from traces.arrival_spec import MAX_RATE
 from traces.errors import InputError
 
 MAX_SPREAD = 16  # parts of --spread: each is one more capacity search
@@ -205,6 +206,12 @@ def capacity(
     With --target-rate: the fewest cluster.replicas that hold them at that load."""
     if emit not in (None, "vllm"):
         raise InputError(f"--emit {emit!r}: the only target is vllm")
+    if price is not None and not 0 < price < math.inf:
+        raise InputError(f"--gpu-hour-price {price!r}: must be > 0 and finite (a price per "
+                         "GPU-hour)")
+    if target_rate is not None and not target_rate <= MAX_RATE:  # NaN and inf too
+        raise InputError(f"--target-rate {target_rate!r}: must be at most {MAX_RATE:,.0f} "
+                         "requests/s")
     budgets = parse_slo(slo) if slo else None
     sets = (*(set_ or ()), *(as_overrides(budgets) if budgets else ()),
             *((f"gpu_hour_price={price}",) if price else ()))

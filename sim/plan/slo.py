@@ -12,6 +12,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from sim.config.limits import MAX_TIME_S
 from sim.config.scenario import Scenario
 from traces.errors import InputError, clip
 
@@ -98,6 +99,9 @@ def _budget(item: str) -> Budget:
             f"{', '.join(METRICS)}, STAT one of {', '.join(STATS)} and LIMIT in ms or s, "
             "e.g. ttft_p95=500ms")
     ms = float(m[1]) * (1e3 if m[2] == "s" else 1.0)
+    if ms > MAX_TIME_S * 1e3:  # the scenario's slo limit, said here for the flag given
+        raise InputError(f"--slo {clip(item)!r}: the limit must be at most "
+                         f"{MAX_TIME_S * 1e3:,.0f} ms")
     return Budget(metric, STATS[stat], ms)
 
 

@@ -25,6 +25,7 @@ from sim.plan.grid import Plan, Point
 from sim.plan.point import Base
 from sim.plan.progress import PointProgress
 from sim.plan.store import PointStore
+from traces.errors import InputError
 
 CONSOLIDATE_S = 5.0  # rewrite points.parquet at most this often while points finish
 
@@ -53,12 +54,18 @@ def check_configs(base: Base, points: Sequence[Point]) -> None:
         if p.config_id in seen:
             continue
         seen.add(p.config_id)
-        loaded = base.load(p.overrides)
-        if first:
-            prepare(loaded)  # the workload builds (trace readable, lengths valid)
-            first = False
-        else:
-            resolve_loaded(loaded)
+        try:
+            loaded = base.load(p.overrides)
+            if first:
+                prepare(loaded)  # the workload builds (trace readable, lengths valid)
+                first = False
+            else:
+                resolve_loaded(loaded)
+        except InputError as e:  # the scenario itself loaded: the grid's values are at fault
+            if not p.config:
+                raise
+            given = ", ".join(f"{k}={v}" for k, v in p.config)
+            raise InputError(f"--grid {given}: {e}") from None
 
 
 class Runner:

@@ -166,3 +166,30 @@ def test_bad_sweep_flags_are_one_line_before_any_warning(tmp_path, capsys, args,
     code = main([args[0], str(sc), *args[1:], "-o", str(tmp_path / "out"), "-q"])
     assert_one_line_error(code, capsys.readouterr().err, *needles)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("args,needles", [
+    (["capacity", "--slo", "ttft_p95=1e30ms"], ["--slo 'ttft_p95=1e30ms'", "at most"]),
+    (["capacity", "--gpu-hour-price", "-1"], ["--gpu-hour-price -1.0"]),
+    (["capacity", "--gpu-hour-price", "inf"], ["--gpu-hour-price inf"]),
+    (["capacity", "--target-rate", "inf"], ["--target-rate inf"]),
+    (["capacity", "--target-rate", "1e30"], ["--target-rate 1e+30"]),
+])
+def test_capacity_flags_are_named_as_given(tmp_path, capsys, args, needles):
+    """A bad flag is named as the user gave it, not as the --set or scenario field it
+    becomes."""
+    sc = write(tmp_path, GOOD)
+    code = main([args[0], str(sc), *args[1:], "-o", str(tmp_path / "out"), "-q"])
+    err = capsys.readouterr().err
+    assert_one_line_error(code, err, *needles)
+    assert "--set" not in err and "s.yaml" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_bad_grid_value_names_the_grid(tmp_path, capsys):
+    sc = write(tmp_path, GOOD)
+    code = main(["sweep", str(sc), "--grid", "engine.max_num_seqs=0,4", "-o",
+                 str(tmp_path / "out"), "-q", "-j", "1"])
+    assert_one_line_error(code, capsys.readouterr().err, "--grid engine.max_num_seqs=0:",
+                          "must be > 0")
+    assert not (tmp_path / "out").exists()
