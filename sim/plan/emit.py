@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from pathlib import Path
 
 import numpy as np
@@ -85,10 +86,10 @@ def _engine_flags(r: Resolved) -> list[str]:
         flags.append(f"--moe-backend {e.moe_backend}")
     if e.moe_activation != "auto":
         quant = json.dumps({"moe": {"activation": e.moe_activation}}, separators=(",", ":"))
-        flags.append(f"--quantization-config '{quant}'")
+        flags.append(f"--quantization-config {shlex.quote(quant)}")
     if e.speculative_config is not None:  # vLLM's keys only (the acceptance is servesim's)
         spec = json.dumps(e.speculative_config.vllm_json(), separators=(",", ":"))
-        flags.append(f"--speculative-config '{spec}'")
+        flags.append(f"--speculative-config {shlex.quote(spec)}")
     return flags
 
 
@@ -131,7 +132,7 @@ def vllm_flags(r: Resolved) -> tuple[list[str], list[str]]:
 
 
 def vllm_serve(r: Resolved) -> str:
-    return " ".join(["vllm serve", hf_model(r), *vllm_flags(r)[0]])
+    return " ".join(["vllm serve", shlex.quote(hf_model(r)), *vllm_flags(r)[0]])
 
 
 def arrival_shape(arrival_s) -> dict:
@@ -180,7 +181,8 @@ def deployment(r: Resolved) -> tuple[list[dict], list[str]]:
         flags, pool_notes = vllm_flags(p.resolved)
         pools.append({"pool": p.name, "role": p.role, "replicas": p.replicas, "gpus": p.gpus,
                       "lanes": list(p.lanes), "router": p.router.name,
-                      "vllm_serve": " ".join(["vllm serve", hf_model(p.resolved), *flags]),
+                      "vllm_serve": " ".join(["vllm serve", shlex.quote(hf_model(p.resolved)),
+                                              *flags]),
                       "notes": pool_notes})
         notes.append(f"pool {p.name!r}: {p.replicas} replica(s) behind router "
                      f"{p.router.name!r}, which vLLM's server does not provide: run the pool's "

@@ -152,3 +152,15 @@ def test_expert_and_data_parallel_and_quantization_methods_are_flagged():
     assert "--quantization mxfp4" in oss and "--enable-expert-parallel" not in oss
     dense = flags()[0]
     assert not any(x.startswith(("--data-parallel", "--enable-expert")) for x in dense)
+
+
+def test_the_serve_line_is_shell_quoted():
+    """A model named with a space (an inline spec's name) stays one argument when the line is
+    pasted into a shell."""
+    import shlex
+
+    sets = ("model={name: my model, num_layers: 2, hidden_size: 64, num_attention_heads: 4, "
+            "num_kv_heads: 4, head_dim: 16, intermediate_size: 128, vocab_size: 1000, "
+            "max_position_embeddings: 4096}", "engine.num_gpu_blocks_override=1024")
+    argv = shlex.split(vllm_serve(resolve_loaded(load_scenario(None, sets))))
+    assert argv[:4] == ["vllm", "serve", "my model", "--dtype"]

@@ -136,3 +136,18 @@ def test_inconsistent_chunk_sizes_name_the_line(tmp_path):
         load_trace(path)
     assert str(info.value) == (f"{path}: line 2: field 'hash_block_size' is 8; must be the "
                                "same integer >= 1 (tokens per hash id) on every line")
+
+
+def test_the_printed_commands_are_shell_quoted(tmp_path, capsys):
+    """Pasted into a shell, the printed command runs with the path and model as given: a
+    space stays inside the path, a `;` in the model name runs nothing."""
+    import shlex
+
+    out = tmp_path / "my data" / "w.jsonl"
+    out.parent.mkdir()
+    assert main(["trace", "export", str(write(tmp_path, SCENARIO)), "-o", str(out),
+                 "--model", "x; rm -rf /"]) == 0
+    own = capsys.readouterr().out.splitlines()[2].strip()
+    argv = shlex.split(own)
+    assert argv[argv.index("--dataset-path") + 1] == str(out)
+    assert argv[argv.index("--model") + 1] == "x; rm -rf /"

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shlex
 import tempfile
 from pathlib import Path
 
@@ -131,8 +132,10 @@ def bench_command(path: str | Path, trace: Trace, block: int, *, rate: float, bu
     """Two `vllm bench serve` command lines for the dataset at `path`: one replaying its own
     arrival times, one with vLLM's gamma arrivals at `rate` req/s and `burstiness` (= 1/CV^2;
     1 is Poisson). `concurrency` adds `--max-concurrency` (vLLM's client-side cap)."""
-    base = (f"vllm bench serve --backend vllm --model {model} --dataset-name timed_trace "
-            f"--dataset-path {path} --num-prompts {len(trace)} "
+    # quoted for a POSIX shell: a path with spaces, or a model name with `;`, pastes as given
+    base = (f"vllm bench serve --backend vllm --model {shlex.quote(str(model))} "
+            f"--dataset-name timed_trace --dataset-path {shlex.quote(str(path))} "
+            f"--num-prompts {len(trace)} "
             f"--timed-trace-label-timestamp arrival_s --timed-trace-chunk-hash-size {block} "
             "--percentile-metrics ttft,tpot,itl,e2el --save-result --save-detailed")
     if concurrency is not None:
