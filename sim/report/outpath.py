@@ -27,7 +27,7 @@ RESULTS = Path("results")
 # what a run's folder holds when its marker predates the list of entries (servesim's own
 # names, sim/report/write.py); report.html is servesim's when it starts with REPORT_SIGNATURE
 RUN_FILES = frozenset({"summary.json", "config.json", "requests.parquet", "steps.parquet",
-                       "ttft_cdf.png", "kv_vs_waiting.png", "steps.jsonl"})
+                       "ttft_cdf.png", "kv_vs_waiting.png", "steps.jsonl", "live_steps.parquet"})
 REPORT = "report.html"
 REPORT_SIGNATURE = b"<!DOCTYPE html>\n<!-- servesim report -->\n"  # sim/report/html/page.py
 _MARKER_MAX = 1 << 20  # bytes of a marker read back (it lists a run's entries)
@@ -73,16 +73,16 @@ def is_result(path: Path) -> bool:
         return False
 
 
-def _written(path: Path) -> frozenset[str]:
-    """The entries the marker of result ``path`` says its run wrote (RUN_FILES for a marker
-    without the list, or one that cannot be read)."""
+def _written(path: Path) -> frozenset[str] | None:
+    """The entries the marker of result ``path`` says its run wrote; None for a marker
+    without the list (an older servesim's) or one that cannot be read."""
     try:
         with open(path / MARKER, "rb") as fh:
             files = json.loads(fh.read(_MARKER_MAX)).get("files")
     except (OSError, ValueError, AttributeError):
-        return RUN_FILES
+        return None
     if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
-        return RUN_FILES
+        return None
     return frozenset(files)
 
 
@@ -98,8 +98,8 @@ def _servesim_report(path: Path) -> bool:
 
 def foreign_entries(path: Path) -> list[str]:
     """Entries of result folder ``path`` that servesim did not write (sorted): replacing
-    the result would delete them."""
-    written = _written(path) | {MARKER}
+    the result would delete them. An older marker lists nothing: a run's own names then."""
+    written = (_written(path) or RUN_FILES) | {MARKER}
     out = []
     for e in sorted(os.scandir(path), key=lambda e: e.name):
         if e.name in written:
@@ -119,9 +119,10 @@ def refuse_foreign(raw: str, path: Path) -> None:
     if foreign:
         shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3
                                           else "")
-        raise _refuse(raw, f"is a servesim result that also holds {shown}, which servesim "
-                      "did not write; replacing the result would delete them: move them out "
-                      "or choose another --out")
+        why = ("which servesim did not write" if _written(path) is not None else
+               "which its marker (an older servesim's) does not list as written by the run")
+        raise _refuse(raw, f"is a servesim result that also holds {shown}, {why}; replacing "
+                      "the result would delete them: move them out or choose another --out")
 
 
 def _kind(mode: int) -> str:

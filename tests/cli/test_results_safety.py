@@ -258,3 +258,18 @@ def test_a_sweep_into_a_run_result_is_refused_before_running(tmp_path, capsys, c
     assert code == 2 and len(lines) == 1, err
     assert "result of a `servesim run`" in lines[0] and "Traceback" not in err
     assert sorted(p.name for p in out.iterdir()) == before
+
+
+def test_an_older_marker_without_the_list_allows_a_runs_own_names(tmp_path, capsys):
+    """A result written before markers listed their files is replaced when it holds only a
+    run's own names; anything else is named, and said not to be in the marker's list."""
+    sc, out = scenario(tmp_path), tmp_path / "r"
+    assert main(["run", str(sc), "--out", str(out), *FAST]) == 0
+    (out / ".servesim-result").write_text('{"servesim": "0.1.0", "result": "r"}\n')
+    assert main(["run", str(sc), "--out", str(out), *FAST, "--set", "seed=2"]) == 0
+    (out / ".servesim-result").write_text('{"servesim": "0.1.0", "result": "r"}\n')
+    (out / "profile.parquet").write_bytes(b"x")
+    capsys.readouterr()
+    code, err = run(["run", sc, "--out", out, *FAST, "--set", "seed=3"], capsys)
+    assert_one_line_error(code, err, "profile.parquet", "older servesim")
+    assert (out / "profile.parquet").read_bytes() == b"x"
