@@ -11,11 +11,12 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from traces import arrivals
 from traces.errors import TraceError
 from traces.limits import MAX_REQUESTS, MAX_TIME_S, REQ, TIME
+from traces.validated import Validated
 
 #: the fields each process takes besides ``process`` (the validator below enforces them)
 PROCESS_FIELDS = {
@@ -25,7 +26,7 @@ PROCESS_FIELDS = {
 }
 
 
-class _Model(BaseModel):
+class _Model(Validated):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 

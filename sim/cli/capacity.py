@@ -212,7 +212,7 @@ def capacity(
     if target_rate is not None and not target_rate <= MAX_RATE:  # NaN and inf too
         raise InputError(f"--target-rate {target_rate!r}: must be at most {MAX_RATE:,.0f} "
                          "requests/s")
-    budgets = parse_slo(slo) if slo else None
+    budgets = parse_slo(slo) if slo is not None else None  # '' is no budget: refused
     sets = (*(set_ or ()), *(as_overrides(budgets) if budgets else ()),
             *((f"gpu_hour_price={price}",) if price else ()))
     loaded = load(scenario, sets, trace)

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
+from pydantic import ConfigDict, Field, PositiveFloat, PositiveInt
 
 from sim.config.limits import why
 from sim.config.model_spec import ModelSpec
+from traces.validated import Validated
 
 __all__ = ["GpuSpec", "ModelSpec"]
 
@@ -22,7 +23,7 @@ _SLOW = "slower than any accelerator: steps would outlast any simulated horizon"
 _FAST = "faster than any device built"
 
 
-class GpuSpec(BaseModel):
+class GpuSpec(Validated):
     """One accelerator: capacities from its datasheet, efficiencies from public measurements."""
 
     model_config = _FROZEN

@@ -25,11 +25,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+from pydantic import ConfigDict, Field, PositiveInt, model_validator
 
 from sim.config import model_checks as checks
 from sim.config import model_shapes as shapes
 from sim.config.limits import MAX_TOKENS, TOKENS_WHY, why
+from traces.validated import Validated
 
 _FROZEN = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 _SHAPE = why("larger than any transformer's")
@@ -44,7 +45,7 @@ def _count(desc: str, le: int = 1 << 22, default: int = 0):
     return Field(default, ge=0, le=le, json_schema_extra=_SHAPE, description=desc)
 
 
-class ModelSpec(BaseModel):
+class ModelSpec(Validated):
     """A decoder-only transformer: dense or mixture-of-experts, GQA or MLA attention."""
 
     model_config = _FROZEN

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
+from pydantic import ConfigDict, Field, PositiveInt, field_validator, model_validator
 
 import sim.cost  # noqa: F401  (registers cost models)
 import sim.kv  # noqa: F401  (registers KV policies)
@@ -48,6 +48,7 @@ from sim.kv.base import KV_POLICIES
 from sim.sched.admission import ADMISSION_RULES
 from sim.sched.base import SCHEDULERS
 from traces.spec import WorkloadSpec
+from traces.validated import Validated
 
 MoeBackend = Literal[BACKENDS]  # vLLM's --moe-backend values a profile can price
 
@@ -59,7 +60,7 @@ _STRICT = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 BLOCK_MULTIPLE, BLOCK_MAX = 16, 1024
 
 
-class EngineConfig(BaseModel):
+class EngineConfig(Validated):
     """vLLM engine arguments (same names; None = vLLM's default for this GPU)."""
 
     model_config = _STRICT
@@ -248,7 +249,7 @@ class CostChoice(RegistryChoice):
     name: str = Field("roofline", description="Step-time model (see `servesim policies`).")
 
 
-class SloConfig(BaseModel):
+class SloConfig(Validated):
     """Latency budgets, as `vllm bench serve --goodput` (ms), and the verdict percentile."""
 
     model_config = _STRICT
@@ -264,7 +265,7 @@ class SloConfig(BaseModel):
     )
 
 
-class Scenario(BaseModel):
+class Scenario(Validated):
     """A complete what-if scenario."""
 
     model_config = _STRICT

@@ -16,16 +16,17 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from sim.config.limits import MAX_SEED, why
+from traces.validated import Validated
 
 MAX_SPEC_TOKENS = 16  # vLLM accepts more; no published deployment drafts more than ~10
 EAGLE_FAMILY = ("eagle", "eagle3", "mtp")  # vllm/config/speculative.py:1944 use_eagle
 METHODS = (*EAGLE_FAMILY, "ngram", "draft_model")
 
 
-class SpeculativeConfig(BaseModel):
+class SpeculativeConfig(Validated):
     """vLLM's --speculative-config (its keys) plus the acceptance process servesim samples."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 from sim.config.hardware import GpuSpec, ModelSpec
 from sim.engine.plan import StepPlan
 from sim.registry import Registry
+from traces.validated import Validated
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 
@@ -177,7 +178,7 @@ class ShapeCost(CostModel):
         """See CostModel.shape_times."""
 
 
-class NoParams(BaseModel):
+class NoParams(Validated):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 

@@ -46,7 +46,7 @@ from functools import partial
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from sim.cost.base import COST_MODELS, CostModel, decode_contexts
 from sim.cost.curve_grid import MeasuredAttention
@@ -71,6 +71,7 @@ from sim.cost.profile.model_file import (
 from sim.cost.scalar import ScalarPricing
 from sim.cost.stepfit import StepFitPricer
 from traces.errors import InputError
+from traces.validated import Validated
 
 # vLLM's VLLM_SHARED_EXPERTS_STREAM_TOKEN_THRESHOLD default: the largest step (tokens) whose
 # shared experts run on the second stream
@@ -87,7 +88,7 @@ def default_profile(gpu_name: str, framework: str = "vllm") -> str | None:
     return name if name in shipped_profiles() else None
 
 
-class FittedParams(BaseModel):
+class FittedParams(Validated):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     profile: str = Field(

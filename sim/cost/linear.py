@@ -11,14 +11,15 @@ every step time can be computed by hand.
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from sim.cost.base import COST_MODELS, ShapeCost, decode_contexts
+from traces.validated import Validated
 
 _LONG = {"why": "longer than a simulated run can be (1e9 s)"}
 
 
-class LinearParams(BaseModel):
+class LinearParams(Validated):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     base_ms: float = Field(

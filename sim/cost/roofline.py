@@ -31,14 +31,15 @@ from the GPU catalog entry (see sim/catalog/SOURCES.md).
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from sim.cost.base import COST_MODELS, ShapeCost, decode_contexts
 from sim.cost.elementwise import QK_VARIANCE_BYTES, ElementwiseWork
 from sim.cost.moe_roofline import MoeRoofline, attention_dims, window_pairs
+from traces.validated import Validated
 
 
-class RooflineParams(BaseModel):
+class RooflineParams(Validated):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     gemm_efficiency: float | None = Field(

@@ -17,12 +17,13 @@ scope: replica counts are fixed for the run.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+from pydantic import ConfigDict, Field, PositiveInt, model_validator
 
 from sim.config.choice import RegistryChoice
 from sim.config.hardware import GpuSpec
 from sim.config.limits import MAX_GPUS, why
 from sim.fleet.routers import ROUTERS
+from traces.validated import Validated
 
 _STRICT = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 MAX_REPLICAS = 4096  # replicas per pool: beyond any single deployment we model
@@ -33,7 +34,7 @@ class RouterChoice(RegistryChoice):
     name: str = Field("round_robin", description="Routing policy (see `servesim policies`).")
 
 
-class PoolConfig(BaseModel):
+class PoolConfig(Validated):
     """One named pool: its replicas, its router and what it changes from the scenario."""
 
     model_config = _STRICT
@@ -57,7 +58,7 @@ class PoolConfig(BaseModel):
                               "scenario's.")
 
 
-class DisaggConfig(BaseModel):
+class DisaggConfig(Validated):
     """Prefill/decode disaggregation: prompts run in one pool, their KV cache moves to another
     pool that generates the output (as vLLM's disaggregated prefill with a KV connector)."""
 
@@ -78,7 +79,7 @@ class DisaggConfig(BaseModel):
         "the prefill GPU's allreduce_latency_s from the catalog.")
 
 
-class ClusterConfig(BaseModel):
+class ClusterConfig(Validated):
     """Replicas of the scenario's server behind a router, or named pools of them."""
 
     model_config = _STRICT

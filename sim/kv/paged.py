@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from sim.kv.base import KV_POLICIES, KVManager, KVUsage
 from sim.kv.block_pool import BlockPool
+from traces.validated import Validated
 
 
-class PagedParams(BaseModel):
+class PagedParams(Validated):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     watermark: float = Field(

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
+
+from traces.validated import Validated
 
 
-class LiveParams(BaseModel):
+class LiveParams(Validated):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     device: Literal["cpu", "cuda"] = Field(

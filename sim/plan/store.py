@@ -86,6 +86,9 @@ class PointStore:
                 raise
         else:
             check_folder(self.out)
+            if resume:
+                warnings.warn(f"--resume: no sweep in {clip_path(self.out)} to continue; a "
+                              "new one starts there", stacklevel=2)
             self._lock = None
         try:
             if self._lock is None:

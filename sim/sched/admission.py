@@ -13,9 +13,10 @@ from abc import ABC, abstractmethod
 from pydantic import BaseModel, ConfigDict
 
 from sim.registry import Registry
+from traces.validated import Validated
 
 
-class NoParams(BaseModel):
+class NoParams(Validated):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 

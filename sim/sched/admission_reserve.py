@@ -25,12 +25,13 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from sim.sched.admission import ADMISSION_RULES, Admission
+from traces.validated import Validated
 
 
-class ReserveParams(BaseModel):
+class ReserveParams(Validated):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     expect: Literal["quantile", "max_tokens"] = Field(

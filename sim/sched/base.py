@@ -29,6 +29,7 @@ from sim.sched.admission import Admission, Optimistic
 from sim.sched.lengths import rejected
 from sim.sched.queues import FCFSQueue
 from sim.sched.spec import SpecState
+from traces.validated import Validated
 
 
 class Status(IntEnum):
@@ -69,7 +70,7 @@ class SchedulerLimits:
         return rejected(prompt, output, self.max_model_len)
 
 
-class NoParams(BaseModel):
+class NoParams(Validated):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 

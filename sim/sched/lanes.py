@@ -40,7 +40,7 @@ from __future__ import annotations
 from itertools import chain
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from sim.engine.plan import StepPlan
 from sim.sched.base import SCHEDULERS
@@ -48,11 +48,12 @@ from sim.sched.batch import BatchBuilder
 from sim.sched.queues import FCFSQueue, RequestQueue
 from sim.sched.vllm import BUDGET, EMPTY, POLICY, SEQS, VllmScheduler
 from traces.errors import InputError
+from traces.validated import Validated
 
 INTERACTIVE, BATCH = 0, 1
 
 
-class LanesParams(BaseModel):
+class LanesParams(Validated):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     interactive_lane: str = Field(

@@ -27,15 +27,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from sim.sched.base import SCHEDULERS
 from sim.sched.batch import BatchBuilder
 from sim.sched.v0 import V0Scheduler, with_default_watermark
 from traces.errors import InputError
+from traces.validated import Validated
 
 
-class SarathiParams(BaseModel):
+class SarathiParams(Validated):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     chunk_size: int = Field(

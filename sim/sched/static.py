@@ -34,17 +34,18 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from sim.engine.plan import StepPlan
 from sim.sched.base import SCHEDULERS, Status
 from sim.sched.batch import BatchBuilder
 from sim.sched.vllm import MEMORY, POLICY, VllmScheduler
+from traces.validated import Validated
 
 WAKE_TOLERANCE_S = 1e-9  # the engine's wake-up time may round just below the deadline (s)
 
 
-class StaticParams(BaseModel):
+class StaticParams(Validated):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     batch_size: int = Field(

@@ -193,3 +193,38 @@ def test_a_bad_grid_value_names_the_grid(tmp_path, capsys):
     assert_one_line_error(code, capsys.readouterr().err, "--grid engine.max_num_seqs=0:",
                           "must be > 0")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("sets,needles", [
+    (["engine.max_num_seqs=true"], ["engine.max_num_seqs: expected a number, not a boolean"]),
+    (["workload.arrival.rate=false"], ["workload.arrival.rate: expected a number"]),
+    (["engine.gpu_memory_utilization=true"], ["engine.gpu_memory_utilization: expected"]),
+])
+def test_a_boolean_is_not_taken_for_a_number(tmp_path, capsys, sets, needles):
+    """YAML's true / false for a number field is refused (Pydantic would run true as 1)."""
+    sc = write(tmp_path, GOOD)
+    args = ["run", str(sc), "-o", str(tmp_path / "out"), "-q"]
+    for s in sets:
+        args += ["--set", s]
+    assert_one_line_error(main(args), capsys.readouterr().err, *needles)
+    assert not (tmp_path / "out").exists()
+
+
+def test_booleans_still_set_boolean_fields(tmp_path, capsys):
+    sc = write(tmp_path, GOOD)
+    assert main(["run", str(sc), "-o", str(tmp_path / "out"), "-q", "--no-plots",
+                 "--set", "engine.async_scheduling=false",
+                 "--set", "engine.enable_prefix_caching=true"]) == 0
+
+
+def test_an_empty_slo_is_refused_not_the_scenarios(tmp_path, capsys):
+    sc = write(tmp_path, GOOD)
+    code = main(["capacity", str(sc), "--slo", "", "-o", str(tmp_path / "out"), "-q"])
+    assert_one_line_error(code, capsys.readouterr().err, "--slo", "at least one budget")
+
+
+def test_resume_with_nothing_to_resume_says_so(tmp_path, capsys):
+    sc = write(tmp_path, GOOD)
+    assert main(["sweep", str(sc), "--rate", "1,2", "-j", "1", "--resume", "-q",
+                 "--no-plots", "-o", str(tmp_path / "out")]) == 0
+    assert "--resume: no sweep in" in capsys.readouterr().err

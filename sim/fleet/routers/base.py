@@ -23,6 +23,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from sim.registry import Registry
+from traces.validated import Validated
 
 
 @dataclass
@@ -51,7 +52,7 @@ def tie_key(r: ReplicaState) -> tuple[int, int]:
     return (r.routed, r.index)
 
 
-class NoParams(BaseModel):
+class NoParams(Validated):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 

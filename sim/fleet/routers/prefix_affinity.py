@@ -12,12 +12,13 @@ unbalanced when max - min outstanding > ``balance_abs_threshold`` and max >
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from sim.fleet.routers.base import ROUTERS, Router, tie_key
+from traces.validated import Validated
 
 
-class PrefixParams(BaseModel):
+class PrefixParams(Validated):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     cache_threshold: float = Field(
