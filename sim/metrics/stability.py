@@ -162,7 +162,7 @@ def too_short(res, lat: dict | None = None) -> str:
     return (f"too short to judge: {span:,.1f} s of arrivals, under {need:,.0f} s (a minute "
             f"and {MIN_LIFETIMES} median request lifetimes of {life:,.1f} s): send more "
             "requests (workload.duration_s; without a count a generated workload runs 5 "
-            "minutes or more)")
+            "minutes or more, up to a million requests)")
 
 
 def _failure(res) -> str:
