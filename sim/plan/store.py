@@ -20,11 +20,11 @@ from pathlib import Path
 import pandas as pd
 
 from sim.report.lock import acquire
-from sim.report.outpath import OutPathError, check_out, is_result
+from sim.report.outpath import SWEEP_MANIFEST, OutPathError, check_out, is_result
 from traces.errors import InputError, clip_path
 from traces.files import read_bytes
 
-MANIFEST = "manifest.json"
+MANIFEST = SWEEP_MANIFEST
 POINTS = "points"
 PARQUET = "points.parquet"
 MANIFEST_MAX_BYTES = 64 << 20  # a manifest holds the scenario and the plan

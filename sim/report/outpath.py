@@ -31,6 +31,7 @@ RUN_FILES = frozenset({"summary.json", "config.json", "requests.parquet", "steps
 REPORT = "report.html"
 REPORT_SIGNATURE = b"<!DOCTYPE html>\n<!-- servesim report -->\n"  # sim/report/html/page.py
 _MARKER_MAX = 1 << 20  # bytes of a marker read back (it lists a run's entries)
+SWEEP_MANIFEST = "manifest.json"  # a sweep's or capacity search's folder (sim/plan/store.py)
 # hidden helpers next to a result: .<name>.servesim-staging-<hex>, -old-<hex>, .servesim-lock
 INTERNAL = re.compile(r"^\..*\.servesim-(staging-[0-9a-f]{8}|old-[0-9a-f]{8}|lock)$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=,+-]+")
@@ -62,6 +63,13 @@ def default_out(name: str, sets: tuple[str, ...] = (), trace: str | None = None)
     if trace is not None:
         parts.append(f"trace={Path(trace).name}")
     return RESULTS / slug(",".join(parts))
+
+
+def _regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except (OSError, ValueError):
+        return False
 
 
 def is_result(path: Path) -> bool:
@@ -178,6 +186,9 @@ def _check_existing(raw: str, p: Path) -> None:
         raise _refuse(raw, f"is {_kind(mode)}; servesim writes a results folder there only "
                       "if nothing or an earlier servesim result is in the way")
     if not is_result(p):
+        if _regular(p / SWEEP_MANIFEST):
+            raise _refuse(raw, f"is a sweep or capacity folder (its {SWEEP_MANIFEST}); a run "
+                          "writes a result folder of its own: choose another --out")
         raise _refuse(raw, f"is a folder servesim did not write (no {MARKER} marker); "
                       "servesim replaces only its own results: choose another --out")
     if os.path.ismount(p):

@@ -273,3 +273,14 @@ def test_an_older_marker_without_the_list_allows_a_runs_own_names(tmp_path, caps
     code, err = run(["run", sc, "--out", out, *FAST, "--set", "seed=3"], capsys)
     assert_one_line_error(code, err, "profile.parquet", "older servesim")
     assert (out / "profile.parquet").read_bytes() == b"x"
+
+
+def test_a_run_into_a_sweep_folder_says_what_is_there(tmp_path, capsys):
+    sc, out = scenario(tmp_path), tmp_path / "sw"
+    assert main(["sweep", str(sc), "--rate", "1,2", "-j", "1", "-q", "--no-plots",
+                 "--out", str(out)]) == 0
+    before = sorted(p.name for p in out.iterdir())
+    capsys.readouterr()
+    code, err = run(["run", sc, "--out", out, *FAST], capsys)
+    assert_one_line_error(code, err, "is a sweep or capacity folder", "manifest.json")
+    assert sorted(p.name for p in out.iterdir()) == before
