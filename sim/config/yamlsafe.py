@@ -58,15 +58,14 @@ class _Loader(yaml.SafeLoader):
     last one silently)."""
 
     def construct_mapping(self, node, deep=False):
-        seen = set()
+        seen: dict = {}  # key -> the line it was first given on
         for key_node, _ in node.value:
             key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
             if key is not None and key in seen:
-                line = key_node.start_mark.line + 1
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {clip(repr(key))} (line {line})",
+                    None, None, f"duplicate key {clip(repr(key))} (first on line {seen[key]})",
                     key_node.start_mark)
-            seen.add(key)
+            seen[key] = key_node.start_mark.line + 1
         return super().construct_mapping(node, deep)
 
 

@@ -10,6 +10,7 @@ them falls back to its summary.json).
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,7 +49,9 @@ def load_result(path: str | Path) -> ResultView:
     checked (``check_tables``)."""
     p = Path(path)
     if not p.is_dir():
-        raise InputError(f"{clip_path(p)}: no such result folder")
+        what = "is not a folder, so not a result folder" if os.path.lexists(p) else \
+            "no such result folder"
+        raise InputError(f"{clip_path(p)}: {what}")
     if recorded.is_recorded_run(p):
         try:
             run = recorded.read_run(p)

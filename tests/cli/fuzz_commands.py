@@ -305,7 +305,7 @@ def compare_cases() -> list[Case]:
     for name, make, _needle in INPUTS[:3]:
         out.append(Case("compare", f"cmp-path-{name}", lambda d, f, m=make: [
             "compare", str(f.truth), m(d), "--no-plot"], ("no such result folder",)
-            if name != "folder" else ("not a result folder",)))
+            if name == "missing" else ("not a result folder",)))
     out.append(Case("compare", "cmp-path-empty-folder", lambda d, f: [
         "compare", str(f.truth), str(d / "user" / "deep"), "--no-plot"], ("not a result",)))
     for name, data in BAD_BYTES.items():
