@@ -12,7 +12,6 @@ import types
 import typing
 
 from pydantic import BaseModel, ValidationInfo, field_validator
-from pydantic_core import PydanticCustomError
 
 
 def _kinds(annotation) -> set[type]:
@@ -38,6 +37,5 @@ class Validated(BaseModel):
         if isinstance(value, bool) and info.field_name is not None:
             kinds = _kinds(cls.model_fields[info.field_name].annotation)
             if kinds & {int, float} and bool not in kinds:
-                raise PydanticCustomError("bool_for_number", "expected a number, not a boolean",
-                                          {})
+                raise ValueError("expected a number, not a boolean")
         return value
