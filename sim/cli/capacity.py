@@ -36,7 +36,7 @@ from sim.cli.sweep import (
     executor,
     interrupted,
     load,
-    ready,
+    say_stand_in,
 )
 from sim.cost import validation
 from sim.plan import feasibility
@@ -48,6 +48,7 @@ from sim.plan.plotdir import plot_dir, simulate_chosen
 from sim.plan.point import Base
 from sim.plan.slo import as_overrides, describe, parse_slo, scenario_slo
 from sim.plan.spread import Spread, run_spread
+from sim.plan.store import check_folder
 from sim.report.plan_tables import frontier_table, show
 from traces.arrival_spec import MAX_RATE
 from traces.errors import InputError
@@ -229,7 +230,7 @@ def capacity(
     out = out or Path("results") / f"{loaded.scenario.name}-capacity"
     if target_rate is not None and grid:
         raise InputError("--target-rate searches cluster.replicas itself; drop --grid")
-    ready(loaded, out)
+    check_folder(out)  # before anything runs
     seed_list = tuple(loaded.scenario.seed + i for i in range(seeds))
     if target_rate is not None:
         if grid:
@@ -238,6 +239,7 @@ def capacity(
 
         size(loaded, target_rate, budgets, seed_list, out, max_replicas,
              (executor_name, jobs, ray_address), resume, quiet, sets)
+        say_stand_in(loaded)
         if report:
             write_report(out)
         return
@@ -288,6 +290,7 @@ def capacity(
     if plots:
         typer.echo(f"plots: {out / 'plots'} ({len(plot_dir(out))} PNG + SVG)")
     typer.echo(f"probes: {out / 'points.parquet'} ({res.ran:,} simulated, {res.wall_s:.1f} s)")
+    say_stand_in(loaded)
     if sp is not None:
         typer.echo(f"spread probes: {out / 'spread' / 'points.parquet'}")
     if report:

@@ -54,10 +54,9 @@ def load(scenario: Path | None, sets: tuple[str, ...], trace: Path | None) -> Lo
     return load_scenario(scenario, sets, str(trace) if trace else None)
 
 
-def ready(loaded: LoadedScenario, out: Path) -> None:
-    """Once the flags are checked: refuse a bad --out (sim.plan.store.check_folder), then say
-    whether generated arrivals stand in for a bursty trace, so bad input stays one line."""
-    check_folder(out)
+def say_stand_in(loaded: LoadedScenario) -> None:
+    """Whether generated arrivals stand in for a bursty trace: said with the results, after
+    every input was checked (a bad flag, --out or --grid value stays one line)."""
     msg = stand_in_warning(loaded)
     if msg:
         warnings.warn(msg, stacklevel=1)
@@ -103,7 +102,7 @@ def sweep(
     loaded = load(scenario, tuple(set_ or ()), trace)
     plan = make_plan(loaded.scenario, grid, rate, rate_scale, seeds)
     out = out or Path("results") / f"{loaded.scenario.name}-sweep"
-    ready(loaded, out)
+    check_folder(out)  # before anything runs
     try:
         with executor(executor_name, jobs, ray_address) as ex:
             res = run_sweep(loaded, plan, out, ex, resume=resume, quiet=quiet, sets=sets)
@@ -116,5 +115,6 @@ def sweep(
         typer.echo(f"plots: {out / 'plots'} ({len(plot_dir(out))} PNG + SVG)")
     typer.echo(f"points: {out / 'points.parquet'} ({res.ran:,} simulated, {res.reused:,} "
                f"reused, {res.wall_s:.1f} s)")
+    say_stand_in(loaded)
     if report:
         write_report(out)

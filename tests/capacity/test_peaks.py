@@ -63,3 +63,18 @@ def test_poisson_over_a_trace_file_warns_with_the_trace_own_peaks():
 def test_no_warning_for_a_replay_or_a_mix_without_timestamps(sets):
     path = CHAT if not sets else None
     assert stand_in_warning(load_scenario(path, sets)) is None
+
+
+def test_a_good_sweep_still_says_the_stand_in_warning_once(tmp_path, capsys):
+    """Said with the results now (tests/cli/test_cli_errors.py: not before a bad input's
+    one line), and still said."""
+    from sim.cli import main
+
+    sc = tmp_path / "s.yaml"
+    sc.write_text("name: s\nmodel: llama-3-8b\ngpu: h100-sxm\nworkload:\n"
+                  "  arrival: {process: poisson, rate: 2.0}\n"
+                  "  lengths: {dist: azure_conv_like}\n  num_requests: 30\n")
+    assert main(["sweep", str(sc), "--rate", "1,2", "-j", "1", "-q", "--no-plots",
+                 "-o", str(tmp_path / "out")]) == 0
+    err = capsys.readouterr().err
+    assert err.count("stand in for the Azure 2023") == 1

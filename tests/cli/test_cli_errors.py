@@ -156,10 +156,12 @@ def test_help_and_version_still_exit_0(capsys):
     (["sweep", "--seeds", "0"], ["--seeds 0"]),
     (["capacity", "--spread", "1"], ["--spread 1"]),
     (["capacity", "--tol", "abc"], ["--tol 'abc'"]),
+    (["sweep", "--grid", "engine.max_num_seqs=0,4"], ["--grid engine.max_num_seqs=0:"]),
+    (["capacity", "--grid", "engine.max_num_seqs=abc"], ["--grid engine.max_num_seqs=abc:"]),
 ])
 def test_bad_sweep_flags_are_one_line_before_any_warning(tmp_path, capsys, args, needles):
-    """The stand-in warning (generated arrivals for a bursty trace) comes only once the flags
-    and --out are checked: bad input stays one line."""
+    """The stand-in warning (generated arrivals for a bursty trace) is said with the results,
+    once every input was checked: bad input stays one line."""
     sc = write(tmp_path, "name: s\nmodel: llama-3-8b\ngpu: h100-sxm\nworkload:\n"
                "  arrival: {process: poisson, rate: 2.0}\n  lengths: {dist: azure_conv_like}\n"
                "  num_requests: 20\n")
