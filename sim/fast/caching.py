@@ -105,7 +105,7 @@ class CachingScheduler(FastScheduler):
         self._flush()
         comp, bs, free = self.comp, self.bs, self.kv.free_settled
         for r in reqs:
-            free(r, -(-comp[r] // bs))
+            free(r, cdiv(comp[r], bs))
         self._sync()
 
     def _free_order(self, reqs: list[int]) -> list[int]:

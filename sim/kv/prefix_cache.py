@@ -101,10 +101,10 @@ class PrefixCachingKV(PagedKV):
         assert stash[1] == self.pool.version, "the pool changed between lookup and allocate"
         return stash[2], stash[3]
 
-    def _short(self, req: int, total_tokens: int, hits, admitting: bool) -> bool:
-        """Too few free blocks for ``total_tokens`` slots after ``hits``."""
-        new = -(-int(total_tokens) // self.block_size) - int(self.held[req]) - len(hits)
-        return self._lacks(new, hits, admitting)
+    def _blocks(self, req: int, total_tokens: int, hits) -> tuple[int, int, int]:
+        """(blocks ``total_tokens`` slots need, blocks held, new blocks after ``hits``)."""
+        need, held = -(-int(total_tokens) // self.block_size), int(self.held[req])
+        return need, held, need - held - len(hits)
 
     def _lacks(self, new: int, hits, admitting: bool) -> bool:
         """Too few free blocks for ``new`` blocks (if > 0) and ``hits`` (vLLM's
@@ -116,7 +116,8 @@ class PrefixCachingKV(PagedKV):
 
     def fits(self, req, total_tokens, admitting=False):
         looked = self._lookup(req)
-        return not self._short(req, total_tokens, looked[0] if looked else (), admitting)
+        hits = looked[0] if looked else ()
+        return not self._lacks(self._blocks(req, total_tokens, hits)[2], hits, admitting)
 
     def allocate(self, req, total_tokens, admitting=False, cached=None):
         # the lookup just made for this request (admission; static batching reserves with
@@ -124,9 +125,7 @@ class PrefixCachingKV(PagedKV):
         looked = self._lookup(req)
         self._stash = None
         hits = looked[0] if looked else ()
-        held, total = int(self.held[req]), int(total_tokens)
-        need = -(-total // self.block_size)
-        new = need - held - len(hits)
+        need, held, new = self._blocks(req, total_tokens, hits)
         if self._lacks(new, hits, admitting):
             return False
         if looked:
@@ -138,7 +137,7 @@ class PrefixCachingKV(PagedKV):
             self.pool.take(req, new)
         if need > held:
             self.held[req] = need
-        upto = total if cached is None else int(cached)  # final tokens: never drafts
+        upto = int(total_tokens) if cached is None else int(cached)  # final tokens: no drafts
         if upto > self.upto[req]:
             self.upto[req] = upto
         if self._n_shared[req]:

@@ -94,25 +94,17 @@ def _written(path: Path) -> frozenset[str] | None:
     return frozenset(files)
 
 
-def _servesim_report(path: Path) -> bool:
-    try:
-        if not stat.S_ISREG(os.lstat(path).st_mode):
-            return False
-        with open(path, "rb") as fh:
-            return fh.read(len(REPORT_SIGNATURE)) == REPORT_SIGNATURE
-    except OSError:
-        return False
-
-
 def foreign_entries(path: Path) -> list[str]:
     """Entries of result folder ``path`` that servesim did not write (sorted): replacing
     the result would delete them. An older marker lists nothing: a run's own names then."""
+    from sim.report.outfile import is_servesim_file  # (it imports this module)
+
     written = (_written(path) or RUN_FILES) | {MARKER}
     out = []
     for e in sorted(os.scandir(path), key=lambda e: e.name):
         if e.name in written:
             continue
-        if e.name == REPORT and _servesim_report(Path(e.path)):
+        if e.name == REPORT and is_servesim_file(Path(e.path), REPORT_SIGNATURE):
             continue
         out.append(e.name + ("/" if e.is_dir(follow_symlinks=False) else ""))
     return out
