@@ -26,31 +26,22 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from sim.report.outpath import INTERNAL, NAME_MAX, OutPathError, _kind, is_result
+from sim.report.outpath import (
+    INTERNAL,
+    NAME_MAX,
+    XATTR,
+    OutPathError,
+    _kind,
+    is_result,
+    is_servesim_file,
+)
 from traces.errors import clip_path
 
-XATTR = "user.servesim-result"
 DEFAULT_TRIES = 1000
 
 
 def _refuse(flag: str, raw: object, why: str) -> OutPathError:
     return OutPathError(f"{flag} {clip_path(raw)!r}: {why}")
-
-
-def is_servesim_file(path: Path, signature: bytes | None = None) -> bool:
-    """A regular file (not a link) marked as written by servesim, or starting with
-    ``signature`` (a header servesim writes in every file of that kind, e.g. model YAML's
-    first line: such a file copied or checked out keeps it, not the attribute)."""
-    try:
-        if not stat.S_ISREG(os.lstat(path).st_mode):
-            return False
-        if signature is not None:
-            with open(path, "rb") as f:
-                if f.read(len(signature)) == signature:
-                    return True
-        return os.getxattr(path, XATTR, follow_symlinks=False).startswith(b"servesim")
-    except (OSError, ValueError):
-        return False
 
 
 def check_file(path: str | Path, flag: str, *, own_folder: bool = False,

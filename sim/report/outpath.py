@@ -30,6 +30,7 @@ RUN_FILES = frozenset({"summary.json", "config.json", "requests.parquet", "steps
                        "ttft_cdf.png", "kv_vs_waiting.png", "steps.jsonl", "live_steps.parquet"})
 REPORT = "report.html"
 REPORT_SIGNATURE = b"<!DOCTYPE html>\n<!-- servesim report -->\n"  # sim/report/html/page.py
+XATTR = "user.servesim-result"  # set on every file servesim writes (sim/report/outfile.py)
 _MARKER_MAX = 1 << 20  # bytes of a marker read back (it lists a run's entries)
 SWEEP_MANIFEST = "manifest.json"  # a sweep's or capacity search's folder (sim/plan/store.py)
 # hidden helpers next to a result: .<name>.servesim-staging-<hex>, -old-<hex>, .servesim-lock
@@ -81,6 +82,22 @@ def is_result(path: Path) -> bool:
         return False
 
 
+def is_servesim_file(path: Path, signature: bytes | None = None) -> bool:
+    """A regular file (not a link) marked as written by servesim, or starting with
+    ``signature`` (a header servesim writes in every file of that kind, e.g. model YAML's
+    first line: such a file copied or checked out keeps it, not the attribute)."""
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return False
+        if signature is not None:
+            with open(path, "rb") as f:
+                if f.read(len(signature)) == signature:
+                    return True
+        return os.getxattr(path, XATTR, follow_symlinks=False).startswith(b"servesim")
+    except (OSError, ValueError):
+        return False
+
+
 def _written(path: Path) -> frozenset[str] | None:
     """The entries the marker of result ``path`` says its run wrote; None for a marker
     without the list (an older servesim's) or one that cannot be read."""
@@ -97,8 +114,6 @@ def _written(path: Path) -> frozenset[str] | None:
 def foreign_entries(path: Path) -> list[str]:
     """Entries of result folder ``path`` that servesim did not write (sorted): replacing
     the result would delete them. An older marker lists nothing: a run's own names then."""
-    from sim.report.outfile import is_servesim_file  # (it imports this module)
-
     written = (_written(path) or RUN_FILES) | {MARKER}
     out = []
     for e in sorted(os.scandir(path), key=lambda e: e.name):
