@@ -22,6 +22,16 @@ computes its last prompt token, which fills the prompt's last block when the pro
 whole number of blocks: ``first_due`` requests publish when scheduled, as
 ``note_computed`` does in sim/sched/vllm.py. ``used`` stays the pool's blocks in use
 (shared ones once): the fast core's decode-run arithmetic holds unchanged.
+
+**Counting until a block can be found.** While no request has a shareable block (no
+shared prefix in the workload) and none has been preempted, no block ever gets a key: no
+lookup can hit, nothing is evicted, and the pool's blocks are interchangeable (the pool
+never looks at a block's id, only at keys and queue order). Until then the pool is kept
+as BlockCount keeps paged KV (``used``), plus what the pool will need per request (its
+table's blocks and scheduled tokens, as ``allocate`` would set them) and the lookups
+counted at admission; the first preemption (or the end of the run) makes it concrete
+(``_materialize``): each holder's table, the decode blocks not handed out yet, the rest
+free, which is the pool's state up to a renaming of block ids.
 """
 
 from __future__ import annotations
@@ -43,6 +53,27 @@ class CachingScheduler(FastScheduler):
         # could tell (a lookup, an admission, a free); a take by another request before them
         # only changes which block ids each gets
         self.owed = 0
+        # counting (see the module doc): no request shares a block and none was preempted
+        self.counting = not any(kv.keys.counts) and not kv.pool.tables
+        if self.counting:
+            n = len(self.prompt)
+            self._held = array("q", bytes(8 * n))  # allocate's table length per request
+            self._upto = array("q", bytes(8 * n))  # allocate's / note_one's tokens
+
+    def _materialize(self, *also: int) -> None:
+        """Leave counting: hand the pool each holder's table (the running requests, the
+        finished ones whose frees wait, ``also``) and the decode blocks taken since,
+        pending, as the per-request takes would have left it."""
+        self.counting = False
+        kv, held, upto = self.kv, self._held, self._upto
+        tabled = 0
+        for r in (*self.running, *self.deferred, *also):
+            if held[r]:
+                kv.pool.take(r, held[r])
+                kv.held[r], tabled = held[r], tabled + held[r]
+            kv.upto[r] = upto[r]
+        kv.take_pending(self.used - tabled)
+        self._held = self._upto = None
 
     def _sync(self) -> None:
         self.used = self.num_blocks - self.kv.num_free + self.owed
@@ -54,6 +85,16 @@ class CachingScheduler(FastScheduler):
 
     # ---- the running pass ----------------------------------------------------------------
     def _grow_running(self, blocks, dec_blocks, entries, due=None):
+        if self.counting:
+            self.used += blocks
+            held, upto, bs = self._held, self._upto, self.bs
+            for r, t, c in entries:
+                held[r] = cdiv(c + t, bs)  # a chunk only grows the table
+                upto[r] = c + t
+            for r in (self.first_due if due is None else due):
+                if self.ctx(r) + 1 > upto[r]:
+                    upto[r] = self.ctx(r) + 1
+            return
         kv = self.kv
         self.owed += dec_blocks
         due = self.first_due if due is None else due
@@ -72,6 +113,14 @@ class CachingScheduler(FastScheduler):
         self.used += blocks  # each allocate took exactly its request's share
 
     def _grow_one(self, r, nb, upto):
+        self.used += nb
+        if self.counting:
+            if not self.dec[r]:
+                self._held[r] = cdiv(upto, self.bs)
+                self._upto[r] = upto
+            elif r in self.first_due and upto > self._upto[r]:
+                self._upto[r] = upto
+            return
         kv = self.kv
         if self.dec[r]:
             self.owed += nb
@@ -79,10 +128,10 @@ class CachingScheduler(FastScheduler):
                 kv.note_one(r, upto)
         else:
             kv.allocate(r, upto)
-        self.used += nb
 
     def grow_run(self, n):
-        self.owed += n
+        if not self.counting:
+            self.owed += n
         self.used += n
 
     # ---- frees -----------------------------------------------------------------------
@@ -91,6 +140,8 @@ class CachingScheduler(FastScheduler):
         kv.settle(r, cdiv(computed, self.bs) - int(kv.held[r]))
 
     def _release(self, r, computed, preempted=False):
+        if self.counting:
+            self._materialize(r)  # a preempted request's blocks get keys: they can be found
         self._flush()
         self._settle(r, computed)
         if preempted:
@@ -100,6 +151,10 @@ class CachingScheduler(FastScheduler):
         self._sync()
 
     def release_finished(self, reqs):
+        if self.counting:
+            comp, bs = self.comp, self.bs
+            self.used -= sum([cdiv(comp[r], bs) for r in reqs])
+            return
         if len(reqs) > 1:
             reqs = self._free_order(reqs)
         self._flush()
@@ -114,10 +169,14 @@ class CachingScheduler(FastScheduler):
 
     # ---- admission -------------------------------------------------------------------
     def _hit(self, r, known):
+        if self.counting:
+            return 0  # nothing it could find (PrefixCachingKV.lookup_prefix)
         self._flush()  # the pending takes may evict what the lookup would find
         return self.kv.lookup_prefix(r, known)
 
     def _admit_blocks(self, r, upto, whole):
+        if self.counting:
+            return self._admit_counted(r, upto, whole)
         kv = self.kv
         self._flush()
         # the gate of scheduler_reserve_full_isl; allocate's own check when the chunk is all
@@ -131,12 +190,33 @@ class CachingScheduler(FastScheduler):
         self.seq[r] = self._admitted
         return True
 
+    def _admit_counted(self, r, upto, whole):
+        """``_admit_blocks`` while counting: PrefixCachingKV's checks and counts of a
+        lookup without hits, on ``used``."""
+        bs, free, reserve = self.bs, self.num_blocks - self.used, self.reserve
+        if whole > upto and self.lim.scheduler_reserve_full_isl and max(
+                cdiv(whole, bs), 0) + reserve > free:
+            return False
+        nb = cdiv(upto, bs)
+        if max(nb, 0) + reserve > free:
+            return False
+        kv = self.kv
+        kv.stats["queries"] += self.known[r]  # its lookup, counted at admission
+        kv.looked_up[r] = 1
+        self.used += nb
+        self._held[r], self._upto[r] = nb, upto
+        self._admitted += 1
+        self.seq[r] = self._admitted
+        return True
+
     # ---- observation ---------------------------------------------------------------------
     def shared_slots(self):
-        return self.kv.shared_slots
+        return 0 if self.counting else self.kv.shared_slots
 
     def check(self):
         """Every running request's table holds its blocks; the pool's own checks."""
+        if self.counting:
+            self._materialize()
         self._flush()
         for r in self.running:
             self._settle(r, self.ctx(r))

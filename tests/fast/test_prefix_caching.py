@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from sim.config.load import LoadedScenario, load_scenario, validate
 from sim.config.resolve import ConfigError
 from sim.engine.requests import RequestSpecs
+from sim.fast.caching import CachingScheduler
 from sim.pipeline import prepare, resolve_loaded
 from tests.fast.equivalence import prepared, same_runs, same_scenario
 from tests.fast.test_properties import knobs
@@ -45,6 +46,45 @@ def test_preempted_requests_find_their_blocks_again():
     c = a.counters
     assert a.num_preemptions.sum() > 0 and c["prefix_preempted_hits"] > 0
     assert c["prefix_evictions"] > 0
+
+
+def _materializations(monkeypatch) -> list[tuple[int, tuple[int, ...]]]:
+    """(running requests, victim) of each fast-core pool leaving its counting mode."""
+    calls, real = [], CachingScheduler._materialize
+
+    def spy(self, *also):
+        calls.append((len(self.running), also))
+        return real(self, *also)
+
+    monkeypatch.setattr(CachingScheduler, "_materialize", spy)
+    return calls
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_counted_pool_turns_concrete_at_the_first_preemption(monkeypatch, asynchronous):
+    """Nothing shared: the fast core counts blocks until the first preemption gives blocks
+    keys, then hands the pool every holder's table; from there on hits of preempted
+    requests and evictions are the general engine's (same_scenario compares them all)."""
+    calls = _materializations(monkeypatch)
+    a, b = same_scenario("small-kv-pressure", ON, "workload.num_requests=250",
+                         f"engine.async_scheduling={str(asynchronous).lower()}")
+    c = a.counters
+    assert b.core == "fast" and a.num_preemptions.sum() > 0
+    assert c["prefix_preempted_hits"] > 0 and c["prefix_evictions"] > 0
+    # once per fast run (plain and hooked), at a preemption (a victim), mid-run
+    assert len(calls) == 2 and all(len(v) == 1 and n > 0 for n, v in calls)
+
+
+def test_a_pool_is_counted_only_while_nothing_can_be_found(monkeypatch):
+    """Without preemptions a share-nothing run counts to its end (made concrete for the
+    final checks, no victim); with shared prefixes it never counts."""
+    calls = _materializations(monkeypatch)
+    a, _ = same_scenario(None, ON, "workload.num_requests=200")
+    assert a.num_preemptions.sum() == 0 and calls == [(0, ()), (0, ())]
+    calls.clear()
+    a, _ = same_scenario(None, ON, "workload.num_requests=200",
+                         "workload.shared_prefix={tokens: 512, num_prefixes: 4}")
+    assert a.counters["prefix_hits"] > 0 and calls == []
 
 
 def test_many_prefixes_in_a_tight_pool_evict():
