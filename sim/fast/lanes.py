@@ -259,15 +259,15 @@ class CachingLanes(FastLanes, CachingScheduler):
     interactive decode blocks not handed to their tables yet (``take_pending``)."""
 
     def _held_batch(self, held_i):
-        return self._held_now(BATCH) if self.kv.shared_slots else super()._held_batch(held_i)
+        return self._held_now(BATCH) if self.shared_slots() else super()._held_batch(held_i)
 
     def _counted(self):
-        return not self.kv.shared_slots
+        return not self.shared_slots()
 
     def _lane_blocks(self):
-        kv = self.kv
-        if not kv.shared_slots:
+        if not self.shared_slots():
             return super()._lane_blocks()
+        kv = self.kv
         inter = [r for r in self.running if self.inter[r]]
         held, bs, dec = kv.held, self.bs, self.dec
         pending = sum(cdiv(self.ctx(r), bs) - int(held[r]) for r in inter if dec[r])
@@ -275,7 +275,7 @@ class CachingLanes(FastLanes, CachingScheduler):
         return self.used - only, only
 
     def _growth(self, r, upto):
-        if not self.kv.pending_hits(r):
+        if self.counting or not self.kv.pending_hits(r):
             return super()._growth(r, upto)
         inter = [q for q in self.running if self.inter[q]]
         return batch_growth(self.kv, r, upto, inter)  # hits are in tables, never pending
