@@ -84,6 +84,6 @@ def stand_in_warning(loaded: LoadedScenario) -> str | None:
     if ratio is None or ratio <= PEAK_WARN_RATIO:
         return None
     return (f"{loaded.source}: {w.arrival.process} arrivals stand in for {what}, whose busiest "
-            f"minute runs at {ratio:.2f}x its mean rate; a capacity found on smooth arrivals "
-            f"overstates what that traffic sustains at its peaks (replay the trace and search "
+            f"minute runs at {ratio:.2f}x its mean rate; what smooth arrivals sustain overstates "
+            f"what that traffic sustains at its peaks (replay the trace and search "
             f"rate_scale, or plan for mean capacity / {ratio:.2f})")
