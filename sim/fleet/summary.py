@@ -68,8 +68,11 @@ def fleet_summary(fr: FleetResult, views: dict | None = None) -> dict:
     pools = {}
     for p in fr.pools:
         names = [r.name for r in p.replicas]
-        s = summarize(combine([views[n][0] for n in names]))
-        _fleet_blocks(s, [per_replica[n] for n in names], names)
+        if len(fr.pools) == 1 and names == list(per_replica):
+            s = out  # the one pool serves every request as the clients see them: the fleet
+        else:
+            s = summarize(combine([views[n][0] for n in names]))
+            _fleet_blocks(s, [per_replica[n] for n in names], names)
         pools[p.plan.name] = {"role": p.plan.role, "replicas": p.plan.replicas,
                               "gpus": p.plan.gpus, "router": p.plan.router.name,
                               "lanes": list(p.plan.lanes), **_compact(s)}

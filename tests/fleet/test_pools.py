@@ -33,3 +33,27 @@ def test_pool_per_lane_protects_interactive_ttft():
 def test_a_lane_without_a_pool_is_a_config_error():
     with pytest.raises(ConfigError, match="no pool takes lane 'batch'"):
         fleet(POOLS, *SHORT, "cluster.pools.1.lanes=[other]")
+
+
+@pytest.mark.parametrize("sets", [
+    ("cluster={replicas: 3, router: least_outstanding}", "workload.num_requests=600",
+     "workload.arrival.rate=40"),
+    ("cluster={replicas: 3}", "workload.num_requests=600",
+     "workload.arrival={process: closed, concurrency: 24}"),
+    ("cluster={replicas: 2, router: random}", "workload.num_requests=600",
+     "workload.arrival={process: poisson, rate: 40, concurrency: 8}", "horizon_s=10"),
+])
+def test_one_pool_reports_the_fleet(sets):
+    """A fleet of one pool gives the pool the fleet's figures (fleet_summary reuses them):
+    its replicas' requests combined, summarised the long way, say the same."""
+    from sim.fleet.summary import _compact, _fleet_blocks, replica_view
+    from sim.fleet.views import combine
+    from sim.metrics.summary import summarize
+
+    fr, _, summary = fleet(None, *sets)
+    (pool,) = summary["fleet"]["pools"].values()
+    views = [replica_view(fr, rep)[0] for rep in fr.replicas]
+    long_way = summarize(combine(views))
+    _fleet_blocks(long_way, [summarize(v) for v in views], [r.name for r in fr.replicas])
+    assert {k: pool[k] for k in _compact(long_way)} == _compact(long_way) == _compact(summary)
+    assert pool["finished"] == summary["requests"]["finished"] > 0
