@@ -13,6 +13,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from traces.errors import TraceError
+from traces.limits import check_span
 from traces.loaders import ALLOWED, open_trace
 from traces.rng import Streams
 from traces.stats import format_stats, trace_stats
@@ -41,3 +43,8 @@ def stats(
         typer.echo(json.dumps(result, indent=2))
     else:
         Console().print(format_stats(result))
+    if fmt.timed:  # described as it is, but said when `run` would refuse it
+        try:
+            check_span(trace)
+        except TraceError as e:
+            typer.echo(f"warning: servesim run refuses this trace: {e}", err=True)

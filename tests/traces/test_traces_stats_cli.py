@@ -82,3 +82,13 @@ def test_cli_leaves_input_errors_to_the_main_cli(write):
     result = runner.invoke(app, ["stats", str(path)])
     assert isinstance(result.exception, TraceError)
     assert str(result.exception).startswith(f"{path}: cannot detect the trace format")
+
+
+def test_cli_stats_says_when_run_would_refuse_the_span(write):
+    path = write("far.csv", "arrival_s,prompt_tokens,output_tokens\n0,10,10\n1e30,10,10\n")
+    result = CliRunner().invoke(app, ["stats", str(path), "--json"])
+    assert result.exit_code == 0 and json.loads(result.stdout)["rows"] == 2
+    assert result.stderr.startswith("warning: servesim run refuses this trace: ")
+    assert "arrivals reach 1e+30 s, after 1e+09 s" in result.stderr
+    near = write("near.csv", "arrival_s,prompt_tokens,output_tokens\n0,10,10\n5,10,10\n")
+    assert CliRunner().invoke(app, ["stats", str(near)]).stderr == ""
