@@ -89,6 +89,7 @@ def precision(cfg: dict, where: str, hf_quant: dict | None = None) -> dict:
     q = cfg.get("quantization_config")
     if q is None and hf_quant is not None:
         q = {"quant_method": "modelopt", **hf_quant}
+        where = f"hf_quant_config.json beside {where}"  # what is wrong is in that file
     if q is None:
         return {"dtype_bits": base, "moe_dtype_bits": None, "quantization": None,
                 "weight_block_size": 0}

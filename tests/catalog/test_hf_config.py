@@ -178,6 +178,12 @@ def test_zero_heads_fifos_and_a_non_file_sibling_are_one_line(tmp_path):
     (tmp_path / "m" / "hf_quant_config.json").mkdir()  # not skipped as if absent
     with pytest.raises(InputError, match="hf_quant_config.json"):
         import_hf_config(good)
+    (tmp_path / "m" / "hf_quant_config.json").rmdir()
+    (tmp_path / "m" / "hf_quant_config.json").write_text(
+        json.dumps({"quantization": {"quant_algo": "INT3"}}))
+    with pytest.raises(InputError, match=r"^hf_quant_config.json beside config.json: "
+                       r"quantization.quant_algo: 'INT3' is not one servesim reads"):
+        import_hf_config(good)
 
 
 def test_catalog_import_prints_a_loadable_spec(tmp_path, capsys):
