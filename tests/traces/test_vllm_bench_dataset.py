@@ -138,6 +138,24 @@ def test_inconsistent_chunk_sizes_name_the_line(tmp_path):
                                "same integer >= 1 (tokens per hash id) on every line")
 
 
+def test_hash_ids_without_a_chunk_size_are_refused_with_the_fix(tmp_path):
+    """vLLM sizes a hash id by a flag (--timed-trace-chunk-hash-size, default 16), so a
+    file of chains without hash_block_size cannot say how long its prefixes are: refused,
+    naming the line and the fix, rather than replayed with the prefixes dropped."""
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"arrival_s": 0, "input_length": 4, "output_length": 1}\n'
+                    '{"arrival_s": 1, "input_length": 40, "output_length": 1, '
+                    '"hash_ids": [1, 2, 3]}\n')
+    with pytest.raises(TraceError) as info:
+        load_trace(path)
+    assert str(info.value) == (
+        f"{path}: line 2: field 'hash_ids' is set but no line gives 'hash_block_size': add it "
+        "to every line (the --timed-trace-chunk-hash-size the file is replayed with; vLLM's "
+        "default is 16), or drop hash_ids")
+    path.write_text('{"arrival_s": 0, "input_length": 4, "output_length": 1, "hash_ids": []}\n')
+    assert load_trace(path).hash_block_size is None  # no chain: nothing to size
+
+
 def test_the_printed_commands_are_shell_quoted(tmp_path, capsys):
     """Pasted into a shell, the printed command runs with the path and model as given: a
     space stays inside the path, a `;` in the model name runs nothing."""

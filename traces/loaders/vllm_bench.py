@@ -46,6 +46,7 @@ NAME = "vllm-bench"
 TIMED = True
 OPTIONS: tuple[str, ...] = ()
 DEFAULT_CHUNK = 512  # tokens per hash id for workloads without prefix chains
+VLLM_CHUNK = 16  # vllm bench serve's --timed-trace-chunk-hash-size default (datasets.py)
 FIELDS = {
     "arrival_s": "arrival_s",
     "prompt_tokens": "input_length",
@@ -77,7 +78,13 @@ def read(path: Path, *, streams: Streams) -> Trace:
     records, lines = _records(path)
     block = _block_size(records, lines, path)
     cols = {ours: [r.get(theirs) for r in records] for ours, theirs in FIELDS.items()}
-    if block is None:
+    if block is None:  # chains need their chunk size: vLLM takes it from a flag, not the file
+        chained = next((line for r, line in zip(records, lines) if r.get("hash_ids")), None)
+        if chained is not None:
+            raise TraceError(
+                f"{path}: line {chained}: field 'hash_ids' is set but no line gives "
+                "'hash_block_size': add it to every line (the --timed-trace-chunk-hash-size "
+                f"the file is replayed with; vLLM's default is {VLLM_CHUNK}), or drop hash_ids")
         cols["prefix_hashes"] = [None] * len(records)
     df = {"request_id": row_ids(len(records)), **cols}
     context = FileContext(rows=np.asarray(lines), names=FIELDS)
