@@ -57,8 +57,9 @@ class CachingScheduler(FastScheduler):
         self.counting = not any(kv.keys.counts) and not kv.pool.tables
         if self.counting:
             n = len(self.prompt)
-            self._held = array("q", bytes(8 * n))  # allocate's table length per request
-            self._upto = array("q", bytes(8 * n))  # allocate's / note_one's tokens
+            # int32: a request's tokens stay under 2^25 (traces.limits.MAX_TOKENS twice)
+            self._held = array("i", bytes(4 * n))  # allocate's table length per request
+            self._upto = array("i", bytes(4 * n))  # allocate's / note_one's tokens
 
     def _materialize(self, *also: int) -> None:
         """Leave counting: hand the pool each holder's table (the running requests, the
