@@ -8,6 +8,9 @@ from pathlib import Path
 import pytest
 
 from sim.config.resolve import ConfigError
+from sim.fleet.summary import _compact, _fleet_blocks, replica_view
+from sim.fleet.views import combine
+from sim.metrics.summary import summarize
 from tests.fleet.helpers import fleet
 
 POOLS = str(Path(__file__).resolve().parents[2] / "scenarios" / "fleet-pools.yaml")
@@ -46,10 +49,6 @@ def test_a_lane_without_a_pool_is_a_config_error():
 def test_one_pool_reports_the_fleet(sets):
     """A fleet of one pool gives the pool the fleet's figures (fleet_summary reuses them):
     its replicas' requests combined, summarised the long way, say the same."""
-    from sim.fleet.summary import _compact, _fleet_blocks, replica_view
-    from sim.fleet.views import combine
-    from sim.metrics.summary import summarize
-
     fr, _, summary = fleet(None, *sets)
     (pool,) = summary["fleet"]["pools"].values()
     views = [replica_view(fr, rep)[0] for rep in fr.replicas]
