@@ -7,8 +7,13 @@ the router's split). Each prints the CPU seconds of ``pipeline.run`` (simulate a
 summarize; the workload is built before the clock starts), and the ratio is fleet / the
 singles' sum (the bar: at most 1.3).
 
+``--concurrency C`` runs closed loops instead of Poisson arrivals: each single run C
+clients, the fleet R x C clients behind one gate (``vllm bench serve --max-concurrency``
+against the fleet's endpoint). Such a fleet needs the event loop (sim/fleet/cluster.py),
+whose replicas are general engines, so the ratio shows what that costs.
+
     python benchmarks/bench_fleet.py [--replicas 8] [--requests 100000] [--rate 15]
-                                     [--rounds 2] [--set KEY=VALUE ...]
+                                     [--concurrency C] [--rounds 2] [--set KEY=VALUE ...]
 
 Figures are user CPU time, so a shared machine slows both sides alike; still, measure alone
 (NOTES.md, "Measuring time honestly").
@@ -36,14 +41,22 @@ def _run(overrides: tuple[str, ...]) -> float:
     return time.process_time() - c0
 
 
-def one(kind: str, replicas: int, requests: int, rate: float, sets: tuple[str, ...]) -> dict:
+def _arrival(rate: float, concurrency: int | None, times: int) -> str:
+    """The arrival override of a side carrying ``times`` replicas' load."""
+    if concurrency:
+        return f"workload.arrival={{process: closed, concurrency: {concurrency * times}}}"
+    return f"workload.arrival.rate={rate * times}"
+
+
+def one(kind: str, replicas: int, requests: int, rate: float, sets: tuple[str, ...],
+        concurrency: int | None = None) -> dict:
     """Run one side here: the fleet, or the R singles one after another."""
     if kind == "fleet":
         cpu = [_run((f"cluster={{replicas: {replicas}}}", f"workload.num_requests={requests}",
-                     f"workload.arrival.rate={rate * replicas}", *sets))]
+                     _arrival(rate, concurrency, replicas), *sets))]
     else:
         cpu = [_run((f"workload.num_requests={requests // replicas}",
-                     f"workload.arrival.rate={rate}", f"seed={seed}", *sets))
+                     _arrival(rate, concurrency, 1), f"seed={seed}", *sets))
                for seed in range(replicas)]
     return {"kind": kind, "cpu_s": sum(cpu), "runs": len(cpu),
             "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
@@ -54,6 +67,8 @@ def main() -> None:
     ap.add_argument("--replicas", type=int, default=8)
     ap.add_argument("--requests", type=int, default=100_000, help="the fleet's requests")
     ap.add_argument("--rate", type=float, default=15.0, help="one replica's rate (req/s)")
+    ap.add_argument("--concurrency", type=int, default=None,
+                    help="closed loops of this many clients per replica instead of --rate")
     ap.add_argument("--rounds", type=int, default=2, help="fleet and singles, alternating")
     ap.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                     help="scenario override for both sides (repeatable)")
@@ -61,11 +76,14 @@ def main() -> None:
     args = ap.parse_args()
     if args.one:
         print(json.dumps(one(args.one, args.replicas, args.requests, args.rate,
-                             tuple(args.sets))))
+                             tuple(args.sets), args.concurrency)))
         return
-    print(f"default scenario, {args.replicas} replicas at {args.rate * args.replicas:g} req/s "
+    c = args.concurrency
+    load = (lambda k: f"{c * k} clients (closed loop)") if c else (
+        lambda k: f"{args.rate * k:g} req/s")
+    print(f"default scenario, {args.replicas} replicas at {load(args.replicas)} "
           f"and {args.requests:,} requests vs {args.replicas} runs of "
-          f"{args.requests // args.replicas:,} at {args.rate:g} req/s"
+          f"{args.requests // args.replicas:,} at {load(1)}"
           + "".join(f"; --set {s}" for s in args.sets))
     print(f"{'round':>5} {'fleet CPU s':>11} {'singles CPU s':>13} {'ratio':>6} "
           f"{'fleet RSS MiB':>13}")
@@ -74,6 +92,7 @@ def main() -> None:
         for kind in ("fleet", "singles"):
             cmd = [sys.executable, __file__, "--one", kind, "--replicas", str(args.replicas),
                    "--requests", str(args.requests), "--rate", str(args.rate)]
+            cmd += ["--concurrency", str(args.concurrency)] if args.concurrency else []
             cmd += [f"--set={s}" for s in args.sets]
             got[kind] = json.loads(subprocess.run(cmd, check=True, capture_output=True,
                                                   text=True).stdout.splitlines()[-1])
