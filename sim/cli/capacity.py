@@ -233,8 +233,6 @@ def capacity(
     check_folder(out)  # before anything runs
     seed_list = tuple(loaded.scenario.seed + i for i in range(seeds))
     if target_rate is not None:
-        if grid:
-            raise InputError("--target-rate searches cluster.replicas itself; drop --grid")
         from sim.cli.sizing import size
 
         size(loaded, target_rate, budgets, seed_list, out, max_replicas,

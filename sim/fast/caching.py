@@ -93,8 +93,7 @@ class CachingScheduler(FastScheduler):
                 held[r] = cdiv(c + t, bs)  # a chunk only grows the table
                 upto[r] = c + t
             for r in (self.first_due if due is None else due):
-                if self.ctx(r) + 1 > upto[r]:
-                    upto[r] = self.ctx(r) + 1
+                upto[r] = max(int(upto[r]), self.ctx(r) + 1)
             return
         kv = self.kv
         self.owed += dec_blocks

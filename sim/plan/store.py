@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
@@ -20,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from sim.report.lock import acquire
-from sim.report.outpath import SWEEP_MANIFEST, OutPathError, check_out, is_result
+from sim.report.outpath import SWEEP_MANIFEST, OutPathError, check_out, holds, is_result
 from traces.errors import InputError, clip_path
 from traces.files import read_bytes
 
@@ -165,11 +164,7 @@ def row(rec: dict) -> dict:
 
 def is_sweep(out: Path) -> bool:
     """A real folder (not a link) holding a manifest.json file."""
-    try:
-        return stat.S_ISDIR(os.lstat(out).st_mode) and stat.S_ISREG(
-            os.lstat(Path(out) / MANIFEST).st_mode)
-    except (OSError, ValueError):
-        return False
+    return holds(out, MANIFEST)
 
 
 def read_manifest(out: Path, keys: tuple[str, ...] = MANIFEST_KEYS) -> dict:

@@ -67,28 +67,33 @@ def default_out(name: str, sets: tuple[str, ...] = (), trace: str | None = None)
 
 
 def _regular(path: Path) -> bool:
+    """A regular file, not a link to one."""
     try:
         return stat.S_ISREG(os.lstat(path).st_mode)
     except (OSError, ValueError):
         return False
 
 
-def is_result(path: Path) -> bool:
-    """A folder servesim wrote: a real directory holding the marker as a regular file."""
+def holds(path: Path, name: str) -> bool:
+    """A real directory (not a link) holding ``name`` as a regular file."""
     try:
-        return stat.S_ISDIR(os.lstat(path).st_mode) and stat.S_ISREG(
-            os.lstat(path / MARKER).st_mode)
+        return stat.S_ISDIR(os.lstat(path).st_mode) and _regular(Path(path) / name)
     except (OSError, ValueError):
         return False
+
+
+def is_result(path: Path) -> bool:
+    """A folder servesim wrote: a real directory holding the marker as a regular file."""
+    return holds(path, MARKER)
 
 
 def is_servesim_file(path: Path, signature: bytes | None = None) -> bool:
     """A regular file (not a link) marked as written by servesim, or starting with
     ``signature`` (a header servesim writes in every file of that kind, e.g. model YAML's
     first line: such a file copied or checked out keeps it, not the attribute)."""
+    if not _regular(path):
+        return False
     try:
-        if not stat.S_ISREG(os.lstat(path).st_mode):
-            return False
         if signature is not None:
             with open(path, "rb") as f:
                 if f.read(len(signature)) == signature:
