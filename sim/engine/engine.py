@@ -71,7 +71,7 @@ class Engine:
         self.clock = 0  # the replica's simulated time (ns)
         self.last_start: int | None = None  # start of the last step executed (ns)
         self.last_end: int | None = None  # end of the last step executed (ns)
-        self.busy_until = -1  # end of the plan being executed, after its cut (ns; -1 none)
+        self.busy_until = -1  # end of the plan being executed, after its cut (ns; -1 idle)
         self.seen = 0  # the last plan saw the arrivals up to this time (ns)
         self.source = source or OpenLoop(to_ns(specs.arrival_s[:num_arrivals]),
                                          admissible(specs, scheduler)[:num_arrivals])
@@ -137,8 +137,10 @@ class Engine:
         if not times:
             return False
         t = min(times)
-        if t > self.env.now:
-            yield _late(self.env, t - self.env.now)
+        self.busy_until = -1  # idle
+        # a fleet's lookahead may say "now" (a request may come from another replica's step
+        # ending now): wait behind the events of this instant, which may push it
+        yield _late(self.env, max(0, t - self.env.now))
         self.clock = max(self.clock, t)
         return True
 

@@ -60,7 +60,8 @@ CORES = ("auto", "general", "fast")
 
 def unsupported(sc, sched, kv, cost, source) -> str:
     """Why the fast core cannot run this configuration ('' = it can), in the scenario's
-    words (``sc``: the resolved Scenario)."""
+    words (``sc``: the resolved Scenario; ``source`` None: a fleet's replica, whose source
+    the fleet fills)."""
     if sc.engine.speculative_config is not None:
         return "speculative decoding (engine.speculative_config)"
     policy = _POLICIES.get(type(sched))
@@ -80,7 +81,7 @@ def unsupported(sc, sched, kv, cost, source) -> str:
     if any(getattr(type(cost), m) is not getattr(base, m)
            for m in ("after_plan", "start_run", "end_run")):
         return "an executor with run hooks (live mode)"
-    if type(source) not in (OpenLoop, Gated):
+    if source is not None and type(source) not in (OpenLoop, Gated):
         return f"arrival source {type(source).__name__} (the fast core runs open and gated)"
     return ""
 
@@ -118,6 +119,18 @@ def run(specs, sched: VllmScheduler, kv: PagedKV | PrefixCachingKV, cost: CostMo
     """Simulate ``specs`` (as the engine sees them) with the general components' settings.
     A long run streams its step rows into ``spill_dir`` (sim/fast/record.py) unless
     ``stream`` is False; ``judged``: the requests a summary measures (None: all)."""
+    engine = build(specs, sched, kv, cost, source, stop_s=stop_s, egress_s=egress_s,
+                   drain=drain, progress=progress, on_plan=on_plan, stream=stream,
+                   spill_dir=spill_dir, judged=judged)
+    return result(engine, specs, engine.run())
+
+
+def build(specs, sched: VllmScheduler, kv: PagedKV | PrefixCachingKV, cost: CostModel,
+          source: ArrivalSource, *, stop_s: float, egress_s: float, drain: tuple[int, int],
+          progress=None, on_plan=None, stream: bool = True, spill_dir=None,
+          judged: np.ndarray | None = None, env=None) -> FastEngine:
+    """The fast engine of ``run``, not yet run; ``env``: a fleet's SimPy environment (its
+    ``start()`` is then the replica's process)."""
     persists = {r: sched.blocked_persists(r) for r in (EMPTY, SEQS, BUDGET, MEMORY)}
     args = (specs.prompt_tokens, specs.output_tokens, sched.limits, kv.block_size,
             kv.num_blocks, kv.admission_reserve, persists)
@@ -131,9 +144,14 @@ def run(specs, sched: VllmScheduler, kv: PagedKV | PrefixCachingKV, cost: CostMo
                      spill_dir=spill_dir, judged=judged)
     engine = FastEngine(fs, cost, source, admissible(specs, sched), rec,
                         stop_ns=min(ns(stop_s), MAX_NS), drain=drain, progress=progress,
-                        hook=on_plan)
-    status = engine.run()
-    recorder = rec.recorder(fs)
+                        hook=on_plan, env=env)
+    return engine
+
+
+def result(engine: FastEngine, specs, status: RunStatus) -> FastRun:
+    """What a finished fast engine hands back; its per-request state is dropped."""
+    fs = engine.s
+    recorder = engine.rec.recorder(fs)
     n = len(specs)
     generated = np.frombuffer(fs.known, dtype=np.int32).astype(np.int64) if n else np.zeros(
         0, np.int64)

@@ -5,7 +5,12 @@ the event loop compares it with the clock without a call.
 * ``Open``: an open loop, its times and admissible counts read as Python ints (bisect, no
   numpy calls);
 * ``GatedView``: a ``Gated`` source (closed loops, concurrency caps) used as is; a finish
-  frees a client's slot, so ``nxt`` is read again after every delivery and finish.
+  frees a client's slot, so ``nxt`` is read again after every delivery and finish;
+* ``Asked``: any other source (a fleet replica's ``Pushed``, sim/fleet/source.py), asked at
+  every read, since the fleet moves its next time; its finishes are held until the plan
+  has ended (``release``), when the general engine reports them.
+
+``finished(reqs, now)``: the requests (ids) finished at the end of the plan just planned.
 """
 
 from __future__ import annotations
@@ -37,8 +42,8 @@ class Open:
         self.nxt = arrival[end] if end < len(arrival) else NEVER
         return range(i, end)
 
-    def finished(self, n: int, now: int) -> None:
-        """``n`` requests finished at ``now``: an open loop's arrivals do not move."""
+    def finished(self, reqs: list[int], now: int) -> None:
+        """An open loop's arrivals do not move."""
 
     def exhausted(self) -> bool:
         return self.delivered >= len(self.arrival)
@@ -66,9 +71,9 @@ class GatedView:
         self.nxt = self._next()
         return out
 
-    def finished(self, n: int, now: int) -> None:
-        if n:
-            self.src.finished(range(n), now)
+    def finished(self, reqs: list[int], now: int) -> None:
+        if reqs:
+            self.src.finished(reqs, now)
             self.nxt = self._next()
 
     def exhausted(self) -> bool:
@@ -80,10 +85,41 @@ class GatedView:
         return (base + self.src.arrivals_by(after, np.asarray(upto, dtype=np.int64))).tolist()
 
 
+class Asked:
+    def __init__(self, source: ArrivalSource):
+        self.src = source
+        self.held: list[int] = []  # finished by the plan in progress, not yet reported
+
+    @property
+    def nxt(self) -> int:
+        t = self.src.next_time()
+        return NEVER if t is None else t
+
+    def due(self, now: int) -> list[int]:
+        return self.src.due(now)
+
+    def finished(self, reqs: list[int], now: int) -> None:
+        self.held.extend(reqs)
+
+    def release(self, now: int) -> None:
+        """The plan in progress has ended at ``now``: report its finishes."""
+        if self.held:
+            reqs, self.held = np.asarray(self.held, dtype=np.int64), []
+            self.src.finished(reqs, now)
+
+    def exhausted(self) -> bool:
+        return self.src.exhausted()
+
+    def waiting_by(self, base: int, after: int, upto: list[int]) -> list[int]:
+        return (base + self.src.arrivals_by(after, np.asarray(upto, dtype=np.int64))).tolist()
+
+
 def _ints(a: np.ndarray) -> memoryview:
     """An int64 array as a sequence of Python ints (bisect reads it as it reads a list)."""
     return memoryview(np.ascontiguousarray(a, dtype=np.int64))
 
 
-def view(source: ArrivalSource) -> Open | GatedView:
-    return Open(source) if isinstance(source, OpenLoop) else GatedView(source)
+def view(source: ArrivalSource) -> Open | GatedView | Asked:
+    if type(source) is OpenLoop:
+        return Open(source)
+    return GatedView(source) if type(source) is Gated else Asked(source)

@@ -7,12 +7,21 @@ cut at the next arrival when an arrival could change it, and at the horizon. So 
 the drain limit (counted in plans) and every recorded column come out the same; only the
 work per plan shrinks (O(prefilling + admitted + finished) instead of O(running)).
 Times are integer nanoseconds (sim/engine/clock.py); the same-time rule holds.
+
+In a fleet (``env``: the fleet's SimPy environment) the loop is a SimPy process, as the
+general engine's replica: it waits (LATE priority) for each plan's end and for the next
+arrival when idle, and reports its finishes to the fleet at the plan's end. The plan is
+committed when it is made; nothing the fleet reads from a replica (its source, its
+``busy_until``) shows it before the end, so the fleet sees what it sees of a general
+replica. Rows whose waiting counts can grow while the plan runs (a run no arrival cuts)
+are counted again at its end, as the general engine counts them.
 """
 
 from __future__ import annotations
 
 import gc
 import heapq
+from array import array
 from bisect import bisect_left, bisect_right
 from itertools import accumulate, cycle, islice
 
@@ -20,7 +29,7 @@ import numpy as np
 
 from sim.engine.arrivals import ArrivalSource, seen_by_step
 from sim.engine.clock import MAX_NS, NS_PER_S
-from sim.engine.engine import RunStatus
+from sim.engine.engine import RunStatus, _late
 from sim.fast import arrivals, hooks
 from sim.fast.record import FastRecord
 from sim.fast.sched import FastScheduler, Planned
@@ -32,11 +41,12 @@ _MAX_S = MAX_NS / NS_PER_S
 class FastEngine:
     def __init__(self, sched: FastScheduler, cost, source: ArrivalSource,
                  admissible: np.ndarray, record: FastRecord, *, stop_ns: int,
-                 drain: tuple[int, int], progress=None, hook=None):
-        self.s, self.cost, self.rec = sched, cost, record
+                 drain: tuple[int, int], progress=None, hook=None, env=None):
+        self.s, self.cost, self.rec, self.env = sched, cost, record, env
         self.ok = bytearray(admissible.astype(np.uint8).tobytes())  # accepted at arrival
         self.src = arrivals.view(source)  # .nxt: the next arrival (ns; NEVER: none known)
-        self.all_in = self.src.exhausted()  # every request handed over (the drain begun)
+        # every request handed over (the drain begun); a fleet's source is asked per plan
+        self.all_in = env is None and self.src.exhausted()
         self.stop, self.clock, self.last_start, self.last_end = stop_ns, 0, None, None
         self.seen = 0  # the last plan saw the arrivals up to this time (ns)
         self.last_d = 1  # the last decode run's last step (ns): guesses how long a run lasts
@@ -44,21 +54,33 @@ class FastEngine:
         # the drain limit (sim/runner.py _DrainLimit): plans after the last arrival
         self.drain_min, self.drain_factor = drain
         self.plans, self.drain_limit, self.drain_budget, self.drain_cut = 0, None, 0, False
+        self.busy_until = -1  # end of the plan being executed (ns; -1 idle)
+        self.recount = None  # a fleet's run rows to count again at the plan's end
 
     def run(self) -> RunStatus:
         # the loop makes no reference cycles; the cyclic collector only costs time here
         collect = gc.isenabled()
         gc.disable()
         try:
-            return self._run()
+            loop = self._loop()
+            while True:  # without an environment the loop never yields
+                next(loop)
+        except StopIteration as end:
+            return end.value
         finally:
             if collect:
                 gc.enable()
 
-    def _run(self) -> RunStatus:
-        s, src, lag = self.s, self.src, self.s.async_frees
+    def start(self):
+        """A fleet's replica: the loop as a process of ``env``; its value is the RunStatus."""
+        return self.env.process(self._loop())
+
+    def _loop(self):
+        s, src, lag, env = self.s, self.src, self.s.async_frees, self.env
         rec = self.rec
         rows, stream_at = rec.st[0], rec.stream_at  # past stream_at rows, stream them
+        if env is not None:  # after the fleet's arrivals at time 0, as the general engine
+            yield _late(env, 0)
         while self.clock < self.stop:
             # async scheduling: the plan starting at a step's end was made when that step
             # started, so it sees the arrivals up to that start (sim/engine/engine.py _lagging)
@@ -77,13 +99,22 @@ class FastEngine:
                 t = self._next_time()
                 if t is None:
                     break
+                if env is not None:  # as the general engine's replica waits
+                    self.busy_until = -1
+                    yield _late(env, max(0, t - env.now))
                 self.clock = max(self.clock, t)
                 continue
+            if env is not None:  # a fleet's source can end between deliveries
+                self.all_in = src.exhausted()
             if not p.entries and not p.skipped and not p.preempted and not s.pre \
                     and not s.deferred:
                 self._decode_run(p)
             else:
                 self._step(p)
+            if env is not None:
+                self.busy_until = self.clock
+                yield _late(env, self.clock - env.now)
+                self._ended()
             if len(rows) >= stream_at:
                 rec.flush(s)
             self.last_end = self.clock
@@ -96,8 +127,20 @@ class FastEngine:
         s.check()
         return RunStatus(self.clock / NS_PER_S, self.clock >= self.stop, len(s.waiting))
 
+    def _ended(self) -> None:
+        """A fleet's plan has ended: count the waiting requests of a run no arrival cut
+        again (the fleet may have pushed requests due within it while it ran), then
+        report the finishes."""
+        if self.recount is not None:
+            at, base, after, upto = self.recount
+            self.recount = None
+            self.rec.st[4][at:at + len(upto)] = array("q", self.src.waiting_by(base, after,
+                                                                                upto))
+        self.src.release(self.clock)
+
     def _next_time(self) -> int | None:
-        return self.src.nxt if self.src.nxt != arrivals.NEVER else None
+        t = self.src.nxt
+        return None if t == arrivals.NEVER else t
 
     def _deliver(self, now: int) -> None:
         if self.src.nxt > now:
@@ -111,11 +154,11 @@ class FastEngine:
                 s.status[r] = 4  # REJECTED
         self.all_in = self.src.exhausted()
 
-    def _finished(self, n: int) -> None:
-        """``n`` requests finished at the end of the plan just run (the clock): a gated
-        source lets their clients send again."""
-        if n:
-            self.src.finished(n, self.clock)
+    def _finished(self, reqs: list[int]) -> None:
+        """``reqs`` finished at the end of the plan just run (the clock): a gated source
+        lets their clients send again."""
+        if reqs:
+            self.src.finished(reqs, self.clock)
 
     def _drain(self) -> None:
         """Count a plan; once every request has arrived, past the drain budget the run stops
@@ -157,7 +200,7 @@ class FastEngine:
                     and not s.deferred)
             interruptible = not s.persists[p.blocked] if pure else True  # as _plan sets it
         first, finished = self._commit(p)
-        self._finished(len(finished))
+        self._finished(finished)
         rec = self.rec
         rec.plan(sum(pq), p.n_dec + n1, p.num_reqs, running, len(p.preempted), 1, p.blocked)
         rec.step(start, d, used, stored, waiting)
@@ -290,8 +333,10 @@ class FastEngine:
             k = max(1, bisect_left(starts, limit))
             del starts[k:], d[k:]
         if k > 1 and not interruptible:
-            wait = self.src.waiting_by(waiting, self.seen,
-                                       seen_by_step(self.seen, starts, self.s.async_frees))
+            upto = seen_by_step(self.seen, starts, self.s.async_frees)
+            wait = self.src.waiting_by(waiting, self.seen, upto)
+            if self.env is not None:
+                self.recount = (len(self.rec.st[4]), waiting, self.seen, upto)
         else:  # an interruptible run ends before the next arrival: nobody joins the queue
             wait = [waiting] * k
         kv_used = used if len(used) == k else used[:k]
@@ -314,7 +359,7 @@ class FastEngine:
         finished = self._finish([], ending, gl) if ending else ()
         last, d_last = starts[-1], d[-1]
         self.last_start, self.clock, self.last_d = last, last + d_last, d_last
-        self._finished(len(finished))
+        self._finished(finished)
         rec = self.rec
         rec.plan(0, n, n, running, 0, k, p.blocked)
         rec.steps(starts, d, kv_used, kv_tokens, wait)

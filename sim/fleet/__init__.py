@@ -12,6 +12,7 @@
     run.py       simulate + summarize + steps.jsonl (steps and routing decisions)
     sizing.py    the fewest replicas that hold the SLOs at a target rate
 
-A replica does not know it is in a fleet: it is the same ``Engine`` as a single run,
-reading arrivals from a source the router fills.
+A replica does not know it is in a fleet: it is the same engine as a single run (the
+fast core's, or the general ``Engine``: replica.py), reading arrivals from a source the
+router fills.
 """

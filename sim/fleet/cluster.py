@@ -69,10 +69,14 @@ class PoolRun:
     min_seen_after: np.ndarray | None = None
     min_delay_ns_after: np.ndarray | None = None
 
+    def __post_init__(self):
+        # the constant ingress and egress (ns), read at every route and lookahead
+        self.ingress_ns, self.egress_ns = ns(self.specs.ingress_s), ns(self.specs.egress_s)
+
     def route_ns(self, sent: int) -> int:
         """When a request sent at ``sent`` (ns) reaches this pool's router: the constant
         ingress after."""
-        return sent + ns(self.specs.ingress_s)
+        return sent + self.ingress_ns
 
     def replica_due(self, k: int, req: int, route: int, sent: int | None) -> int:
         """When request ``req``, routed to replica ``k`` at ``route`` (ns), reaches that
@@ -189,13 +193,17 @@ class Fleet:
                        seen_s=[-np.inf] * plan.replicas, seen_ns=[0] * plan.replicas)
         wrap = ((lambda ex: TransferredPrompts(ex, ps.specs.prompt_tokens))
                 if plan.role == DECODE else None)
+        # the fast core where the fleet reads nothing of a replica but its source and
+        # busy_until (sim/fleet/replica.py)
+        fast_ok = (self.log is None and plan.role not in (PREFILL, DECODE)
+                   and not router.reads_kv)
         for k in range(0 if self.alone else plan.replicas):
             look = (lambda: self._decode_lookahead()) if plan.role == DECODE else (
                 lambda p=pool, k=k: self._entry_lookahead(p, k))
             ended = None if plan.role == DECODE else (lambda p=pool: self._entry_ended(p))
             pool.replicas.append(rp.build(self.env, plan, k, ps, self.stop, look,
                                           self._finished, self._step_hook(plan, k), wrap,
-                                          ended))
+                                          ended, fast_ok))
         return pool
 
     def _assign_lanes(self) -> None:
@@ -298,14 +306,20 @@ class Fleet:
 
     def _earliest_free(self, asking) -> int | None:
         """Every slot taken: the earliest a slot could free (ns), the soonest end of a step
-        of another replica with requests in flight, plus its egress and the think time (not
-        before the next request is ready); None if only ``asking`` has requests in flight
-        (its own finishes end its runs: it plans again then)."""
+        of another replica with requests in flight (an idle one's: its next request's
+        arrival; one with none on the way finishes nothing), plus its egress and the think
+        time (not before the next request is ready); None if only ``asking`` has requests
+        in flight (its own finishes end its runs: it plans again then)."""
         now, best = self.env.now, None
         for p in self.pools:
             for st, rep in zip(p.states, p.replicas):
                 if st.outstanding > 0 and rep is not asking:
-                    t = max(rep.busy_until, now) + ns(p.specs.egress_s) + self.think_ns
+                    b = rep.busy_until
+                    if b < now:  # idle: nothing of it ends before a request reaches it
+                        if not rep.source.pending:
+                            continue
+                        b = rep.source.pending[0][0]
+                    t = max(b, now) + p.egress_ns + self.think_ns
                     best = t if best is None else min(best, t)
         if best is None:
             return None
@@ -369,7 +383,8 @@ class Fleet:
 
     def _route(self, pool: PoolRun, req: int, due: int) -> None:
         s, now = pool.specs.specs, self.env.now
-        self._refresh_kv(pool, now)
+        if pool.router.reads_kv or self.log is not None:  # nothing else reads the reports
+            self._refresh_kv(pool, now)
         rq = RouteRequest(req, int(s.prompt_tokens[req]), s.prefix_hashes[req],
                           s.lane_names[s.lane[req]])
         k = pool.router.choose(rq, pool.states)
@@ -405,7 +420,7 @@ class Fleet:
             if self.gate is not None and len(reqs):
                 # the clients see the end egress later; what that lets go now is routed
                 # before this replica plans again (a single run's next step sees it too)
-                self.gate.finished(reqs, now + ns(pool.specs.egress_s))
+                self.gate.finished(reqs, now + pool.egress_ns)
                 self._release(now)
                 if self.wake is not None and not self.wake.triggered:
                     self.wake.succeed()

@@ -1,5 +1,10 @@
 """One replica of a fleet: the single-run parts (KV, scheduler, cost, recorder, engine)
-wired to a shared environment and a ``Pushed`` source, and its result afterwards."""
+wired to a shared environment and a ``Pushed`` source, and its result afterwards.
+
+The engine is the fast core's (sim/fast/engine.py, a SimPy process in the fleet's
+environment) where a single run would take it and the fleet reads nothing more of the
+replica than its source and ``busy_until`` (``fast_ok``: no step log, no KV-reading router,
+no prefill/decode split); else the general ``Engine``. Both give the same results."""
 
 from __future__ import annotations
 
@@ -14,14 +19,18 @@ from sim.cost.base import CostModel
 from sim.cost.drafter import priced_steps
 from sim.engine.engine import Engine, RunStatus, admissible
 from sim.engine.requests import RequestSpecs
+from sim.fast.engine import FastEngine
 from sim.fleet.plan import DECODE, PoolPlan
 from sim.fleet.source import Pushed
 from sim.metrics.recorder import Recorder
 from sim.runner import (
+    DRAIN_FACTOR,
+    DRAIN_MIN_PLANS,
     RunResult,
     RunWarning,
     _arrived_as_waiting,
     _DrainLimit,
+    _fast_unsupported,
     _observed,
     build_cost,
     build_kv,
@@ -61,31 +70,44 @@ class Replica:
     pool: PoolPlan
     index: int  # within its pool
     specs: PoolSpecs
-    engine: Engine
+    engine: Engine | FastEngine
     cost: CostModel
     kv: object
     sched: object
-    recorder: Recorder
-    drain: _DrainLimit
+    recorder: Recorder | None  # the fast engine's is made at the end (result)
+    drain: _DrainLimit | None  # the general engine's (the fast engine counts its own)
     source: Pushed
     done: bool = False  # its process has ended
     status: RunStatus | None = None  # how its event loop ended
 
     @property
     def busy_until(self) -> int:
-        """End of the plan being executed, after the engine cut it (ns; -1 before the
-        first): no request of this replica finishes before then."""
+        """End of the plan being executed, after the engine cut it (ns; -1 while idle): no
+        request of this replica finishes before then."""
         return self.engine.busy_until
 
 
 def build(env: simpy.Environment, pool: PoolPlan, index: int, ps: PoolSpecs, stop_s: float,
-          lookahead, on_finish, on_plan=None, wrap=None, ended=None) -> Replica:
+          lookahead, on_finish, on_plan=None, wrap=None, ended=None,
+          fast_ok: bool = False) -> Replica:
     """A replica ready to start; ``wrap(executor)`` may change how its steps are priced
-    (the decode pool prices transferred prompts as already in KV)."""
+    (the decode pool prices transferred prompts as already in KV); ``fast_ok``: the fleet
+    lets it run on the fast core (module docstring)."""
     r, specs = pool.resolved, ps.specs
     cost = build_cost(r)
     kv = build_kv(r, specs)
     sched = build_scheduler(r, specs, kv)
+    name = f"{pool.name}/{index}"
+    if fast_ok and not _fast_unsupported(r, sched, kv, cost, None):
+        from sim import fast
+
+        source = Pushed(admissible(specs, sched), lookahead,
+                        lambda reqs, now: on_finish(rep, reqs, now), ended)
+        engine = fast.build(specs, sched, kv, cost, source, stop_s=stop_s,
+                            egress_s=ps.egress_s, drain=(DRAIN_MIN_PLANS, DRAIN_FACTOR),
+                            stream=False, env=env)
+        rep = Replica(name, pool, index, ps, engine, cost, kv, sched, None, None, source)
+        return rep
     recorder = Recorder(len(specs), egress_s=ps.egress_s)
     executor = priced_steps(cost, r)  # with the speculative drafter's passes, as a run
     executor = executor if wrap is None else wrap(executor)
@@ -93,7 +115,6 @@ def build(env: simpy.Environment, pool: PoolPlan, index: int, ps: PoolSpecs, sto
     if type(cost).observe is not CostModel.observe:
         hooks = _observed(cost, hooks)
     drain = _DrainLimit(executor)
-    name = f"{pool.name}/{index}"
     source = Pushed(admissible(specs, sched), lookahead,
                     lambda reqs, now: on_finish(rep, reqs, now), ended)
     engine = Engine(specs, sched, drain, recorder, stop_s=stop_s, num_arrivals=len(specs),
@@ -117,16 +138,40 @@ def result(rep: Replica, never_sent: int, wall_s: float) -> RunResult:
     """The replica's result in run numbering (rows of requests it never saw stay PENDING)."""
     cost = rep.cost
     cost.end_run()
-    rep.kv.check_integrity()
-    if rep.drain.cut:
+    if rep.drain is None:
+        from sim import fast
+
+        out = fast.result(rep.engine, rep.specs.specs, rep.status)
+        rep.recorder = out.recorder
+        cut, budget = out.drain_cut, out.drain_budget
+    else:
+        rep.kv.check_integrity()
+        cut, budget = rep.drain.cut, rep.drain.budget
+    if cut:
         warnings.warn(f"replica {rep.name}: the backlog left at the last arrival did not "
-                      f"drain within {rep.drain.budget:,} engine steps (the drain limit); the "
+                      f"drain within {budget:,} engine steps (the drain limit); the "
                       "run stopped there and reports the rest unfinished", RuntimeWarning,
                       stacklevel=2)
     said = tuple(cost.run_warnings())
     for w in said:
         warnings.warn(w, RunWarning, stacklevel=2)
-    s, r = rep.sched, rep.pool.resolved
+    r = rep.pool.resolved
+    if rep.drain is None:
+        return RunResult(
+            resolved=r, specs=rep.specs.client, recorder=out.recorder,
+            status=_arrived_as_waiting(out.status), num_preemptions=out.num_preemptions,
+            cached_tokens=out.cached_tokens, generated=out.generated,
+            recomputed_tokens=out.recomputed_tokens,
+            counters={"alloc_failures": out.alloc_failures,
+                      "memory_blocked": out.memory_blocked, "engine_stopped": "",
+                      "preemption_mode": r.scenario.engine.preemption_mode,
+                      **rep.kv.counters()},
+            kv_total_blocks=rep.kv.num_blocks, run=rep.status, never_sent=never_sent,
+            wall_s=wall_s, drain_cut=cut, shortened=0, ingress_s=rep.specs.ingress_s,
+            egress_s=rep.specs.egress_s, warnings=said,
+            ingress_per_token_s=rep.specs.ingress_per_token_s, host_times=cost.host_times,
+            core="fast")
+    s = rep.sched
     return RunResult(
         resolved=r, specs=rep.specs.client, recorder=rep.recorder,
         status=_arrived_as_waiting(s.status), num_preemptions=s.num_preemptions.copy(),
@@ -136,7 +181,7 @@ def result(rep: Replica, never_sent: int, wall_s: float) -> RunResult:
                   "memory_blocked": int(s.memory_blocked.sum()), "engine_stopped": s.stopped,
                   "preemption_mode": r.scenario.engine.preemption_mode, **rep.kv.counters()},
         kv_total_blocks=rep.kv.num_blocks, run=rep.status, never_sent=never_sent,
-        wall_s=wall_s, drain_cut=rep.drain.cut, shortened=0,
+        wall_s=wall_s, drain_cut=cut, shortened=0,
         ingress_s=rep.specs.ingress_s, egress_s=rep.specs.egress_s, warnings=said,
         ingress_per_token_s=rep.specs.ingress_per_token_s,
         host_times=cost.host_times)

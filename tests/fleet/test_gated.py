@@ -145,3 +145,31 @@ def test_a_per_token_ingress_per_replica_conserves_requests(router, arrival, ser
             assert t >= sent + 0.002 + 300e-6 * fr.specs.prompt_tokens[q] - 1e-9, (name, q)
         order = sorted(got)
         assert all(got[a] <= got[b] for a, b in zip(order, order[1:])), name
+
+
+@pytest.mark.parametrize("core", ["auto", "general"])
+@pytest.mark.parametrize("ingress_ms", [0, 5])
+def test_one_client_between_two_replicas(core, ingress_ms):
+    """One client, three one-token requests (a 10 ms step each), two replicas: the idle
+    replica's lookahead is the busy one's step end, the very instant the finish frees the
+    client; it waits behind that instant's events instead of asking again at once (both
+    engines looped there forever), and an idle replica with nothing on the way bounds
+    nothing."""
+    from sim.config.load import validate
+    from sim.engine.requests import RequestSpecs
+    from sim.fleet.cluster import simulate_fleet
+    from sim.fleet.plan import plan_fleet
+    from tests.fleet.test_golden import SCENARIO
+
+    sc = {**SCENARIO, "core": core,
+          "engine": {"async_scheduling": False, "ingress_ms": ingress_ms},
+          "workload": {**SCENARIO["workload"],
+                       "arrival": {"process": "closed", "concurrency": 1}}}
+    specs = RequestSpecs.from_arrays([0.0] * 3, [1] * 3, [1] * 3)
+    fr = simulate_fleet(plan_fleet(validate(sc, "one-client")), specs, alone=False)
+    assert fr.first.tolist() == [0, 1, 0]  # least outstanding: the idle replica, in turn
+    # each request: sent when the previous one ends, seen ingress later, one 10 ms step
+    step, ing = 0.010, ingress_ms * 1e-3
+    want = [(i + 1) * (step + ing) for i in range(3)]
+    got = np.nanmin([r.recorder.finish_s for r in fr.results.values()], axis=0)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)

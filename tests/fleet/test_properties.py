@@ -46,7 +46,7 @@ def test_routed_once_all_finish_blocks_return(rows, replicas, router, blocks):
         rep.kv.check_integrity()
         assert rep.kv.usage().used == 0
         mine = np.array(sorted(rep.source.received), dtype=np.int64)
-        assert (rep.sched.status[mine] == Status.FINISHED).all()
+        assert (fr.results[rep.name].status[mine] == Status.FINISHED).all()
 
 
 @settings(max_examples=25, deadline=None)
@@ -59,3 +59,39 @@ def test_one_replica_matches_the_plain_engine(rows, blocks):
     rec = fr.replicas[0].recorder
     for name in ("first_scheduled_s", "first_token_s", "finish_s"):
         np.testing.assert_array_equal(getattr(plain.recorder, name), getattr(rec, name))
+
+
+def _replica_rows(fr) -> dict:
+    """Every replica's step table and per-request times and states (comparable arrays)."""
+    out = {}
+    for name, r in fr.results.items():
+        rec = r.recorder
+        out[name] = {**rec.steps(), **{c: getattr(rec, c) for c in (
+            "first_scheduled_s", "first_token_s", "finish_s", "max_itl_s")},
+            "status": r.status, "num_preemptions": r.num_preemptions,
+            "generated": r.generated, "end_s": np.array([r.run.end_s])}
+    return out
+
+
+@settings(max_examples=30, deadline=None)
+@given(rows=trace, replicas=st.integers(1, 3), router=st.sampled_from(ROUTERS.names()),
+       blocks=st.sampled_from([40, 4000]), clients=st.sampled_from([None, 1, 3, 8]),
+       lag=st.booleans())
+def test_fast_replicas_equal_general_replicas(rows, replicas, router, blocks, clients, lag):
+    specs = _specs(rows)
+    runs = []
+    for core in ("auto", "general"):
+        sc = {**SCENARIO, "core": core,
+              "engine": {"num_gpu_blocks_override": blocks, "max_model_len": 512,
+                         "async_scheduling": lag},
+              "cluster": {"replicas": replicas, "router": {"name": router}}}
+        if clients is not None:
+            sc["workload"] = {**SCENARIO["workload"],
+                              "arrival": {"process": "closed", "concurrency": clients}}
+        runs.append(_replica_rows(simulate_fleet(plan_fleet(validate(sc, "prop")), specs,
+                                                 alone=False)))
+    fast, general = runs
+    assert fast.keys() == general.keys()
+    for name, cols in general.items():
+        for col, want in cols.items():
+            np.testing.assert_array_equal(want, fast[name][col], err_msg=f"{name} {col}")

@@ -65,6 +65,9 @@ class Router(ABC):
     # reads only what it sent itself, so a fleet can route every request before anything
     # runs (sim/fleet/independent.py)
     reads_replicas: bool = True
+    # True: choose() reads the replicas' reported KV usage (the fleet then asks every
+    # replica's KV manager at each decision, and runs its replicas on the general engine)
+    reads_kv: bool = False
 
     def __init__(self, num_replicas: int, params: BaseModel, rng: np.random.Generator):
         self.num_replicas, self.params, self.rng = num_replicas, params, rng

@@ -10,6 +10,7 @@ from sim.fleet.routers.base import ROUTERS, Router, tie_key
 @ROUTERS.register("least_kv")
 class LeastKV(Router):
     description = "lowest reported KV-cache usage (stale by kv_report_interval_ms)"
+    reads_kv = True
 
     def choose(self, req, replicas) -> int:
         return min(replicas, key=lambda r: (r.kv_used_fraction, r.outstanding,

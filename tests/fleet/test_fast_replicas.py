@@ -1,0 +1,74 @@
+"""A fleet's replicas on the fast core (sim/fast/engine.py as SimPy processes) give the
+general engine's replicas' results: every replica's step rows, per-request times and
+counters, and the fleet summary, for gated clients and routers that read the replicas."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.fleet.helpers import fleet
+from tests.fleet.test_identity import _same
+
+N = "workload.num_requests=300"
+CLOSED = "workload.arrival={process: closed, concurrency: 24}"
+TIGHT = ("engine.num_gpu_blocks_override=60", "engine.max_model_len=900")
+
+
+def _router(name: str, replicas: int = 3) -> str:
+    return f"cluster={{replicas: {replicas}, router: {{name: {name}}}}}"
+
+
+CASES = {
+    "closed, least outstanding": (CLOSED, _router("least_outstanding")),
+    "closed, round robin, sync": (CLOSED, _router("round_robin"),
+                                  "engine.async_scheduling=false"),
+    "capped stream, prefix affinity": ("workload.arrival.rate=20",
+                                       "workload.arrival.concurrency=6",
+                                       _router("prefix_affinity")),
+    # preemptions, and decode runs no arrival may cut (the waiting rows counted at the end)
+    "closed, tight KV": ("workload.arrival={process: closed, concurrency: 32}",
+                         *TIGHT, _router("least_outstanding")),
+    "open stream, tight KV, no caching": ("workload.arrival.rate=30",
+                                          *TIGHT,
+                                          "engine.enable_prefix_caching=false",
+                                          _router("least_outstanding", 2)),
+    "closed, think time, per-token ingress": (
+        "workload.arrival={process: closed, concurrency: 16, think_s: 0.05}",
+        "engine.ingress_ms=3", "engine.egress_ms=2", "engine.ingress_per_token_us=12",
+        _router("least_outstanding")),
+    "closed, vllm-priority": (CLOSED, "scheduler=vllm-priority", _router("random", 2)),
+    "open stream, horizon": ("workload.arrival.rate=40", "horizon_s=4",
+                             _router("least_outstanding")),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_fast_replicas_equal_the_general_ones(case):
+    sets = (N, *CASES[case])
+    fr_fast, res_fast, s_fast = fleet(None, *sets)
+    fr_gen, res_gen, s_gen = fleet(None, *sets, "core=general")
+    assert {r.core for r in fr_fast.results.values()} == {"fast"}
+    assert {r.core for r in fr_gen.results.values()} == {"general"}
+    for s in (s_fast, s_gen):
+        s.pop("sim")  # wall times
+    _same(s_gen, s_fast)
+    for name, g in fr_gen.results.items():
+        f = fr_fast.results[name]
+        for col, want in g.recorder.steps().items():
+            np.testing.assert_array_equal(want, f.recorder.steps()[col], err_msg=f"{name} {col}")
+        for col in ("first_scheduled_s", "first_token_s", "finish_s", "max_itl_s"):
+            np.testing.assert_array_equal(getattr(g.recorder, col), getattr(f.recorder, col),
+                                          err_msg=f"{name} {col}")
+        for col in ("status", "num_preemptions", "cached_tokens", "generated"):
+            np.testing.assert_array_equal(getattr(g, col), getattr(f, col),
+                                          err_msg=f"{name} {col}")
+        assert g.run == f.run and g.counters == f.counters
+    np.testing.assert_array_equal(res_gen.specs.arrival_s, res_fast.specs.arrival_s)
+    if TIGHT[0] in sets:  # the case is what it says
+        assert sum(int(r.num_preemptions.sum()) for r in fr_fast.results.values()) > 0
+
+
+def test_a_kv_reading_router_keeps_the_general_engine():
+    fr, _, _ = fleet(None, "workload.num_requests=40", _router("least_kv", 2))
+    assert {r.core for r in fr.results.values()} == {"general"}
