@@ -87,7 +87,7 @@ class FastEngine:
             lagging = lag and self.last_end == self.clock
             upto = self.last_start if lagging else self.clock
             self.seen = upto  # the plan sees the arrivals up to here (ns)
-            if src.nxt <= upto:
+            if env is not None or src.nxt <= upto:  # a fleet's nxt costs a lookahead
                 self._deliver(upto)
             p = s.schedule()
             if p is None and lagging:  # nothing in flight to plan behind: at once, as vLLM
@@ -143,7 +143,7 @@ class FastEngine:
         return None if t == arrivals.NEVER else t
 
     def _deliver(self, now: int) -> None:
-        if self.src.nxt > now:
+        if self.env is None and self.src.nxt > now:  # (a fleet's source: due() is cheaper)
             return
         s, ok = self.s, self.ok
         for r in self.src.due(now):
