@@ -9,11 +9,15 @@ singles' sum (the bar: at most 1.3).
 
 ``--concurrency C`` runs closed loops instead of Poisson arrivals: each single run C
 clients, the fleet R x C clients behind one gate (``vllm bench serve --max-concurrency``
-against the fleet's endpoint). Such a fleet needs the event loop (sim/fleet/cluster.py),
-whose replicas are general engines, so the ratio shows what that costs.
+against the fleet's endpoint). ``--router NAME`` routes the fleet's requests by that router
+(default round_robin). A gated fleet, or one whose router reads the replicas
+(least_outstanding, prefix_affinity), runs in the event loop (sim/fleet/cluster.py; its
+replicas on the fast core, as SimPy processes), and every finish anywhere may send a
+request anywhere, so replicas plan more often than alone: the ratio shows what that costs.
 
     python benchmarks/bench_fleet.py [--replicas 8] [--requests 100000] [--rate 15]
-                                     [--concurrency C] [--rounds 2] [--set KEY=VALUE ...]
+                                     [--concurrency C] [--router NAME] [--rounds 2]
+                                     [--set KEY=VALUE ...]
 
 Figures are user CPU time, so a shared machine slows both sides alike; still, measure alone
 (NOTES.md, "Measuring time honestly").
@@ -49,10 +53,11 @@ def _arrival(rate: float, concurrency: int | None, times: int) -> str:
 
 
 def one(kind: str, replicas: int, requests: int, rate: float, sets: tuple[str, ...],
-        concurrency: int | None = None) -> dict:
+        concurrency: int | None = None, router: str = "round_robin") -> dict:
     """Run one side here: the fleet, or the R singles one after another."""
     if kind == "fleet":
-        cpu = [_run((f"cluster={{replicas: {replicas}}}", f"workload.num_requests={requests}",
+        cluster = f"cluster={{replicas: {replicas}, router: {{name: {router}}}}}"
+        cpu = [_run((cluster, f"workload.num_requests={requests}",
                      _arrival(rate, concurrency, replicas), *sets))]
     else:
         cpu = [_run((f"workload.num_requests={requests // replicas}",
@@ -69,6 +74,7 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=15.0, help="one replica's rate (req/s)")
     ap.add_argument("--concurrency", type=int, default=None,
                     help="closed loops of this many clients per replica instead of --rate")
+    ap.add_argument("--router", default="round_robin", help="the fleet's router")
     ap.add_argument("--rounds", type=int, default=2, help="fleet and singles, alternating")
     ap.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                     help="scenario override for both sides (repeatable)")
@@ -76,12 +82,13 @@ def main() -> None:
     args = ap.parse_args()
     if args.one:
         print(json.dumps(one(args.one, args.replicas, args.requests, args.rate,
-                             tuple(args.sets), args.concurrency)))
+                             tuple(args.sets), args.concurrency, args.router)))
         return
     c = args.concurrency
     load = (lambda k: f"{c * k} clients (closed loop)") if c else (
         lambda k: f"{args.rate * k:g} req/s")
-    print(f"default scenario, {args.replicas} replicas at {load(args.replicas)} "
+    print(f"default scenario, {args.replicas} replicas ({args.router}) at "
+          f"{load(args.replicas)} "
           f"and {args.requests:,} requests vs {args.replicas} runs of "
           f"{args.requests // args.replicas:,} at {load(1)}"
           + "".join(f"; --set {s}" for s in args.sets))
@@ -93,6 +100,7 @@ def main() -> None:
             cmd = [sys.executable, __file__, "--one", kind, "--replicas", str(args.replicas),
                    "--requests", str(args.requests), "--rate", str(args.rate)]
             cmd += ["--concurrency", str(args.concurrency)] if args.concurrency else []
+            cmd += ["--router", args.router]
             cmd += [f"--set={s}" for s in args.sets]
             got[kind] = json.loads(subprocess.run(cmd, check=True, capture_output=True,
                                                   text=True).stdout.splitlines()[-1])
