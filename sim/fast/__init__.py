@@ -8,8 +8,10 @@ the work per step.
     sim/fast/priority.py vllm-priority: the heap queue, the least urgent victim
     sim/fast/lanes.py    lanes: the step lane by lane, the batch lane's KV room
     sim/fast/lane_counts.py  the two lane queues, the interactive lane's aggregates
-    sim/fast/arrivals.py open loops and gated sources (closed loops, concurrency caps)
+    sim/fast/arrivals.py open loops, gated sources (closed loops, concurrency caps) and a
+                         fleet replica's pushed source
     sim/fast/engine.py   the event loop: the general engine's plans, priced from aggregates
+                         (alone, or a SimPy process in a fleet: sim/fleet/replica.py)
     sim/fast/record.py   recording, turned into the general Recorder at the end
     sim/fast/hooks.py    StepPlan / StepOutcome for per-plan hooks
 
