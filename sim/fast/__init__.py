@@ -130,9 +130,9 @@ def run(specs, sched: VllmScheduler, kv: PagedKV | PrefixCachingKV, cost: CostMo
 def build(specs, sched: VllmScheduler, kv: PagedKV | PrefixCachingKV, cost: CostModel,
           source: ArrivalSource, *, stop_s: float, egress_s: float, drain: tuple[int, int],
           progress=None, on_plan=None, stream: bool = True, spill_dir=None,
-          judged: np.ndarray | None = None, env=None) -> FastEngine:
+          judged: np.ndarray | None = None, env=None, priced=None) -> FastEngine:
     """The fast engine of ``run``, not yet run; ``env``: a fleet's SimPy environment (its
-    ``start()`` is then the replica's process)."""
+    ``start()`` is then the replica's process); ``priced``: FastEngine's."""
     persists = {r: sched.blocked_persists(r) for r in (EMPTY, SEQS, BUDGET, MEMORY)}
     args = (specs.prompt_tokens, specs.output_tokens, sched.limits, kv.block_size,
             kv.num_blocks, kv.admission_reserve, persists)
@@ -146,7 +146,7 @@ def build(specs, sched: VllmScheduler, kv: PagedKV | PrefixCachingKV, cost: Cost
                      spill_dir=spill_dir, judged=judged)
     engine = FastEngine(fs, cost, source, admissible(specs, sched), rec,
                         stop_ns=min(ns(stop_s), MAX_NS), drain=drain, progress=progress,
-                        hook=on_plan, env=env)
+                        hook=on_plan, env=env, priced=priced)
     return engine
 
 

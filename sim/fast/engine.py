@@ -38,11 +38,30 @@ from sim.sched.vllm import MAX_RUN_STEPS
 _MAX_S = MAX_NS / NS_PER_S
 
 
+def shape(entries, n_dec: int) -> tuple[list, list, int, int, int]:
+    """A step's shape from its (request, tokens, context) entries beside ``n_dec``
+    decoding requests: the prefill chunks' tokens and contexts, the one-token entries'
+    count and context sum (priced as decodes), and the step's tokens."""
+    pq, pc, n1, c1, total = [], [], 0, 0, n_dec
+    for _, t, c in entries:
+        total += t
+        if t > 1:
+            pq.append(t)
+            pc.append(c)
+        else:
+            n1 += 1
+            c1 += c
+    return pq, pc, n1, c1, total
+
+
 class FastEngine:
     def __init__(self, sched: FastScheduler, cost, source: ArrivalSource,
                  admissible: np.ndarray, record: FastRecord, *, stop_ns: int,
-                 drain: tuple[int, int], progress=None, hook=None, env=None):
+                 drain: tuple[int, int], progress=None, hook=None, env=None, priced=None):
+        """``priced``: prices one-step plans instead of ``cost`` (its ``fast_step_time``:
+        a decode pool's transferred prompts, sim/fleet/disagg.py)."""
         self.s, self.cost, self.rec, self.env = sched, cost, record, env
+        self.priced = priced
         self.ok = bytearray(admissible.astype(np.uint8).tobytes())  # accepted at arrival
         self.src = arrivals.view(source)  # .nxt: the next arrival (ns; NEVER: none known)
         # every request handed over (the drain begun); a fleet's source is asked per plan
@@ -175,21 +194,17 @@ class FastEngine:
     # ---- one step -----------------------------------------------------------------------
     def _step(self, p: Planned) -> None:
         s = self.s
-        pq, pc, n1, c1, total = [], [], 0, 0, p.n_dec
-        for _, t, c in p.entries:
-            total += t
-            if t > 1:
-                pq.append(t)
-                pc.append(c)
-            else:
-                n1 += 1
-                c1 += c
+        pq, pc, n1, c1, total = shape(p.entries, p.n_dec)
         comp = s.comp
         stored = (s.sum_base + s.n_dec * s.g + sum([comp[r] for r in s.pre]) + total
                   - s.shared_slots())
         used, running, waiting = s.used, len(s.running), len(s.waiting)
         self._drain()
-        dur = self.cost.shape_time1(total, p.num_reqs, pq, pc, p.n_dec + n1, p.dec_ctx + c1)
+        if self.priced is None:
+            dur = self.cost.shape_time1(total, p.num_reqs, pq, pc, p.n_dec + n1,
+                                        p.dec_ctx + c1)
+        else:
+            dur = self.priced.fast_step_time(self.cost, p)
         d = round((dur if dur < _MAX_S else _MAX_S) * NS_PER_S)
         start = self.clock
         self.last_start, self.clock = start, start + d

@@ -195,8 +195,7 @@ class Fleet:
                 if plan.role == DECODE else None)
         # the fast core where the fleet reads nothing of a replica but its source and
         # busy_until (sim/fleet/replica.py)
-        fast_ok = (self.log is None and plan.role not in (PREFILL, DECODE)
-                   and not router.reads_kv)
+        fast_ok = self.log is None and not router.reads_kv
         for k in range(0 if self.alone else plan.replicas):
             look = (lambda: self._decode_lookahead()) if plan.role == DECODE else (
                 lambda p=pool, k=k: self._entry_lookahead(p, k))

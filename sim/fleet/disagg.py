@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from sim.engine.plan import StepPlan
+from sim.fast.engine import shape
 
 
 class TransferredPrompts:
@@ -53,3 +54,21 @@ class TransferredPrompts:
                                 swap_out_bytes=plan.swap_out_bytes,
                                 swap_in_bytes=plan.swap_in_bytes)
         return self.executor(priced)
+
+    def fast_step_time(self, cost, p) -> float:
+        """Seconds of the fast engine's one-step plan ``p`` (sim/fast/engine.py ``_step``),
+        by ``__call__``'s rule: a transferred chunk is not computed, the chunk reaching the
+        prompt's end is one token at context prompt - 1; nothing computed costs nothing."""
+        kept, prompt, moved = [], self.prompt, self.transferred
+        for r, t, c in p.entries:
+            if moved[r] and c < prompt[r]:
+                if c + t < prompt[r]:
+                    continue
+                moved[r] = False
+                t, c = 1, int(prompt[r]) - 1
+            kept.append((r, t, c))
+        if not kept and not p.n_dec:
+            return 0.0
+        pq, pc, n1, c1, total = shape(kept, p.n_dec)
+        return cost.shape_time1(total, p.n_dec + len(kept), pq, pc, p.n_dec + n1,
+                                p.dec_ctx + c1)

@@ -3,8 +3,9 @@ wired to a shared environment and a ``Pushed`` source, and its result afterwards
 
 The engine is the fast core's (sim/fast/engine.py, a SimPy process in the fleet's
 environment) where a single run would take it and the fleet reads nothing more of the
-replica than its source and ``busy_until`` (``fast_ok``: no step log, no KV-reading router,
-no prefill/decode split); else the general ``Engine``. Both give the same results."""
+replica than its source and ``busy_until`` (``fast_ok``: no step log, no KV-reading
+router); else the general ``Engine``. Both give the same results. A decode pool's
+transferred prompts are priced by the same object either way (sim/fleet/disagg.py)."""
 
 from __future__ import annotations
 
@@ -98,6 +99,9 @@ def build(env: simpy.Environment, pool: PoolPlan, index: int, ps: PoolSpecs, sto
     kv = build_kv(r, specs)
     sched = build_scheduler(r, specs, kv)
     name = f"{pool.name}/{index}"
+    priced = None if wrap is None else wrap(None)  # the fast engine's, if it has one
+    if priced is not None and not hasattr(priced, "fast_step_time"):
+        fast_ok = False
     if fast_ok and not _fast_unsupported(r, sched, kv, cost, None):
         from sim import fast
 
@@ -105,7 +109,7 @@ def build(env: simpy.Environment, pool: PoolPlan, index: int, ps: PoolSpecs, sto
                         lambda reqs, now: on_finish(rep, reqs, now), ended)
         engine = fast.build(specs, sched, kv, cost, source, stop_s=stop_s,
                             egress_s=ps.egress_s, drain=(DRAIN_MIN_PLANS, DRAIN_FACTOR),
-                            stream=False, env=env)
+                            stream=False, env=env, priced=priced)
         rep = Replica(name, pool, index, ps, engine, cost, kv, sched, None, None, source)
         return rep
     recorder = Recorder(len(specs), egress_s=ps.egress_s)

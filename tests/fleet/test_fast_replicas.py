@@ -40,14 +40,22 @@ CASES = {
     "closed, vllm-priority": (CLOSED, "scheduler=vllm-priority", _router("random", 2)),
     "open stream, horizon": ("workload.arrival.rate=40", "horizon_s=4",
                              _router("least_outstanding")),
+    # prefill/decode split: the decode pool prices transferred prompts (disagg.py)
+    "disaggregated": ("scenarios/fleet-disagg.yaml", "workload.num_requests=300"),
+    "disaggregated, closed, tight decode KV": (
+        "scenarios/fleet-disagg.yaml", "workload.num_requests=300",
+        "workload.arrival={process: closed, concurrency: 24}",
+        "engine.num_gpu_blocks_override=100", "engine.max_model_len=1500"),
 }
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_fast_replicas_equal_the_general_ones(case):
-    sets = (N, *CASES[case])
-    fr_fast, res_fast, s_fast = fleet(None, *sets)
-    fr_gen, res_gen, s_gen = fleet(None, *sets, "core=general")
+    sets = CASES[case]
+    scenario, sets = (sets[0], sets[1:]) if sets[0].startswith("scenarios/") else (
+        None, (N, *sets))
+    fr_fast, res_fast, s_fast = fleet(scenario, *sets)
+    fr_gen, res_gen, s_gen = fleet(scenario, *sets, "core=general")
     assert {r.core for r in fr_fast.results.values()} == {"fast"}
     assert {r.core for r in fr_gen.results.values()} == {"general"}
     for s in (s_fast, s_gen):
@@ -65,7 +73,7 @@ def test_fast_replicas_equal_the_general_ones(case):
                                           err_msg=f"{name} {col}")
         assert g.run == f.run and g.counters == f.counters
     np.testing.assert_array_equal(res_gen.specs.arrival_s, res_fast.specs.arrival_s)
-    if TIGHT[0] in sets:  # the case is what it says
+    if "tight" in case:  # the case is what it says
         assert sum(int(r.num_preemptions.sum()) for r in fr_fast.results.values()) > 0
 
 

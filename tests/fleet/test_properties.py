@@ -76,15 +76,21 @@ def _replica_rows(fr) -> dict:
 @settings(max_examples=30, deadline=None)
 @given(rows=trace, replicas=st.integers(1, 3), router=st.sampled_from(ROUTERS.names()),
        blocks=st.sampled_from([40, 4000]), clients=st.sampled_from([None, 1, 3, 8]),
-       lag=st.booleans())
-def test_fast_replicas_equal_general_replicas(rows, replicas, router, blocks, clients, lag):
+       lag=st.booleans(), split=st.booleans())
+def test_fast_replicas_equal_general_replicas(rows, replicas, router, blocks, clients, lag,
+                                              split):
     specs = _specs(rows)
     runs = []
+    cluster = {"replicas": replicas, "router": {"name": router}}
+    if split:  # prefill/decode pools: the decode pool prices transferred prompts
+        cluster = {"pools": [{"name": "p", "replicas": replicas},
+                             {"name": "d", "replicas": 2, "router": {"name": router}}],
+                   "disaggregation": {"prefill_pool": "p", "decode_pool": "d"}}
     for core in ("auto", "general"):
         sc = {**SCENARIO, "core": core,
               "engine": {"num_gpu_blocks_override": blocks, "max_model_len": 512,
                          "async_scheduling": lag},
-              "cluster": {"replicas": replicas, "router": {"name": router}}}
+              "cluster": cluster}
         if clients is not None:
             sc["workload"] = {**SCENARIO["workload"],
                               "arrival": {"process": "closed", "concurrency": clients}}
