@@ -195,14 +195,16 @@ class Fleet:
                 if plan.role == DECODE else None)
         # the fast core where the fleet reads nothing of a replica but its source and
         # busy_until (sim/fleet/replica.py)
-        fast_ok = self.log is None and not router.reads_kv
+        general = ("the step log reads every replica step by step" if self.log is not None
+                   else f"router {plan.router.name} reads the replicas' KV usage"
+                   if router.reads_kv else "")
         for k in range(0 if self.alone else plan.replicas):
             look = (lambda: self._decode_lookahead()) if plan.role == DECODE else (
                 lambda p=pool, k=k: self._entry_lookahead(p, k))
             ended = None if plan.role == DECODE else (lambda p=pool: self._entry_ended(p))
             pool.replicas.append(rp.build(self.env, plan, k, ps, self.stop, look,
                                           self._finished, self._step_hook(plan, k), wrap,
-                                          ended, fast_ok))
+                                          ended, general))
         return pool
 
     def _assign_lanes(self) -> None:

@@ -3,8 +3,8 @@ wired to a shared environment and a ``Pushed`` source, and its result afterwards
 
 The engine is the fast core's (sim/fast/engine.py, a SimPy process in the fleet's
 environment) where a single run would take it and the fleet reads nothing more of the
-replica than its source and ``busy_until`` (``fast_ok``: no step log, no KV-reading
-router); else the general ``Engine``. Both give the same results. A decode pool's
+replica than its source and ``busy_until`` (no step log, no KV-reading router:
+``general`` says which); else the general ``Engine``. Both give the same results. A decode pool's
 transferred prompts are priced by the same object either way (sim/fleet/disagg.py)."""
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from sim.runner import (
     engine_delays,
     ingress_per_token,
 )
+from traces.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -90,19 +91,20 @@ class Replica:
 
 def build(env: simpy.Environment, pool: PoolPlan, index: int, ps: PoolSpecs, stop_s: float,
           lookahead, on_finish, on_plan=None, wrap=None, ended=None,
-          fast_ok: bool = False) -> Replica:
+          general: str = "") -> Replica:
     """A replica ready to start; ``wrap(executor)`` may change how its steps are priced
-    (the decode pool prices transferred prompts as already in KV); ``fast_ok``: the fleet
-    lets it run on the fast core (module docstring)."""
+    (the decode pool prices transferred prompts as already in KV); ``general``: why the
+    fleet keeps it on the general engine ('': it may run on the fast core; module
+    docstring)."""
     r, specs = pool.resolved, ps.specs
     cost = build_cost(r)
     kv = build_kv(r, specs)
     sched = build_scheduler(r, specs, kv)
     name = f"{pool.name}/{index}"
-    priced = None if wrap is None else wrap(None)  # the fast engine's, if it has one
-    if priced is not None and not hasattr(priced, "fast_step_time"):
-        fast_ok = False
-    if fast_ok and not _fast_unsupported(r, sched, kv, cost, None):
+    if general and r.scenario.core == "fast":
+        raise InputError(f"core: fast does not run this fleet: {general}; use core: auto")
+    priced = None if wrap is None else wrap(None)  # prices the fast engine's steps too
+    if not general and not _fast_unsupported(r, sched, kv, cost, None):
         from sim import fast
 
         source = Pushed(admissible(specs, sched), lookahead,

@@ -80,3 +80,14 @@ def test_fast_replicas_equal_the_general_ones(case):
 def test_a_kv_reading_router_keeps_the_general_engine():
     fr, _, _ = fleet(None, "workload.num_requests=40", _router("least_kv", 2))
     assert {r.core for r in fr.results.values()} == {"general"}
+
+
+def test_core_fast_refuses_a_fleet_it_does_not_run():
+    from traces.errors import InputError
+
+    with pytest.raises(InputError, match="core: fast does not run this fleet: router least_kv "
+                                         "reads the replicas' KV usage; use core: auto"):
+        fleet(None, "workload.num_requests=20", "core=fast", _router("least_kv", 2))
+    fr, _, _ = fleet(None, "workload.num_requests=40", "core=fast", CLOSED,
+                     _router("least_outstanding", 2))
+    assert {r.core for r in fr.results.values()} == {"fast"}
