@@ -76,9 +76,9 @@ def _replica_rows(fr) -> dict:
 @settings(max_examples=30, deadline=None)
 @given(rows=trace, replicas=st.integers(1, 3), router=st.sampled_from(ROUTERS.names()),
        blocks=st.sampled_from([40, 4000]), clients=st.sampled_from([None, 1, 3, 8]),
-       lag=st.booleans(), split=st.booleans())
+       lag=st.booleans(), split=st.booleans(), per_token_us=st.sampled_from([0, 40]))
 def test_fast_replicas_equal_general_replicas(rows, replicas, router, blocks, clients, lag,
-                                              split):
+                                              split, per_token_us):
     specs = _specs(rows)
     runs = []
     cluster = {"replicas": replicas, "router": {"name": router}}
@@ -89,7 +89,8 @@ def test_fast_replicas_equal_general_replicas(rows, replicas, router, blocks, cl
     for core in ("auto", "general"):
         sc = {**SCENARIO, "core": core,
               "engine": {"num_gpu_blocks_override": blocks, "max_model_len": 512,
-                         "async_scheduling": lag},
+                         "async_scheduling": lag, "ingress_ms": 1, "egress_ms": 2,
+                         "ingress_per_token_us": per_token_us},  # requests on their way
               "cluster": cluster}
         if clients is not None:
             sc["workload"] = {**SCENARIO["workload"],
