@@ -29,7 +29,7 @@ from sim.kv.prefix_cache import PrefixCachingKV
 from sim.kv.swap import HostPool
 from sim.metrics.recorder import Recorder
 from sim.sched.admission import ADMISSION_RULES
-from sim.sched.base import SCHEDULERS, Scheduler, Status
+from sim.sched.base import SCHEDULERS, Scheduler, arrived_as_waiting
 from sim.sched.lengths import serve
 
 SAFETY_MIN_S = 3600.0  # an unbounded run stops this long (or 4 spans) after the last arrival
@@ -141,15 +141,6 @@ class _DrainLimit:
             elif self.plans > self.limit and not self.cut:
                 eng.stop, self.cut = min(eng.stop, eng.clock), True  # same unit (ns)
         return self.executor(plan)
-
-
-def _arrived_as_waiting(status: np.ndarray) -> np.ndarray:
-    """Requests that arrived before the run stopped but were never handed to the scheduler
-    (they came during the last step) are queued, i.e. unfinished: total = finished +
-    rejected + unfinished + never sent."""
-    status = status.copy()
-    status[status == Status.PENDING] = Status.WAITING
-    return status
 
 
 def engine_delays(r: Resolved, cost: CostModel | None) -> tuple[float, float]:
@@ -273,7 +264,7 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
     for w in said:
         warnings.warn(w, RunWarning, stacklevel=2)
     res = RunResult(
-        resolved=r, specs=specs, recorder=recorder, status=_arrived_as_waiting(sched.status),
+        resolved=r, specs=specs, recorder=recorder, status=arrived_as_waiting(sched.status),
         num_preemptions=sched.num_preemptions.copy(), cached_tokens=sched.cached_tokens.copy(),
         generated=sched.generated.copy(), recomputed_tokens=sched.recomputed_tokens,
         counters={"alloc_failures": sched.alloc_failures,
@@ -346,17 +337,10 @@ def _simulate_fast(r, specs, seen, sched, kv, cost, source, stop, t0, progress, 
         cost.forget()
         release_memory()
     res = RunResult(
-        resolved=r, specs=specs, recorder=out.recorder, status=_arrived_as_waiting(out.status),
-        num_preemptions=out.num_preemptions, cached_tokens=out.cached_tokens,
-        generated=out.generated, recomputed_tokens=out.recomputed_tokens,
-        counters={"alloc_failures": out.alloc_failures, "memory_blocked": out.memory_blocked,
-                  "engine_stopped": "", "preemption_mode": r.scenario.engine.preemption_mode,
-                  **kv.counters()},
-        kv_total_blocks=kv.num_blocks, run=out.run, never_sent=never_sent,
-        wall_s=time.perf_counter() - t0, drain_cut=out.drain_cut, shortened=shortened,
-        ingress_s=ingress, egress_s=egress, warnings=said, core="fast",
-        ingress_per_token_s=ingress_per_token(r, cost),
-        host_times=cost.host_times,
+        resolved=r, specs=specs, **out.result_fields(r.scenario.engine.preemption_mode, kv),
+        never_sent=never_sent, wall_s=time.perf_counter() - t0, shortened=shortened,
+        ingress_s=ingress, egress_s=egress, warnings=said,
+        ingress_per_token_s=ingress_per_token(r, cost), host_times=cost.host_times,
     )
     return res if isinstance(source, OpenLoop) else _as_sent(
         res, _client_sent(source, ingress, specs))

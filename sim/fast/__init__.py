@@ -52,6 +52,7 @@ from sim.kv.paged import PagedKV
 from sim.kv.prefix_cache import PrefixCachingKV
 from sim.metrics.recorder import Recorder
 from sim.sched.admission import Optimistic
+from sim.sched.base import arrived_as_waiting
 from sim.sched.lanes import LaneQueue, LanesScheduler
 from sim.sched.priority import VllmPriorityScheduler
 from sim.sched.queues import FCFSQueue, PriorityQueue
@@ -112,6 +113,18 @@ class FastRun:
     memory_blocked: int
     drain_cut: bool
     drain_budget: int
+
+    def result_fields(self, preemption_mode: str, kv) -> dict:
+        """The RunResult fields (sim.runner.RunResult) that come from the run itself."""
+        return dict(
+            recorder=self.recorder, status=arrived_as_waiting(self.status),
+            num_preemptions=self.num_preemptions, cached_tokens=self.cached_tokens,
+            generated=self.generated, recomputed_tokens=self.recomputed_tokens,
+            counters={"alloc_failures": self.alloc_failures,
+                      "memory_blocked": self.memory_blocked, "engine_stopped": "",
+                      "preemption_mode": preemption_mode, **kv.counters()},
+            kv_total_blocks=kv.num_blocks, run=self.run, drain_cut=self.drain_cut,
+            core="fast")
 
 
 def run(specs, sched: VllmScheduler, kv: PagedKV | PrefixCachingKV, cost: CostModel,

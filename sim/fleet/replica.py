@@ -29,7 +29,6 @@ from sim.runner import (
     DRAIN_MIN_PLANS,
     RunResult,
     RunWarning,
-    _arrived_as_waiting,
     _DrainLimit,
     _fast_unsupported,
     _observed,
@@ -41,6 +40,7 @@ from sim.runner import (
     engine_delays,
     ingress_per_token,
 )
+from sim.sched.base import arrived_as_waiting
 from traces.errors import InputError
 
 
@@ -83,6 +83,10 @@ class Replica:
     status: RunStatus | None = None  # how its event loop ended
 
     @property
+    def fast(self) -> bool:
+        return isinstance(self.engine, FastEngine)
+
+    @property
     def busy_until(self) -> int:
         """End of the plan being executed, after the engine cut it (ns; -1 while idle): no
         request of this replica finishes before then."""
@@ -101,14 +105,14 @@ def build(env: simpy.Environment, pool: PoolPlan, index: int, ps: PoolSpecs, sto
     kv = build_kv(r, specs)
     sched = build_scheduler(r, specs, kv)
     name = f"{pool.name}/{index}"
+    source = Pushed(admissible(specs, sched), lookahead,
+                    lambda reqs, now: on_finish(rep, reqs, now), ended)
     if general and r.scenario.core == "fast":
         raise InputError(f"core: fast does not run this fleet: {general}; use core: auto")
-    priced = None if wrap is None else wrap(None)  # prices the fast engine's steps too
     if not general and not _fast_unsupported(r, sched, kv, cost, None):
         from sim import fast
 
-        source = Pushed(admissible(specs, sched), lookahead,
-                        lambda reqs, now: on_finish(rep, reqs, now), ended)
+        priced = None if wrap is None else wrap(None)  # prices the fast engine's steps too
         engine = fast.build(specs, sched, kv, cost, source, stop_s=stop_s,
                             egress_s=ps.egress_s, drain=(DRAIN_MIN_PLANS, DRAIN_FACTOR),
                             stream=False, env=env, priced=priced)
@@ -121,8 +125,6 @@ def build(env: simpy.Environment, pool: PoolPlan, index: int, ps: PoolSpecs, sto
     if type(cost).observe is not CostModel.observe:
         hooks = _observed(cost, hooks)
     drain = _DrainLimit(executor)
-    source = Pushed(admissible(specs, sched), lookahead,
-                    lambda reqs, now: on_finish(rep, reqs, now), ended)
     engine = Engine(specs, sched, drain, recorder, stop_s=stop_s, num_arrivals=len(specs),
                     on_plan=chain_hooks(hooks, on_plan), source=source, env=env)
     drain.engine = engine
@@ -144,7 +146,7 @@ def result(rep: Replica, never_sent: int, wall_s: float) -> RunResult:
     """The replica's result in run numbering (rows of requests it never saw stay PENDING)."""
     cost = rep.cost
     cost.end_run()
-    if rep.drain is None:
+    if rep.fast:
         from sim import fast
 
         out = fast.result(rep.engine, rep.specs.specs, rep.status)
@@ -162,25 +164,17 @@ def result(rep: Replica, never_sent: int, wall_s: float) -> RunResult:
     for w in said:
         warnings.warn(w, RunWarning, stacklevel=2)
     r = rep.pool.resolved
-    if rep.drain is None:
+    if rep.fast:
         return RunResult(
-            resolved=r, specs=rep.specs.client, recorder=out.recorder,
-            status=_arrived_as_waiting(out.status), num_preemptions=out.num_preemptions,
-            cached_tokens=out.cached_tokens, generated=out.generated,
-            recomputed_tokens=out.recomputed_tokens,
-            counters={"alloc_failures": out.alloc_failures,
-                      "memory_blocked": out.memory_blocked, "engine_stopped": "",
-                      "preemption_mode": r.scenario.engine.preemption_mode,
-                      **rep.kv.counters()},
-            kv_total_blocks=rep.kv.num_blocks, run=rep.status, never_sent=never_sent,
-            wall_s=wall_s, drain_cut=cut, shortened=0, ingress_s=rep.specs.ingress_s,
+            resolved=r, specs=rep.specs.client,
+            **out.result_fields(r.scenario.engine.preemption_mode, rep.kv),
+            never_sent=never_sent, wall_s=wall_s, ingress_s=rep.specs.ingress_s,
             egress_s=rep.specs.egress_s, warnings=said,
-            ingress_per_token_s=rep.specs.ingress_per_token_s, host_times=cost.host_times,
-            core="fast")
+            ingress_per_token_s=rep.specs.ingress_per_token_s, host_times=cost.host_times)
     s = rep.sched
     return RunResult(
         resolved=r, specs=rep.specs.client, recorder=rep.recorder,
-        status=_arrived_as_waiting(s.status), num_preemptions=s.num_preemptions.copy(),
+        status=arrived_as_waiting(s.status), num_preemptions=s.num_preemptions.copy(),
         cached_tokens=s.cached_tokens.copy(), generated=s.generated.copy(),
         recomputed_tokens=s.recomputed_tokens,
         counters={"alloc_failures": s.alloc_failures,

@@ -41,6 +41,15 @@ class Status(IntEnum):
     ABORTED = 5  # failed by the engine (vLLM v0: no room in the CPU swap space)
 
 
+def arrived_as_waiting(status: np.ndarray) -> np.ndarray:
+    """A run's final statuses, with requests that arrived before the run stopped but were
+    never handed to the scheduler (they came during the last step) queued, i.e.
+    unfinished: total = finished + rejected + unfinished + never sent."""
+    status = status.copy()
+    status[status == Status.PENDING] = Status.WAITING
+    return status
+
+
 # plain ints for the hot paths (an IntEnum member lookup costs a Python call)
 _WAITING, _RUNNING, _FINISHED, _REJECTED = (int(Status.WAITING), int(Status.RUNNING),
                                              int(Status.FINISHED), int(Status.REJECTED))
