@@ -38,6 +38,9 @@ class LaneDeque:
     def __len__(self) -> int:
         return len(self.lanes[INTER]) + len(self.lanes[BATCH])
 
+    def __bool__(self) -> bool:
+        return bool(self.lanes[INTER] or self.lanes[BATCH])
+
 
 class LaneCounts:
     """Mixed into a fast scheduler whose ``inter`` (1 = interactive, per request) is set;

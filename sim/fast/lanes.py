@@ -59,26 +59,34 @@ class FastLanes(LaneCounts, FastScheduler):
         """Blocks the batch lane's running requests hold before the step (``held_i``: the
         interactive lane's): the rest of the blocks in use, less those of finished requests
         not freed yet (async scheduling; no lane counts them, as in LanesScheduler)."""
+        return self.used - held_i - (self._deferred_blocks() if self.deferred else 0)
+
+    def _deferred_blocks(self) -> int:
         bs, comp = self.bs, self.comp
-        return self.used - held_i - sum(cdiv(comp[r], bs) for r in self.deferred)
+        return sum(cdiv(comp[r], bs) for r in self.deferred)
+
+    def _held_inter(self) -> int:
+        """Blocks the interactive lane's running requests hold before the step (none
+        running: none held, without the pass)."""
+        return self._held_now(INTER) if self.nrun_i else 0
 
     # ---- the step -----------------------------------------------------------------------
     def _pure_decode(self) -> Planned | None:
         """Every running request decodes and none waits: both lanes' passes without their
         loops, when every decode token and block fits (checked before anything changes);
         None otherwise (``_passes`` then)."""
-        lim, at = self.lim, self.g % self.bs
-        n_i, bi = self.n_dec_i, self.phase_i[at]
+        at, n_i = self.g % self.bs, self.n_dec_i
+        bi = self.phase_i[at] if n_i else 0
         n_b, bb = self.n_dec - n_i, self.phase[at] - bi
-        budget = lim.max_num_batched_tokens - n_i  # left after the interactive lane
+        budget = self.lim.max_num_batched_tokens - n_i  # left after the interactive lane
         batch_budget = min(budget, self.step_tokens) if n_i and self.step_tokens else budget
         free = self.num_blocks - self.used
         if budget < 0 or bi > free or n_b > batch_budget or not self._counted():
             return None
-        held_i = self._held_now(INTER)
-        held_b = self._held_batch(held_i)
+        held_i = self._held_inter()  # counted: the batch lane holds the rest, as _held_batch
+        held_b = self.used - held_i - (self._deferred_blocks() if self.deferred else 0)
         room = min(free - bi, self.num_blocks - max(self.kv_reserve, held_i + bi) - held_b)
-        if bb > max(0, room):
+        if bb > room and bb:
             return None
         due = self.first_due
         if due:  # published lane by lane, as the passes do
@@ -86,7 +94,8 @@ class FastLanes(LaneCounts, FastScheduler):
             self._grow_running(bb, bb, (), [r for r in due if not self.inter[r]])
         else:
             self._grow_running(bi + bb, bi + bb, (), ())
-        self.held, self.inter_new = [held_i + bi, held_b + bb], bi
+        held = self.held
+        held[INTER], held[BATCH], self.inter_new = held_i + bi, held_b + bb, bi
         self.budget_left = budget
         self.persists[BUDGET] = budget <= 0
         self.blocked = EMPTY
@@ -101,16 +110,22 @@ class FastLanes(LaneCounts, FastScheduler):
     def _passes(self) -> Planned:
         p = Planned()
         p.preempted = []
-        cap = self.cap()
-        held_i = self._held_now(INTER)
-        self.held, self.inter_new = [held_i, self._held_batch(held_i)], 0
-        budget = self._serve(p, INTER, self.lim.max_num_batched_tokens, cap)
-        if not p.preempted:
+        cap, held = self.cap(), self.held
+        held[INTER] = held_i = self._held_inter()
+        held[BATCH], self.inter_new = self._held_batch(held_i), 0
+        budget = self.lim.max_num_batched_tokens
+        if self.nrun_i or self.waiting.lanes[INTER]:
+            budget = self._serve(p, INTER, budget, cap)
+            if not p.preempted:
+                self.budget_left = budget
+                self.persists[BUDGET] = budget <= 0
+                budget = self._admit(p, INTER, budget)
+            if p.num_reqs and self.step_tokens:  # the step carries interactive work
+                budget = min(budget, self.step_tokens)
+        else:  # an idle interactive lane: its passes grant and admit nothing
             self.budget_left = budget
             self.persists[BUDGET] = budget <= 0
-            budget = self._admit(p, INTER, budget)
-        if p.num_reqs and self.step_tokens:  # the step carries interactive work
-            budget = min(budget, self.step_tokens)
+            p.blocked = self.blocked = EMPTY
         budget = self._serve(p, BATCH, budget, cap)
         if not p.preempted and not self.blocked:
             self._admit(p, BATCH, budget)
@@ -127,7 +142,10 @@ class FastLanes(LaneCounts, FastScheduler):
 
     def _serve_all(self, p: Planned, lane: int, budget: int, cap: int) -> int | None:
         """Every request of the lane gets all it asks and its blocks fit (the exact loop
-        would grant each its demand): O(prefilling). None when the exact loop is needed."""
+        would grant each its demand): O(prefilling). None when the exact loop is needed.
+        A lane with no running request grants nothing."""
+        if not (self.nrun_i if lane == INTER else len(self.running) - self.nrun_i):
+            return budget
         n, base, _ = self._decoding(lane) if lane == INTER else (
             self.n_dec - self.n_dec_i, self.sum_base - self.sum_base_i, None)
         bs, g, inter, comp, want = self.bs, self.g, self.inter, self.comp, 1 - lane
@@ -179,8 +197,8 @@ class FastLanes(LaneCounts, FastScheduler):
         if lane == INTER:
             return free
         batch, inter = self._lane_blocks()
-        cap = self.num_blocks - max(self.kv_reserve, inter)
-        return max(0, min(free, cap - batch))
+        room = self.num_blocks - (inter if inter > self.kv_reserve else self.kv_reserve) - batch
+        return free if free < room else room if room > 0 else 0  # in [0, free]
 
     def _lane_blocks(self) -> tuple[int, int]:
         """Blocks held by the batch lane, and by the interactive lane only (physical)."""
@@ -210,8 +228,9 @@ class FastLanes(LaneCounts, FastScheduler):
         super()._preempt(v, granted)
 
     def free_finished(self, reqs):
-        inter = self.inter
-        self.nrun_i -= sum(inter[r] for r in reqs)
+        if self.nrun_i:
+            inter = self.inter
+            self.nrun_i -= sum(inter[r] for r in reqs)
         super().free_finished(reqs)
 
     def _admission_block(self, r: int) -> str:
@@ -220,13 +239,16 @@ class FastLanes(LaneCounts, FastScheduler):
         return POLICY
 
     def _admit_blocks(self, r: int, upto: int, whole: int) -> bool:
-        lane = self._lane(r)
-        if lane == BATCH and self._growth(r, upto) > self._room(BATCH):
+        if self.inter[r]:
+            if not super()._admit_blocks(r, upto, whole):
+                return False
+            self.held[INTER] += -(-upto // self.bs)
+            self.nrun_i += 1
+            return True
+        if self._growth(r, upto) > self._room(BATCH) or not super()._admit_blocks(
+                r, upto, whole):
             return False
-        if not super()._admit_blocks(r, upto, whole):
-            return False
-        self.held[lane] += cdiv(upto, self.bs)
-        self.nrun_i += self.inter[r]
+        self.held[BATCH] += -(-upto // self.bs)
         return True
 
     def check(self):
@@ -266,7 +288,7 @@ class CachingLanes(FastLanes, CachingScheduler):
 
     def _lane_blocks(self):
         if not self.shared_slots():
-            return super()._lane_blocks()
+            return self.held[BATCH], self.held[INTER]
         kv = self.kv
         inter = [r for r in self.running if self.inter[r]]
         held, bs, dec = kv.held, self.bs, self.dec
