@@ -12,9 +12,10 @@ In a fleet (``env``: the fleet's SimPy environment) the loop is a SimPy process,
 general engine's replica: it waits (LATE priority) for each plan's end and for the next
 arrival when idle, and reports its finishes to the fleet at the plan's end. The plan is
 committed when it is made; nothing the fleet reads from a replica (its source, its
-``busy_until``) shows it before the end, so the fleet sees what it sees of a general
-replica. Rows whose waiting counts can grow while the plan runs (a run no arrival cuts)
-are counted again at its end, as the general engine counts them.
+``busy_until``, the KV usage a router reads: ``kv_used_fraction``) shows it before the
+end, so the fleet sees what it sees of a general replica. Rows whose waiting counts can
+grow while the plan runs (a run no arrival cuts) are counted again at its end, as the
+general engine counts them.
 """
 
 from __future__ import annotations
@@ -74,6 +75,10 @@ class FastEngine:
         self.drain_min, self.drain_factor = drain
         self.plans, self.drain_limit, self.drain_budget, self.drain_cut = 0, None, 0, False
         self.busy_until = -1  # end of the plan being executed (ns; -1 idle)
+        # a fleet's plan in progress: the blocks the general engine's KV manager shows until
+        # the plan's end (its first step's; the plan itself is committed already). None:
+        # between plans, the scheduler's count
+        self.kv_shown: int | None = None
         self.recount = None  # a fleet's run rows to count again at the plan's end
 
     def run(self) -> RunStatus:
@@ -125,6 +130,7 @@ class FastEngine:
                 continue
             if env is not None:  # a fleet's source can end between deliveries
                 self.all_in = src.exhausted()
+                self.kv_shown = s.used
             if not p.entries and not p.skipped and not p.preempted and not s.pre \
                     and not s.deferred:
                 self._decode_run(p)
@@ -133,6 +139,7 @@ class FastEngine:
             if env is not None:
                 self.busy_until = self.clock
                 yield _late(env, self.clock - env.now)
+                self.kv_shown = None
                 self._ended()
             if len(rows) >= stream_at:
                 rec.flush(s)
@@ -156,6 +163,14 @@ class FastEngine:
             self.rec.st[4][at:at + len(upto)] = array("q", self.src.waiting_by(base, after,
                                                                                 upto))
         self.src.release(self.clock)
+
+    def kv_used_fraction(self) -> float:
+        """The KV blocks in use as a router reads them now (sim/kv/base.py used_fraction):
+        during a plan those of its first step, as the general engine, whose KV manager
+        takes a decode run's later blocks and frees its finishes at the plan's end."""
+        s = self.s
+        used = s.used if self.kv_shown is None else self.kv_shown
+        return used / max(s.num_blocks, 1)
 
     def _next_time(self) -> int | None:
         t = self.src.nxt

@@ -193,11 +193,10 @@ class Fleet:
                        seen_s=[-np.inf] * plan.replicas, seen_ns=[0] * plan.replicas)
         wrap = ((lambda ex: TransferredPrompts(ex, ps.specs.prompt_tokens))
                 if plan.role == DECODE else None)
-        # the fast core where the fleet reads nothing of a replica but its source and
-        # busy_until (sim/fleet/replica.py)
+        # the fast core where the fleet reads nothing of a replica but its source,
+        # busy_until and reported KV usage (sim/fleet/replica.py)
         general = ("the step log reads every replica step by step" if self.log is not None
-                   else f"router {plan.router.name} reads the replicas' KV usage"
-                   if router.reads_kv else "")
+                   else "")
         for k in range(0 if self.alone else plan.replicas):
             look = (lambda: self._decode_lookahead()) if plan.role == DECODE else (
                 lambda p=pool, k=k: self._entry_lookahead(p, k))
@@ -411,7 +410,7 @@ class Fleet:
         every = self.plan.kv_report_ns
         for st, rep in zip(pool.states, pool.replicas):
             if st.kv_reported_ns < 0 or now - st.kv_reported_ns >= every:
-                st.kv_used_fraction = rep.kv.used_fraction()
+                st.kv_used_fraction = rep.kv_used_fraction()
                 st.kv_reported_ns = now
 
     def _finished(self, rep, reqs: np.ndarray, now: int) -> None:

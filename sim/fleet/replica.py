@@ -3,8 +3,8 @@ wired to a shared environment and a ``Pushed`` source, and its result afterwards
 
 The engine is the fast core's (sim/fast/engine.py, a SimPy process in the fleet's
 environment) where a single run would take it and the fleet reads nothing more of the
-replica than its source and ``busy_until`` (no step log, no KV-reading router:
-``general`` says which); else the general ``Engine``. Both give the same results. A decode pool's
+replica than its source, ``busy_until`` and ``kv_used_fraction`` (no step log: ``general``
+says why); else the general ``Engine``. Both give the same results. A decode pool's
 transferred prompts are priced by the same object either way (sim/fleet/disagg.py)."""
 
 from __future__ import annotations
@@ -85,6 +85,10 @@ class Replica:
     @property
     def fast(self) -> bool:
         return isinstance(self.engine, FastEngine)
+
+    def kv_used_fraction(self) -> float:
+        """The fraction of KV blocks in use, as the replica reports it to a router."""
+        return self.engine.kv_used_fraction() if self.fast else self.kv.used_fraction()
 
     @property
     def busy_until(self) -> int:

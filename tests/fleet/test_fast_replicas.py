@@ -1,12 +1,15 @@
 """A fleet's replicas on the fast core (sim/fast/engine.py as SimPy processes) give the
 general engine's replicas' results: every replica's step rows, per-request times and
-counters, and the fleet summary, for gated clients and routers that read the replicas."""
+counters, and the fleet summary, for gated clients and routers that read the replicas
+(their load, their KV usage)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from sim.config.load import load_scenario
+from sim.pipeline import prepare
 from tests.fleet.helpers import fleet
 from tests.fleet.test_identity import _same
 
@@ -38,6 +41,14 @@ CASES = {
         "engine.ingress_ms=3", "engine.egress_ms=2", "engine.ingress_per_token_us=12",
         _router("least_outstanding")),
     "closed, vllm-priority": (CLOSED, "scheduler=vllm-priority", _router("random", 2)),
+    # a router reading each replica's KV at every decision, mid-plan included
+    "closed, least kv": (CLOSED, _router("least_kv")),
+    "open stream, tight KV, least kv, sync": ("workload.arrival.rate=30", *TIGHT,
+                                              "engine.async_scheduling=false",
+                                              _router("least_kv", 2)),
+    "open stream, least kv reported every 50 ms": (
+        "workload.arrival.rate=40",
+        "cluster={replicas: 3, router: {name: least_kv}, kv_report_interval_ms: 50}"),
     "open stream, horizon": ("workload.arrival.rate=40", "horizon_s=4",
                              _router("least_outstanding")),
     # prefill/decode split: the decode pool prices transferred prompts (disagg.py)
@@ -77,17 +88,16 @@ def test_fast_replicas_equal_the_general_ones(case):
         assert sum(int(r.num_preemptions.sum()) for r in fr_fast.results.values()) > 0
 
 
-def test_a_kv_reading_router_keeps_the_general_engine():
-    fr, _, _ = fleet(None, "workload.num_requests=40", _router("least_kv", 2))
-    assert {r.core for r in fr.results.values()} == {"general"}
-
-
-def test_core_fast_refuses_a_fleet_it_does_not_run():
+def test_core_fast_refuses_a_fleet_it_does_not_run(tmp_path):
+    from sim.fleet.run import run_fleet
     from traces.errors import InputError
 
-    with pytest.raises(InputError, match="core: fast does not run this fleet: router least_kv "
-                                         "reads the replicas' KV usage; use core: auto"):
-        fleet(None, "workload.num_requests=20", "core=fast", _router("least_kv", 2))
+    r, specs, _ = prepare(load_scenario(None, ("workload.num_requests=20", "core=fast",
+                                               _router("least_kv", 2))))
+    with open(tmp_path / "steps.jsonl", "w") as fh, pytest.raises(
+            InputError, match="core: fast does not run this fleet: the step log reads every "
+                              "replica step by step; use core: auto"):
+        run_fleet(r, specs, fh)
     fr, _, _ = fleet(None, "workload.num_requests=40", "core=fast", CLOSED,
-                     _router("least_outstanding", 2))
+                     _router("least_kv", 2))
     assert {r.core for r in fr.results.values()} == {"fast"}
