@@ -80,6 +80,7 @@ class FastEngine:
         # between plans, the scheduler's count
         self.kv_shown: int | None = None
         self.recount = None  # a fleet's run rows to count again at the plan's end
+        self.reported = None  # a fleet's plan to hand the hook at its end
 
     def run(self) -> RunStatus:
         # the loop makes no reference cycles; the cyclic collector only costs time here
@@ -163,6 +164,18 @@ class FastEngine:
             self.rec.st[4][at:at + len(upto)] = array("q", self.src.waiting_by(base, after,
                                                                                 upto))
         self.src.release(self.clock)
+        if self.reported is not None:  # after the finishes, as the general engine
+            view, p, kw = self.reported
+            self.reported = None
+            hooks.call(self.hook, view, p, **kw)
+
+    def _report(self, view, p: Planned, **kw) -> None:
+        """The per-plan hook: at once, or a fleet's at the plan's end (``_ended``), when the
+        general engine's replica reports its plans (a fleet's step log in time order)."""
+        if self.env is None:
+            hooks.call(self.hook, view, p, **kw)
+        else:
+            self.reported = (view, p, kw)
 
     def kv_used_fraction(self) -> float:
         """The KV blocks in use as a router reads them now (sim/kv/base.py used_fraction):
@@ -237,9 +250,9 @@ class FastEngine:
         if p.first_sched or first or finished:
             rec.events(start, d, p.first_sched, first, finished)
         if view is not None:
-            hooks.call(self.hook, view, p, steps=1, interruptible=interruptible, starts=[start],
-                       durs=[d], kv_used=[used], kv_tokens=[stored], running=running,
-                       waiting=waiting, first=first, finished=finished)
+            self._report(view, p, steps=1, interruptible=interruptible, starts=[start],
+                         durs=[d], kv_used=[used], kv_tokens=[stored], running=running,
+                         waiting=waiting, first=first, finished=finished)
 
     def _commit(self, p: Planned) -> tuple[list, list]:
         """Advance progress by the step just executed (sim/sched/base.py update)."""
@@ -396,9 +409,9 @@ class FastEngine:
         if finished:
             rec.events(last, d_last, (), (), finished)
         if view is not None:
-            hooks.call(self.hook, view, p, steps=k, interruptible=interruptible, starts=starts,
-                       durs=d, kv_used=kv_used, kv_tokens=list(kv_tokens), running=running,
-                       waiting=waiting, first=list(first), finished=list(finished))
+            self._report(view, p, steps=k, interruptible=interruptible, starts=starts,
+                         durs=d, kv_used=kv_used, kv_tokens=list(kv_tokens), running=running,
+                         waiting=waiting, first=list(first), finished=list(finished))
 
     def _run_blocks(self, g: int, k: int) -> list[int] | None:
         """Blocks in use at steps 0..k-1 of a run from step ``g`` (step 0's allocated by

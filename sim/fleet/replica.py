@@ -2,9 +2,9 @@
 wired to a shared environment and a ``Pushed`` source, and its result afterwards.
 
 The engine is the fast core's (sim/fast/engine.py, a SimPy process in the fleet's
-environment) where a single run would take it and the fleet reads nothing more of the
-replica than its source, ``busy_until`` and ``kv_used_fraction`` (no step log: ``general``
-says why); else the general ``Engine``. Both give the same results. A decode pool's
+environment) where a single run would take it (the fleet reads nothing more of a replica
+than its source, ``busy_until``, ``kv_used_fraction`` and, for a step log, each plan at
+its end); else the general ``Engine``. Both give the same results. A decode pool's
 transferred prompts are priced by the same object either way (sim/fleet/disagg.py)."""
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ from sim.runner import (
     ingress_per_token,
 )
 from sim.sched.base import arrived_as_waiting
-from traces.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -98,12 +97,10 @@ class Replica:
 
 
 def build(env: simpy.Environment, pool: PoolPlan, index: int, ps: PoolSpecs, stop_s: float,
-          lookahead, on_finish, on_plan=None, wrap=None, ended=None,
-          general: str = "") -> Replica:
+          lookahead, on_finish, on_plan=None, wrap=None, ended=None) -> Replica:
     """A replica ready to start; ``wrap(executor)`` may change how its steps are priced
-    (the decode pool prices transferred prompts as already in KV); ``general``: why the
-    fleet keeps it on the general engine ('': it may run on the fast core; module
-    docstring)."""
+    (the decode pool prices transferred prompts as already in KV); ``on_plan``: each plan,
+    reported at its end (a step log)."""
     r, specs = pool.resolved, ps.specs
     cost = build_cost(r)
     kv = build_kv(r, specs)
@@ -111,15 +108,13 @@ def build(env: simpy.Environment, pool: PoolPlan, index: int, ps: PoolSpecs, sto
     name = f"{pool.name}/{index}"
     source = Pushed(admissible(specs, sched), lookahead,
                     lambda reqs, now: on_finish(rep, reqs, now), ended)
-    if general and r.scenario.core == "fast":
-        raise InputError(f"core: fast does not run this fleet: {general}; use core: auto")
-    if not general and not _fast_unsupported(r, sched, kv, cost, None):
+    if not _fast_unsupported(r, sched, kv, cost, None):
         from sim import fast
 
         priced = None if wrap is None else wrap(None)  # prices the fast engine's steps too
         engine = fast.build(specs, sched, kv, cost, source, stop_s=stop_s,
                             egress_s=ps.egress_s, drain=(DRAIN_MIN_PLANS, DRAIN_FACTOR),
-                            stream=False, env=env, priced=priced)
+                            on_plan=on_plan, stream=False, env=env, priced=priced)
         rep = Replica(name, pool, index, ps, engine, cost, kv, sched, None, None, source)
         return rep
     recorder = Recorder(len(specs), egress_s=ps.egress_s)

@@ -88,16 +88,25 @@ def test_fast_replicas_equal_the_general_ones(case):
         assert sum(int(r.num_preemptions.sum()) for r in fr_fast.results.values()) > 0
 
 
-def test_core_fast_refuses_a_fleet_it_does_not_run(tmp_path):
-    from sim.fleet.run import run_fleet
-    from traces.errors import InputError
+def _step_log(*sets) -> tuple[str, set[str]]:
+    import io
 
-    r, specs, _ = prepare(load_scenario(None, ("workload.num_requests=20", "core=fast",
-                                               _router("least_kv", 2))))
-    with open(tmp_path / "steps.jsonl", "w") as fh, pytest.raises(
-            InputError, match="core: fast does not run this fleet: the step log reads every "
-                              "replica step by step; use core: auto"):
-        run_fleet(r, specs, fh)
-    fr, _, _ = fleet(None, "workload.num_requests=40", "core=fast", CLOSED,
-                     _router("least_kv", 2))
-    assert {r.core for r in fr.results.values()} == {"fast"}
+    from sim.fleet.run import run_fleet
+
+    scenario, sets = (sets[0], sets[1:]) if sets[0].startswith("scenarios/") else (None, sets)
+    r, specs, _ = prepare(load_scenario(scenario, sets))
+    fh = io.StringIO()
+    fr = run_fleet(r, specs, fh)
+    return fh.getvalue(), {res.core for res in fr.results.values()}
+
+
+@pytest.mark.parametrize("case", ["closed, least kv", "open stream, tight KV, least kv, sync",
+                                  "disaggregated, closed, tight decode KV"])
+def test_a_fleet_step_log_is_the_general_engines(case):
+    """steps.jsonl: every replica's plan reported at its end, after the routing its
+    finishes let go, line for line as the general engine writes it."""
+    sets = CASES[case] if CASES[case][0].startswith("scenarios/") else (N, *CASES[case])
+    fast, cores = _step_log(*sets)
+    general, _ = _step_log(*sets, "core=general")
+    assert cores == {"fast"} and '"event": "route"' in fast
+    assert fast.splitlines() == general.splitlines()
