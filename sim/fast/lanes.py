@@ -245,8 +245,8 @@ class FastLanes(LaneCounts, FastScheduler):
             self.held[INTER] += -(-upto // self.bs)
             self.nrun_i += 1
             return True
-        if self._growth(r, upto) > self._room(BATCH) or not super()._admit_blocks(
-                r, upto, whole):
+        grow = self._growth(r, upto)
+        if grow and grow > self._room(BATCH) or not super()._admit_blocks(r, upto, whole):
             return False
         self.held[BATCH] += -(-upto // self.bs)
         return True
@@ -287,7 +287,7 @@ class CachingLanes(FastLanes, CachingScheduler):
         return not self.shared_slots()
 
     def _lane_blocks(self):
-        if not self.shared_slots():
+        if self.counting or not self.kv.shared_slots:  # (shared_slots(), inline: per admission)
             return self.held[BATCH], self.held[INTER]
         kv = self.kv
         inter = [r for r in self.running if self.inter[r]]
@@ -298,7 +298,7 @@ class CachingLanes(FastLanes, CachingScheduler):
 
     def _growth(self, r, upto):
         if self.counting or not self.kv.pending_hits(r):
-            return super()._growth(r, upto)
+            return -(-upto // self.bs)  # FastLanes._growth
         inter = [q for q in self.running if self.inter[q]]
         return batch_growth(self.kv, r, upto, inter)  # hits are in tables, never pending
 
