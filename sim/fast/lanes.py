@@ -242,13 +242,13 @@ class FastLanes(LaneCounts, FastScheduler):
         if self.inter[r]:
             if not super()._admit_blocks(r, upto, whole):
                 return False
-            self.held[INTER] += -(-upto // self.bs)
+            self.held[INTER] += cdiv(upto, self.bs)
             self.nrun_i += 1
             return True
         grow = self._growth(r, upto)
         if grow and grow > self._room(BATCH) or not super()._admit_blocks(r, upto, whole):
             return False
-        self.held[BATCH] += -(-upto // self.bs)
+        self.held[BATCH] += cdiv(upto, self.bs)
         return True
 
     def check(self):
@@ -298,7 +298,7 @@ class CachingLanes(FastLanes, CachingScheduler):
 
     def _growth(self, r, upto):
         if self.counting or not self.kv.pending_hits(r):
-            return -(-upto // self.bs)  # FastLanes._growth
+            return cdiv(upto, self.bs)  # FastLanes._growth
         inter = [q for q in self.running if self.inter[q]]
         return batch_growth(self.kv, r, upto, inter)  # hits are in tables, never pending
 
