@@ -3,6 +3,8 @@ ends finished; each replica's blocks all come back; one replica equals the plain
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -13,6 +15,7 @@ from sim.engine.requests import RequestSpecs
 from sim.fleet.cluster import simulate_fleet
 from sim.fleet.plan import plan_fleet
 from sim.fleet.routers import ROUTERS
+from sim.fleet.run import FleetLog
 from sim.runner import simulate
 from sim.sched.base import Status
 from tests.fleet.test_golden import SCENARIO
@@ -102,3 +105,35 @@ def test_fast_replicas_equal_general_replicas(rows, replicas, router, blocks, cl
     for name, cols in general.items():
         for col, want in cols.items():
             np.testing.assert_array_equal(want, fast[name][col], err_msg=f"{name} {col}")
+
+
+@settings(max_examples=20, deadline=None)
+@given(rows=trace, replicas=st.integers(1, 3), router=st.sampled_from(ROUTERS.names()),
+       blocks=st.sampled_from([40, 4000]), clients=st.sampled_from([None, 1, 3, 8]),
+       lag=st.booleans(), split=st.booleans())
+def test_fast_replicas_write_the_general_step_log(rows, replicas, router, blocks, clients,
+                                                   lag, split):
+    """steps.jsonl (every replica's plans, reported at their ends, and every routing) is
+    the same text from fast replicas as from general ones."""
+    specs = _specs(rows)
+    cluster = {"replicas": replicas, "router": {"name": router}}
+    if split:
+        cluster = {"pools": [{"name": "p", "replicas": replicas},
+                             {"name": "d", "replicas": 2, "router": {"name": router}}],
+                   "disaggregation": {"prefill_pool": "p", "decode_pool": "d"}}
+    logs = []
+    for core in ("auto", "general"):
+        sc = {**SCENARIO, "core": core,
+              "engine": {"num_gpu_blocks_override": blocks, "max_model_len": 512,
+                         "async_scheduling": lag, "ingress_ms": 1, "egress_ms": 2},
+              "cluster": cluster}
+        if clients is not None:
+            sc["workload"] = {**SCENARIO["workload"],
+                              "arrival": {"process": "closed", "concurrency": clients}}
+        fh = io.StringIO()
+        fr = simulate_fleet(plan_fleet(validate(sc, "prop")), specs,
+                            log=FleetLog(fh, specs.request_id))
+        logs.append((fh.getvalue(), {r.core for r in fr.results.values()}))
+    (fast, fast_cores), (general, general_cores) = logs
+    assert fast_cores == {"fast"} and general_cores == {"general"}
+    assert fast.splitlines() == general.splitlines()
