@@ -39,13 +39,6 @@ def drafter_of(cost, resolved) -> Drafter | None:
     return Drafter.build(spec, cost, resolved) if spec is not None else None
 
 
-def priced_steps(cost, resolved):
-    """What a step costs: ``cost.step_times``, or verify + draft where the scenario speculates
-    (``drafter_of``)."""
-    drafter = drafter_of(cost, resolved)
-    return cost.step_times if drafter is None else drafter.step_times
-
-
 class Drafter:
     """Prices the drafter's part of each planned step; keeps the totals for the summary."""
 
@@ -99,6 +92,11 @@ class Drafter:
         return float(self.draft.host_times(np.array([total]), np.array([reqs]))[0])
 
     def summary(self) -> dict:
-        return {"draft_s": round(self.draft_s, 6), "verify_s": round(self.verify_s, 6),
-                "draft_share": round(self.draft_s / (self.draft_s + self.verify_s), 4)
-                if self.draft_s + self.verify_s > 0 else None}
+        return time_summary(self.draft_s, self.verify_s)
+
+
+def time_summary(draft_s: float, verify_s: float) -> dict:
+    """The summary's drafter time: drafting and verifying (s) and drafting's share."""
+    return {"draft_s": round(draft_s, 6), "verify_s": round(verify_s, 6),
+            "draft_share": round(draft_s / (draft_s + verify_s), 4)
+            if draft_s + verify_s > 0 else None}

@@ -17,7 +17,7 @@ import numpy as np
 import simpy
 
 from sim.cost.base import CostModel
-from sim.cost.drafter import priced_steps
+from sim.cost.drafter import drafter_of
 from sim.engine.engine import Engine, RunStatus, admissible
 from sim.engine.requests import RequestSpecs
 from sim.fast.engine import FastEngine
@@ -32,6 +32,7 @@ from sim.runner import (
     _DrainLimit,
     _fast_unsupported,
     _observed,
+    _spec_summary,
     build_cost,
     build_kv,
     build_scheduler,
@@ -78,6 +79,7 @@ class Replica:
     recorder: Recorder | None  # the fast engine's is made at the end (result)
     drain: _DrainLimit | None  # the general engine's (the fast engine counts its own)
     source: Pushed
+    drafter: object | None = None  # the general engine's speculative drafter, if priced
     done: bool = False  # its process has ended
     status: RunStatus | None = None  # how its event loop ended
 
@@ -118,7 +120,8 @@ def build(env: simpy.Environment, pool: PoolPlan, index: int, ps: PoolSpecs, sto
         rep = Replica(name, pool, index, ps, engine, cost, kv, sched, None, None, source)
         return rep
     recorder = Recorder(len(specs), egress_s=ps.egress_s)
-    executor = priced_steps(cost, r)  # with the speculative drafter's passes, as a run
+    drafter = drafter_of(cost, r)  # the speculative drafter's passes lengthen steps, as a run
+    executor = cost.step_times if drafter is None else drafter.step_times
     executor = executor if wrap is None else wrap(executor)
     hooks = cost.after_plan if type(cost).after_plan is not CostModel.after_plan else None
     if type(cost).observe is not CostModel.observe:
@@ -127,7 +130,8 @@ def build(env: simpy.Environment, pool: PoolPlan, index: int, ps: PoolSpecs, sto
     engine = Engine(specs, sched, drain, recorder, stop_s=stop_s, num_arrivals=len(specs),
                     on_plan=chain_hooks(hooks, on_plan), source=source, env=env)
     drain.engine = engine
-    rep = Replica(name, pool, index, ps, engine, cost, kv, sched, recorder, drain, source)
+    rep = Replica(name, pool, index, ps, engine, cost, kv, sched, recorder, drain, source,
+                  drafter=drafter)
     cost.start_run(kv, engine)
     return rep
 
@@ -183,7 +187,7 @@ def result(rep: Replica, never_sent: int, wall_s: float) -> RunResult:
         wall_s=wall_s, drain_cut=cut, shortened=0,
         ingress_s=rep.specs.ingress_s, egress_s=rep.specs.egress_s, warnings=said,
         ingress_per_token_s=rep.specs.ingress_per_token_s,
-        host_times=cost.host_times)
+        host_times=cost.host_times, speculative=_spec_summary(s, rep.drafter))
 
 
 def pool_specs(pool: PoolPlan, specs: RequestSpecs, prefill: bool) -> PoolSpecs:

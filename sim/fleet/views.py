@@ -12,8 +12,10 @@ import dataclasses
 
 import numpy as np
 
+from sim.cost.drafter import time_summary
 from sim.engine.requests import RequestSpecs
 from sim.runner import RunResult
+from sim.sched.spec import acceptance_summary
 
 PER_REQUEST = ("first_scheduled_s", "first_token_s", "last_token_s", "finish_s", "max_itl_s")
 
@@ -144,7 +146,8 @@ def combine(views: list[RunResult], arrival_s: list[np.ndarray] | None = None) -
         kv_total_blocks=sum(v.kv_total_blocks for v in views), run=run,
         shortened=sum(v.shortened for v in views), drain_cut=any(v.drain_cut for v in views),
         warnings=tuple(dict.fromkeys(w for v in views for w in v.warnings)),
-        client_queue_s=None, extras=None)
+        client_queue_s=None, extras=None,
+        speculative=_sum_speculative([v.speculative for v in views if v.speculative]))
 
 
 def _cat_specs(parts: list[RequestSpecs], order: np.ndarray, arrival: np.ndarray):
@@ -171,4 +174,26 @@ def _sum_counters(items: list[dict]) -> dict:
                 out[k] = out.get(k, 0) + v
             else:
                 out[k] = out.get(k) or v
+    return out
+
+
+def _sum_speculative(blocks: list[dict]) -> dict | None:
+    """The speculative blocks of several replicas as one: totals add up, rates and the
+    mean acceptance length come from the totals; the method, draft length and expected
+    acceptance are kept where every replica has the same (else None)."""
+    if len(blocks) <= 1:
+        return blocks[0] if blocks else None
+
+    def same(key):
+        vals = {repr(b.get(key)) for b in blocks}
+        return blocks[0].get(key) if len(vals) == 1 else None
+
+    total = lambda key: sum(b[key] for b in blocks)  # noqa: E731
+    hists = [b["accepted_histogram"] for b in blocks]
+    hist = [sum(h) for h in zip(*hists)] if len({len(h) for h in hists}) == 1 else None
+    out = acceptance_summary(same("method"), same("num_speculative_tokens"),
+                             total("verify_steps"), total("draft_tokens"),
+                             total("accepted_tokens"), same("expected_acceptance_length"), hist)
+    if all("draft_s" in b for b in blocks):  # the drafter's time, where it is priced
+        out |= time_summary(total("draft_s"), total("verify_s"))
     return out

@@ -140,15 +140,22 @@ class SpecState:
         return a
 
     def summary(self) -> dict:
-        n = self.num_verifies
-        return {
-            "method": self.cfg.method, "num_speculative_tokens": self.k,
-            "verify_steps": n, "draft_tokens": self.num_drafts,
-            "accepted_tokens": self.num_accepted,
-            # vLLM's "Mean acceptance length": 1 + accepted per verify step (tokens)
-            "mean_acceptance_length": round(1 + self.num_accepted / n, 4) if n else None,
-            "draft_acceptance_rate": round(self.num_accepted / self.num_drafts, 4)
-            if self.num_drafts else None,
-            "expected_acceptance_length": round(1 + self.cfg.mean_accepted(), 4),
-            "accepted_histogram": self.accepted_hist.tolist(),
-        }
+        return acceptance_summary(self.cfg.method, self.k, self.num_verifies, self.num_drafts,
+                                  self.num_accepted, round(1 + self.cfg.mean_accepted(), 4),
+                                  self.accepted_hist.tolist())
+
+
+def acceptance_summary(method: str | None, k: int | None, verifies: int, drafts: int,
+                       accepted: int, expected: float | None,
+                       histogram: list[int] | None) -> dict:
+    """The summary's acceptance figures from the run's totals: verify steps, drafts scheduled
+    and accepted (tokens), the histogram of accepted drafts per verify step."""
+    return {
+        "method": method, "num_speculative_tokens": k,
+        "verify_steps": verifies, "draft_tokens": drafts, "accepted_tokens": accepted,
+        # vLLM's "Mean acceptance length": 1 + accepted per verify step (tokens)
+        "mean_acceptance_length": round(1 + accepted / verifies, 4) if verifies else None,
+        "draft_acceptance_rate": round(accepted / drafts, 4) if drafts else None,
+        "expected_acceptance_length": expected,
+        "accepted_histogram": histogram,
+    }

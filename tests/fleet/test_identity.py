@@ -47,7 +47,30 @@ def test_a_speculative_replica_prices_its_drafter_as_a_single_run_does():
     spec = ("engine.speculative_config={method: eagle, num_speculative_tokens: 3}",
             "cost=fitted")
     plain, s1 = single(None, *SMALL, *spec)
-    _, res, _ = fleet(None, *SMALL, *spec, "cluster={replicas: 1, router: least_outstanding}")
+    _, res, s2 = fleet(None, *SMALL, *spec, "cluster={replicas: 1, router: least_outstanding}")
     np.testing.assert_array_equal(plain.recorder.steps()["start_s"],
                                   res.recorder.steps()["start_s"])
     np.testing.assert_array_equal(plain.recorder.finish_s, res.recorder.finish_s)
+    assert s1["speculative"]["verify_steps"] > 0
+    assert s2["speculative"] == s1["speculative"]  # acceptance counts and drafter time
+
+
+def test_a_speculative_fleet_reports_its_replicas_acceptance():
+    """The fleet's speculative block adds up its replicas' counts and times; rates come
+    from the totals (vLLM's mean acceptance length: 1 + accepted per verify step)."""
+    spec = ("engine.speculative_config={method: eagle, num_speculative_tokens: 3}",
+            "cost=fitted")
+    fr, _, s = fleet(None, *SMALL, *spec, "cluster={replicas: 2, router: least_outstanding}")
+    parts = [r.speculative for r in fr.results.values()]
+    assert len(parts) == 2 and all(p["verify_steps"] > 0 for p in parts)
+    got = s["speculative"]
+    for key in ("verify_steps", "draft_tokens", "accepted_tokens"):
+        assert got[key] == parts[0][key] + parts[1][key]
+    assert got["accepted_histogram"] == [a + b for a, b in zip(
+        parts[0]["accepted_histogram"], parts[1]["accepted_histogram"])]
+    assert got["mean_acceptance_length"] == round(
+        1 + got["accepted_tokens"] / got["verify_steps"], 4)
+    assert got["draft_acceptance_rate"] == round(got["accepted_tokens"] / got["draft_tokens"], 4)
+    assert (got["method"], got["num_speculative_tokens"]) == ("eagle", 3)
+    assert got["draft_s"] == pytest.approx(parts[0]["draft_s"] + parts[1]["draft_s"], abs=2e-6)
+    assert got["draft_share"] == round(got["draft_s"] / (got["draft_s"] + got["verify_s"]), 4)
