@@ -147,7 +147,11 @@ def combine(views: list[RunResult], arrival_s: list[np.ndarray] | None = None) -
         shortened=sum(v.shortened for v in views), drain_cut=any(v.drain_cut for v in views),
         warnings=tuple(dict.fromkeys(w for v in views for w in v.warnings)),
         client_queue_s=None, extras=None,
-        speculative=_sum_speculative([v.speculative for v in views if v.speculative]))
+        speculative=_sum_speculative([v.speculative for v in views if v.speculative]),
+        # the host part of a step's price is the view's own cost model's: one for all the
+        # steps only where every view's pool prices steps alike (else no schedule block)
+        host_times=first.host_times if all(
+            v.resolved.scenario == first.resolved.scenario for v in views) else None)
 
 
 def _cat_specs(parts: list[RequestSpecs], order: np.ndarray, arrival: np.ndarray):

@@ -33,6 +33,17 @@ def test_pool_per_lane_protects_interactive_ttft():
         == pooled["requests"]["finished"]
 
 
+def test_pools_that_price_steps_differently_report_no_fleet_schedule_block():
+    """The fleet's host time per step comes from one cost model only where every pool
+    prices steps alike; pools on different GPUs (fitted profiles) leave the block empty
+    rather than price the other pool's steps with the first one's host figures."""
+    fitted = ("cost=fitted",)
+    _, _, same = fleet(POOLS, *SHORT, *fitted)
+    _, _, mixed = fleet(POOLS, *SHORT, *fitted, "cluster.pools.1.gpu=h200-sxm")
+    assert same["schedule"]["host_ms_per_step"]["mean"] > 0
+    assert mixed["schedule"] == {}
+
+
 def test_a_lane_without_a_pool_is_a_config_error():
     with pytest.raises(ConfigError, match="no pool takes lane 'batch'"):
         fleet(POOLS, *SHORT, "cluster.pools.1.lanes=[other]")
