@@ -6,7 +6,10 @@ client's send; in a disaggregated fleet the tokens come from the decode pool, so
 includes prefill and the KV transfer. Blocks that describe one engine's steps are
 replaced: ``stability`` is the worst replica's (a fleet keeps up only if every replica
 does; which one is named), ``waiting.mean_waiting`` adds up the replicas', ``kv_cache``
-averages them. ``fleet`` lists pools, replicas, GPUs, routing balance and transfers.
+averages them; ``schedule`` (host time per step) is given only where every pool prices
+steps alike (sim/fleet/views.py combine), and ``speculative`` adds up the replicas'
+acceptance counts and drafter time. ``fleet`` lists pools, replicas, GPUs, routing balance
+and transfers.
 """
 
 from __future__ import annotations
