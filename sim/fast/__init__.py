@@ -8,6 +8,7 @@ the work per step.
     sim/fast/priority.py vllm-priority: the heap queue, the least urgent victim
     sim/fast/lanes.py    lanes: the step lane by lane, the batch lane's KV room
     sim/fast/lane_counts.py  the two lane queues, the interactive lane's aggregates
+    sim/fast/admission.py  the reserve admission rule on that state
     sim/fast/arrivals.py open loops, gated sources (closed loops, concurrency caps) and a
                          fleet replica's pushed source
     sim/fast/engine.py   the event loop: the general engine's plans, priced from aggregates
@@ -16,8 +17,8 @@ the work per step.
     sim/fast/hooks.py    StepPlan / StepOutcome for per-plan hooks
 
 It runs a scenario when the general engine would run it with the ``vllm`` scheduler (FCFS),
-``vllm-priority`` (sim/fast/priority.py) or ``lanes`` (sim/fast/lanes.py), optimistic
-admission, paged KV with or without
+``vllm-priority`` (sim/fast/priority.py) or ``lanes`` (sim/fast/lanes.py), optimistic or
+``reserve`` admission (sim/fast/admission.py), paged KV with or without
 prefix caching (sim/fast/caching.py), no swap, open-loop or gated arrivals (closed loops,
 concurrency caps: sim/fast/arrivals.py), a cost model that prices step shapes (``fitted``
 ops profiles, ``roofline``), with or without async scheduling, and no executor hooks (live
@@ -42,6 +43,7 @@ from sim.engine.arrivals import ArrivalSource, Gated, OpenLoop
 from sim.engine.clock import MAX_NS, ns
 from sim.engine.engine import RunStatus, admissible
 from sim.engine.requests import COMPACT_ROWS
+from sim.fast.admission import ReserveAdmission
 from sim.fast.caching import CachingScheduler
 from sim.fast.engine import FastEngine
 from sim.fast.lanes import CachingLanes, FastLanes
@@ -52,11 +54,12 @@ from sim.kv.paged import PagedKV
 from sim.kv.prefix_cache import PrefixCachingKV
 from sim.metrics.recorder import Recorder
 from sim.sched.admission import Optimistic
+from sim.sched.admission_reserve import Reserve
 from sim.sched.base import arrived_as_waiting
 from sim.sched.lanes import LaneQueue, LanesScheduler
 from sim.sched.priority import VllmPriorityScheduler
 from sim.sched.queues import FCFSQueue, PriorityQueue
-from sim.sched.vllm import BUDGET, EMPTY, MEMORY, SEQS, VllmScheduler
+from sim.sched.vllm import ADMISSION, BUDGET, EMPTY, MEMORY, SEQS, VllmScheduler
 
 CORES = ("auto", "general", "fast")
 
@@ -71,8 +74,8 @@ def unsupported(sc, sched, kv, cost, source) -> str:
     if policy is None:
         return (f"scheduler {sc.scheduler.name} (the fast core runs vllm, vllm-priority and "
                 "lanes)")
-    if type(sched.admission) is not Optimistic or type(sched.waiting) is not policy[0]:
-        return f"admission rule {sc.admission.name} (the fast core runs optimistic)"
+    if type(sched.admission) not in (Optimistic, Reserve) or type(sched.waiting) is not policy[0]:
+        return f"admission rule {sc.admission.name} (the fast core runs optimistic and reserve)"
     if type(kv) not in (PagedKV, PrefixCachingKV):
         return f"KV policy {sc.kv.name} (the fast core runs paged KV)"
     if kv.host is not None:
@@ -96,6 +99,16 @@ _POLICIES = {
     VllmPriorityScheduler: (PriorityQueue, PriorityScheduler, CachingPriorityScheduler),
     LanesScheduler: (LaneQueue, FastLanes, CachingLanes),
 }
+
+
+_RESERVING: dict[type, type] = {}
+
+
+def _reserving(cls: type) -> type:
+    """``cls`` with the ``reserve`` admission rule (sim/fast/admission.py)."""
+    if cls not in _RESERVING:
+        _RESERVING[cls] = type(f"Reserve{cls.__name__}", (ReserveAdmission, cls), {})
+    return _RESERVING[cls]
 
 
 @dataclass(frozen=True)
@@ -146,12 +159,14 @@ def build(specs, sched: VllmScheduler, kv: PagedKV | PrefixCachingKV, cost: Cost
           judged: np.ndarray | None = None, env=None, priced=None) -> FastEngine:
     """The fast engine of ``run``, not yet run; ``env``: a fleet's SimPy environment (its
     ``start()`` is then the replica's process); ``priced``: FastEngine's."""
-    persists = {r: sched.blocked_persists(r) for r in (EMPTY, SEQS, BUDGET, MEMORY)}
+    persists = {r: sched.blocked_persists(r) for r in (EMPTY, SEQS, BUDGET, MEMORY, ADMISSION)}
     args = (specs.prompt_tokens, specs.output_tokens, sched.limits, kv.block_size,
             kv.num_blocks, kv.admission_reserve, persists)
     _, plain, cached = _POLICIES[type(sched)]
     caching = type(kv) is PrefixCachingKV
     cls = cached if caching else plain
+    if type(sched.admission) is Reserve:
+        cls = _reserving(cls)
     kw = cls.policy_args(sched, specs) | ({"kv": kv} if caching else {})
     fs = cls(*args, **kw)
     fs.async_frees = sched.async_scheduling

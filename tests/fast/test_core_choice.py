@@ -44,6 +44,7 @@ def test_core_general_never_runs_the_fast_core(monkeypatch):
     (None, ("workload.arrival={process: closed, concurrency: 8}", "workload.num_requests=200"),
      "fast"),
     ("swap-preemption", (), "general"),
+    ("reserve-admission", (), "fast"),
 ])
 def test_auto_picks_the_fast_core_where_it_runs(scenario, overrides, core):
     r, specs = prepared(scenario, *overrides)
@@ -57,7 +58,6 @@ UNSUPPORTED = [
     ("default.yaml", ("scheduler=sarathi",), ["scheduler sarathi"]),
     ("contiguous-vs-paged.yaml", (), ["KV policy contiguous"]),
     ("swap-preemption.yaml", (), ["swap preemption"]),
-    ("reserve-admission.yaml", (), ["admission rule reserve"]),
 ]
 
 
