@@ -322,11 +322,11 @@ class Scenario(Validated):
     core: Literal["auto", "general", "fast"] = Field(
         "auto", description="Simulation core. auto: the fast core (sim/fast) when it runs "
         "the scenario (vllm, vllm-priority or lanes scheduler, optimistic or reserve "
-        "admission, paged KV with or without prefix caching, no swap, async scheduling or not, open-loop or gated arrivals "
-        "(closed loops, concurrency caps), a cost model priced from step shapes: fitted, "
-        "roofline, linear), else the general engine; general: always the general engine; "
-        "fast: the fast core, or an error naming what it does not run. Both give the same "
-        "results.")
+        "admission, paged KV with or without prefix caching, no swap, async scheduling or "
+        "not, open-loop or gated arrivals (closed loops, concurrency caps), a cost model "
+        "priced from step shapes: fitted, roofline, linear), else the general engine; "
+        "general: always the general engine; fast: the fast core, or an error naming what "
+        "it does not run. Both give the same results.")
     cluster: ClusterConfig | None = Field(
         None, description="Several replicas behind a router, named pools or a prefill/decode "
         "split (sim.fleet); unset: one replica.")
