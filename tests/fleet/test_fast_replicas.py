@@ -41,11 +41,15 @@ CASES = {
         "engine.ingress_ms=3", "engine.egress_ms=2", "engine.ingress_per_token_us=12",
         _router("least_outstanding")),
     "closed, vllm-priority": (CLOSED, "scheduler=vllm-priority", _router("random", 2)),
+    "closed, small KV pool, reserve admission": (
+        "workload.arrival={process: closed, concurrency: 32}",
+        *TIGHT, "admission=reserve",
+        _router("least_kv", 2)),
     # a router reading each replica's KV at every decision, mid-plan included
     "closed, least kv": (CLOSED, _router("least_kv")),
     "open stream, tight KV, least kv, sync": ("workload.arrival.rate=30", *TIGHT,
                                               "engine.async_scheduling=false",
-                                              _router("least_kv", 2)),
+          _router("least_kv", 2)),
     "open stream, least kv reported every 50 ms": (
         "workload.arrival.rate=40",
         "cluster={replicas: 3, router: {name: least_kv}, kv_report_interval_ms: 50}"),
