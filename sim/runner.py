@@ -13,7 +13,7 @@ import numpy as np
 from sim.config.memory import GIB
 from sim.config.resolve import Resolved
 from sim.cost.base import COST_MODELS, CostModel, RunExtras
-from sim.cost.drafter import drafter_of
+from sim.cost.drafter import priced_steps
 from sim.engine.arrivals import (
     ArrivalSource,
     Gated,
@@ -231,8 +231,7 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
     hook = on_plan  # the caller's own (a step log); the cost model's hooks are not
     drafter = None
     if cost is not None:
-        drafter = drafter_of(cost, r)  # its passes lengthen each step
-        executor = cost.step_times if drafter is None else drafter.step_times
+        executor, drafter = priced_steps(cost, r)  # a drafter's passes lengthen each step
         overridden = type(cost).after_plan is not CostModel.after_plan
         on_plan = chain_hooks(cost.after_plan if overridden else None, on_plan)
         if type(cost).observe is not CostModel.observe:

@@ -39,6 +39,13 @@ def drafter_of(cost, resolved) -> Drafter | None:
     return Drafter.build(spec, cost, resolved) if spec is not None else None
 
 
+def priced_steps(cost, resolved) -> tuple:
+    """(what a step costs, the drafter): ``cost.step_times``, or verify + draft where the
+    scenario speculates (``drafter_of``; None: no drafter of its own)."""
+    drafter = drafter_of(cost, resolved)
+    return (cost.step_times if drafter is None else drafter.step_times), drafter
+
+
 class Drafter:
     """Prices the drafter's part of each planned step; keeps the totals for the summary."""
 

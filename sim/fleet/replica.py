@@ -17,7 +17,7 @@ import numpy as np
 import simpy
 
 from sim.cost.base import CostModel
-from sim.cost.drafter import drafter_of
+from sim.cost.drafter import priced_steps
 from sim.engine.engine import Engine, RunStatus, admissible
 from sim.engine.requests import RequestSpecs
 from sim.fast.engine import FastEngine
@@ -120,8 +120,7 @@ def build(env: simpy.Environment, pool: PoolPlan, index: int, ps: PoolSpecs, sto
         rep = Replica(name, pool, index, ps, engine, cost, kv, sched, None, None, source)
         return rep
     recorder = Recorder(len(specs), egress_s=ps.egress_s)
-    drafter = drafter_of(cost, r)  # the speculative drafter's passes lengthen steps, as a run
-    executor = cost.step_times if drafter is None else drafter.step_times
+    executor, drafter = priced_steps(cost, r)  # a drafter's passes lengthen steps, as a run
     executor = executor if wrap is None else wrap(executor)
     hooks = cost.after_plan if type(cost).after_plan is not CostModel.after_plan else None
     if type(cost).observe is not CostModel.observe:
