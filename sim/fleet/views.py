@@ -64,9 +64,13 @@ class RecorderView:
     streamed = False  # its steps are listed in memory (``steps``)
 
     def __init__(self, sources: list[tuple[object, np.ndarray, np.ndarray]], n: int,
-                 steps_from=()):
+                 steps_from=(), settings=None):
         """``sources``: (recorder, ids, positions): request ``ids[j]`` of that recorder is
-        request ``positions[j]`` here. ``steps_from``: recorders whose steps are listed."""
+        request ``positions[j]`` here. ``steps_from``: recorders whose steps are listed;
+        ``settings``: per recorder of ``steps_from``, the engine settings its steps ran
+        under (max_num_seqs, max_num_batched_tokens, block_size), given when they differ:
+        ``step_settings`` lists them per step for the summary's step statistics."""
+        self._settings = settings
         self.n, self._src = n, list(sources)
         for name in PER_REQUEST:
             out = np.full(n, np.nan) if name != "max_itl_s" else np.zeros(n)
@@ -96,6 +100,16 @@ class RecorderView:
         out = {k: np.concatenate([p[k] for p in parts]) for k in keys}
         order = np.argsort(out["start_s"], kind="stable") if parts else None
         return {k: v[order] for k, v in out.items()}
+
+    def step_settings(self) -> dict | None:
+        """Per step (in ``steps`` order), the settings it ran under; None when every step
+        ran under the same (the run's own)."""
+        if self._settings is None:
+            return None
+        starts = [r.steps()["start_s"] for r in self._steps_from]
+        order = np.argsort(np.concatenate(starts), kind="stable")
+        return {k: np.concatenate([np.full(len(t), s[k]) for t, s in zip(
+            starts, self._settings)])[order] for k in self._settings[0]}
 
     def step_chunks(self, columns=None):
         steps = self.steps()
@@ -131,7 +145,10 @@ def combine(views: list[RunResult], arrival_s: list[np.ndarray] | None = None) -
     offsets = np.concatenate(([0], np.cumsum([len(v.specs) for v in views])))
     srcs = [(v.recorder, np.arange(len(v.specs)), pos[offsets[i]:offsets[i + 1]])
             for i, v in enumerate(views)]
-    rec = RecorderView(srcs, len(order), steps_from=[v.recorder for v in views])
+    settings = [_settings(v) for v in views]
+    rec = RecorderView(srcs, len(order), steps_from=[v.recorder for v in views],
+                       settings=settings if len({tuple(s.values()) for s in settings}) > 1
+                       else None)
     cat = lambda name: np.concatenate([getattr(v, name) for v in views])[order]  # noqa: E731
     specs = _cat_specs([v.specs for v in views], order, allarr[order])
     first = views[0]
@@ -179,6 +196,14 @@ def _sum_counters(items: list[dict]) -> dict:
             else:
                 out[k] = out.get(k) or v
     return out
+
+
+def _settings(v: RunResult) -> dict:
+    """The engine settings the step statistics read beside each step (step_stats)."""
+    lim = v.resolved.limits
+    return {"max_num_seqs": lim.max_num_seqs,
+            "max_num_batched_tokens": lim.max_num_batched_tokens,
+            "block_size": v.resolved.block_size}
 
 
 def _sum_speculative(blocks: list[dict]) -> dict | None:

@@ -168,6 +168,11 @@ class Recorder:
         plans, out = self._columns()
         return expand_plans(plans, out, self._reasons)
 
+    def step_settings(self) -> dict | None:
+        """Per step, the engine settings it ran under where steps differ in them (a fleet's
+        view, sim/fleet/views.py); None: the run's own, every step."""
+        return None
+
     def step_chunks(self, columns=None):
         """The per-step columns in chunks (here one: every step; a streamed recorder reads
         its file in row groups)."""

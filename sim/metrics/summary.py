@@ -53,10 +53,14 @@ def summarize(res: RunResult) -> dict:
     else:
         scan, steps = None, rec.steps()
         window = run_window(res, steps)
-        kv = {**kv_block(steps, res.kv_total_blocks, res.resolved.block_size, window),
+        # a fleet's steps from pools of other settings carry each step's own (views.py)
+        per = rec.step_settings()
+        block = res.resolved.block_size if per is None else per["block_size"]
+        kv = {**kv_block(steps, res.kv_total_blocks, block, window),
               **concurrency_fields(steps, window)}
         step_blocks = {"waiting": waiting_block(res, steps, window),
-                       "steps": steps_block(steps), "batch_limits": batch_limits(res, steps),
+                       "steps": steps_block(steps),
+                       "batch_limits": batch_limits(res, steps, per),
                        "schedule": schedule_block(res, steps)}
     return {
         "requests": {

@@ -44,6 +44,17 @@ def test_pools_that_price_steps_differently_report_no_fleet_schedule_block():
     assert mixed["schedule"] == {}
 
 
+def test_pools_of_other_batch_limits_are_judged_by_their_own():
+    """The fleet's batch_limits weighs each step against its own pool's max_num_seqs: the
+    seconds at the limit add up over the replicas' own figures."""
+    fr, _, s = fleet(POOLS, *SHORT, "cluster.pools.0.engine={max_num_seqs: 4}")
+    parts = [summarize(replica_view(fr, rep)[0]) for rep in fr.replicas]
+    busy = [p["steps"]["busy_s"] for p in parts]
+    at = sum(p["batch_limits"]["at_max_num_seqs"] * b for p, b in zip(parts, busy))
+    assert parts[0]["batch_limits"]["at_max_num_seqs"] > 0.5  # the 4-seat pool is full
+    assert s["batch_limits"]["at_max_num_seqs"] == pytest.approx(at / sum(busy), rel=1e-9)
+
+
 def test_a_lane_without_a_pool_is_a_config_error():
     with pytest.raises(ConfigError, match="no pool takes lane 'batch'"):
         fleet(POOLS, *SHORT, "cluster.pools.1.lanes=[other]")
