@@ -263,23 +263,32 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
     for w in said:
         warnings.warn(w, RunWarning, stacklevel=2)
     res = RunResult(
-        resolved=r, specs=specs, recorder=recorder, status=arrived_as_waiting(sched.status),
-        num_preemptions=sched.num_preemptions.copy(), cached_tokens=sched.cached_tokens.copy(),
-        generated=sched.generated.copy(), recomputed_tokens=sched.recomputed_tokens,
-        counters={"alloc_failures": sched.alloc_failures,
-                  "memory_blocked": int(sched.memory_blocked.sum()),
-                  "engine_stopped": sched.stopped,
-                  "preemption_mode": r.scenario.engine.preemption_mode, **kv.counters()},
-        kv_total_blocks=kv.num_blocks, run=status, never_sent=n_all - n,
+        resolved=r, specs=specs, recorder=recorder,
+        **general_result_fields(sched, kv, r.scenario.engine.preemption_mode, drafter),
+        run=status, never_sent=n_all - n,
         wall_s=time.perf_counter() - t0, drain_cut=drain.cut, shortened=shortened,
         ingress_s=ingress, egress_s=egress, warnings=said, extras=extras,
         ingress_per_token_s=per_token,
         host_times=cost.host_times if cost is not None else None,
-        speculative=_spec_summary(sched, drafter),
     )
     return res if isinstance(source, OpenLoop) else _as_sent(
         res, _client_sent(source, ingress, specs))
 
+
+
+def general_result_fields(sched: Scheduler, kv: KVManager, preemption_mode: str,
+                          drafter) -> dict:
+    """The RunResult fields that come from the general scheduler and its KV manager
+    (the fast core's: sim.fast.FastRun.result_fields)."""
+    return dict(
+        status=arrived_as_waiting(sched.status), num_preemptions=sched.num_preemptions.copy(),
+        cached_tokens=sched.cached_tokens.copy(), generated=sched.generated.copy(),
+        recomputed_tokens=sched.recomputed_tokens,
+        counters={"alloc_failures": sched.alloc_failures,
+                  "memory_blocked": int(sched.memory_blocked.sum()),
+                  "engine_stopped": sched.stopped, "preemption_mode": preemption_mode,
+                  **kv.counters()},
+        kv_total_blocks=kv.num_blocks, speculative=_spec_summary(sched, drafter))
 
 
 def _spec_summary(sched: Scheduler, drafter) -> dict | None:

@@ -32,16 +32,15 @@ from sim.runner import (
     _DrainLimit,
     _fast_unsupported,
     _observed,
-    _spec_summary,
     build_cost,
     build_kv,
     build_scheduler,
     chain_hooks,
     engine_arrivals,
     engine_delays,
+    general_result_fields,
     ingress_per_token,
 )
-from sim.sched.base import arrived_as_waiting
 
 
 @dataclass(frozen=True)
@@ -173,20 +172,13 @@ def result(rep: Replica, never_sent: int, wall_s: float) -> RunResult:
             never_sent=never_sent, wall_s=wall_s, ingress_s=rep.specs.ingress_s,
             egress_s=rep.specs.egress_s, warnings=said,
             ingress_per_token_s=rep.specs.ingress_per_token_s, host_times=cost.host_times)
-    s = rep.sched
     return RunResult(
         resolved=r, specs=rep.specs.client, recorder=rep.recorder,
-        status=arrived_as_waiting(s.status), num_preemptions=s.num_preemptions.copy(),
-        cached_tokens=s.cached_tokens.copy(), generated=s.generated.copy(),
-        recomputed_tokens=s.recomputed_tokens,
-        counters={"alloc_failures": s.alloc_failures,
-                  "memory_blocked": int(s.memory_blocked.sum()), "engine_stopped": s.stopped,
-                  "preemption_mode": r.scenario.engine.preemption_mode, **rep.kv.counters()},
-        kv_total_blocks=rep.kv.num_blocks, run=rep.status, never_sent=never_sent,
-        wall_s=wall_s, drain_cut=cut, shortened=0,
+        **general_result_fields(rep.sched, rep.kv, r.scenario.engine.preemption_mode,
+                                rep.drafter),
+        run=rep.status, never_sent=never_sent, wall_s=wall_s, drain_cut=cut, shortened=0,
         ingress_s=rep.specs.ingress_s, egress_s=rep.specs.egress_s, warnings=said,
-        ingress_per_token_s=rep.specs.ingress_per_token_s,
-        host_times=cost.host_times, speculative=_spec_summary(s, rep.drafter))
+        ingress_per_token_s=rep.specs.ingress_per_token_s, host_times=cost.host_times)
 
 
 def pool_specs(pool: PoolPlan, specs: RequestSpecs, prefill: bool) -> PoolSpecs:
