@@ -5,9 +5,9 @@ free blocks beside what every running request still expects to take. It reads ea
 request's generated tokens and held blocks as the general scheduler has them at the waiting
 pass: a decoding request's from its implicit progress (``base + g``), the step's own
 allocations included (a decoding request scheduled in the step holds the block of its
-token; a prefilling one the blocks of its chunk). The expectation itself is the general
-rule's (``Reserve.expected_output``), so both cores compute the same numbers; the work is
-O(running) per admission attempt, as there.
+token; a prefilling one the blocks of its chunk). The expectation and the fit are the
+general rule's (``Reserve.expected_total``, ``fits``), so both cores compute the same
+numbers; the work is O(running) per admission attempt, as there.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from sim.fast.sched import Planned
+from sim.fast.state import cdiv
 from sim.sched.vllm import ADMISSION
 
 
@@ -24,8 +25,7 @@ class ReserveAdmission:
 
     def __init__(self, *args, rule, **kw):
         super().__init__(*args, **kw)
-        self.rule = rule  # the general scheduler's Reserve (its expected_output)
-        self.max_len = int(rule.limits.max_model_len)
+        self.rule = rule  # the general scheduler's Reserve (expected_total, fits)
         self._building: Planned | None = None  # the plan whose waiting pass is running
 
     @classmethod
@@ -47,12 +47,11 @@ class ReserveAdmission:
         ids.append(r)
         gen.append(self.known[r] - self.prompt[r])  # waiting: holds no block
         held.append(0)
-        a = np.array(ids, dtype=np.int64)
-        total = np.minimum(self.rule.specs.prompt_tokens[a]
-                           + self.rule.expected_output(a, np.array(gen, dtype=np.int64)),
-                           self.max_len)
+        total = self.rule.expected_total(np.array(ids, dtype=np.int64),
+                                         np.array(gen, dtype=np.int64))
+        # paged KV's extra_blocks: the blocks of the expected total not held yet
         need = np.maximum(0, -(-total // self.bs) - np.array(held, dtype=np.int64))
-        return int(need.sum()) + self.reserve <= self.num_blocks - self.used
+        return self.rule.fits(int(need.sum()), self.num_blocks - self.used)
 
     def _progress(self) -> tuple[list[int], list[int], list[int]]:
         """(running requests, tokens each generated, blocks each holds) at this point of the
@@ -67,8 +66,8 @@ class ReserveAdmission:
             if dec[q]:
                 ctx = base[q] + g
                 gen.append(ctx + 1 - prompt[q])
-                held.append(-(-(ctx if q in skipped else ctx + 1) // bs))
+                held.append(cdiv(ctx if q in skipped else ctx + 1, bs))
             else:
                 gen.append(known[q] - prompt[q])
-                held.append(-(-chunk.get(q, comp[q]) // bs))
+                held.append(cdiv(chunk.get(q, comp[q]), bs))
         return ids, gen, held

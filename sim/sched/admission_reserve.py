@@ -65,14 +65,23 @@ class Reserve(Admission):
         guess = self.lengths[np.minimum(idx, n - 1)]
         return np.where(lo < n, np.maximum(guess, generated + 1), generated + 1)
 
+    def expected_total(self, req_ids: np.ndarray, generated: np.ndarray) -> np.ndarray:
+        """Tokens each request is expected to hold at its end: prompt + expected output,
+        at most max_model_len."""
+        return np.minimum(self.specs.prompt_tokens[req_ids]
+                          + self.expected_output(req_ids, generated), self.limits.max_model_len)
+
+    def fits(self, need: int, free: int) -> bool:
+        """Whether ``need`` expected blocks (the request's and the running ones') fit in
+        ``free`` blocks beside the watermark."""
+        return need + self.kv.admission_reserve <= free
+
     def _need(self, req_ids: np.ndarray, generated: np.ndarray) -> np.ndarray:
         """Blocks each request still expects to take (>= 0)."""
-        total = np.minimum(self.specs.prompt_tokens[req_ids]
-                           + self.expected_output(req_ids, generated), self.limits.max_model_len)
-        return self.kv.extra_blocks(req_ids, total)
+        return self.kv.extra_blocks(req_ids, self.expected_total(req_ids, generated))
 
     def allows(self, req, generated):
         run = self.sched.running
         ahead = int(self._need(run, self.sched.generated[run]).sum()) if len(run) else 0
         own = int(self._need(np.array([req]), np.array([generated]))[0])
-        return own + ahead + self.kv.admission_reserve <= self.kv.num_free
+        return self.fits(own + ahead, self.kv.num_free)
