@@ -59,11 +59,14 @@ class FastLanes(LaneCounts, FastScheduler):
         """Blocks the batch lane's running requests hold before the step (``held_i``: the
         interactive lane's): the rest of the blocks in use, less those of finished requests
         not freed yet (async scheduling; no lane counts them, as in LanesScheduler)."""
-        return self.used - held_i - (self._deferred_blocks() if self.deferred else 0)
+        return self._physical_batch(held_i)
 
-    def _deferred_blocks(self) -> int:
+    def _physical_batch(self, held_i: int) -> int:
+        """``_held_batch`` while no block is in two tables (counted from ``used``)."""
+        if not self.deferred:
+            return self.used - held_i
         bs, comp = self.bs, self.comp
-        return sum(cdiv(comp[r], bs) for r in self.deferred)
+        return self.used - held_i - sum(cdiv(comp[r], bs) for r in self.deferred)
 
     def _held_inter(self) -> int:
         """Blocks the interactive lane's running requests hold before the step (none
@@ -83,8 +86,8 @@ class FastLanes(LaneCounts, FastScheduler):
         free = self.num_blocks - self.used
         if budget < 0 or bi > free or n_b > batch_budget or not self._counted():
             return None
-        held_i = self._held_inter()  # counted: the batch lane holds the rest, as _held_batch
-        held_b = self.used - held_i - (self._deferred_blocks() if self.deferred else 0)
+        held_i = self._held_inter()
+        held_b = self._physical_batch(held_i)  # counted (checked above)
         room = min(free - bi, self.num_blocks - max(self.kv_reserve, held_i + bi) - held_b)
         if bb > room and bb:
             return None
@@ -281,7 +284,7 @@ class CachingLanes(FastLanes, CachingScheduler):
     interactive decode blocks not handed to their tables yet (``take_pending``)."""
 
     def _held_batch(self, held_i):
-        return self._held_now(BATCH) if self.shared_slots() else super()._held_batch(held_i)
+        return self._held_now(BATCH) if self.shared_slots() else self._physical_batch(held_i)
 
     def _counted(self):
         return not self.shared_slots()

@@ -199,7 +199,8 @@ def _sum_counters(items: list[dict]) -> dict:
 
 
 def _settings(v: RunResult) -> dict:
-    """The engine settings the step statistics read beside each step (step_stats)."""
+    """The engine settings the summary judges each step by (sim/metrics/batch_limits.py,
+    the KV waste of summary.kv_block)."""
     lim = v.resolved.limits
     return {"max_num_seqs": lim.max_num_seqs,
             "max_num_batched_tokens": lim.max_num_batched_tokens,
