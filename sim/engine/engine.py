@@ -34,15 +34,18 @@ from sim.metrics.recorder import Recorder
 from sim.sched.base import EngineStopped, Scheduler
 
 LATE = 2  # SimPy priority below NORMAL (1): processed after arrivals at the same time
+# below LATE: an optimistic fleet replica plans after every step end of the instant has
+# been committed and has routed what its finishes let go (sim/fleet/cluster.py)
+LATER = 3
 
 
-def _late(env: simpy.Environment, delay: int, value=None) -> Event:
+def _late(env: simpy.Environment, delay: int, value=None, priority: float = LATE) -> Event:
     """An event firing after ``delay`` ns with LATE priority (as Timeout does, one level
     later)."""
     event = env.event()
     event._ok = True
     event._value = value
-    env.schedule(event, LATE, max(0, int(delay)))
+    env.schedule(event, priority, max(0, int(delay)))
     return event
 
 
@@ -75,6 +78,15 @@ class Engine:
         self.seen = 0  # the last plan saw the arrivals up to this time (ns)
         self.source = source or OpenLoop(to_ns(specs.arrival_s[:num_arrivals]),
                                          admissible(specs, scheduler)[:num_arrivals])
+        # a fleet replica told of every request pushed to it (sim/fleet/cluster.py): a decode
+        # run is cut only where one comes, and an idle replica wakes on the push, instead
+        # of at the fleet's lookahead (a lower bound of when one could come)
+        self.optimistic = False
+        # the SimPy priority of its plans' ends (LATE). An optimistic fleet's replicas end the
+        # steps of one instant in replica order (LATE + a fraction below LATER), not in the
+        # order their plans were made, which depends on where each cut its runs
+        self.late = LATE
+        self.staged = False  # plans after the instant's step ends (sim/fleet/cluster.py _stage)
 
     def run(self) -> RunStatus:
         return self.env.run(until=self.start())
@@ -89,6 +101,10 @@ class Engine:
         sched = self.scheduler
         yield _late(self.env, 0)
         while self.clock < self.stop:
+            # staged: plan after every step end of this instant (LATER); when nothing else
+            # is due now, that is at once
+            if self.staged and self.env.peek() <= self.env.now:
+                yield _late(self.env, 0, priority=LATER)
             self._deliver()
             try:
                 plan = sched.schedule(self.clock / 1e9)
@@ -131,6 +147,8 @@ class Engine:
 
     def _wait_idle(self):
         """Sleep until the next arrival or the scheduler's wake-up; False if neither comes."""
+        if self.optimistic:
+            return (yield from self._wait_pushed())
         wake = self.scheduler.next_wakeup(self.clock / 1e9)
         times = [t for t in (self.source.next_time(), None if wake is None else ns(wake))
                  if t is not None]
@@ -144,16 +162,54 @@ class Engine:
         self.clock = max(self.clock, t)
         return True
 
+    def _wait_pushed(self):
+        """An optimistic replica's idle wait: until the first pushed request is due or the
+        scheduler's wake-up (LATE: behind the instant's routing), waking on a push or on
+        the end of its arrivals (``Pushed.poke``) to look again; False if nothing comes."""
+        env, src = self.env, self.source
+        self.busy_until = -1
+        while True:
+            wake = self.scheduler.next_wakeup(self.clock / 1e9)
+            times = [t for t in (src.head(), None if wake is None else ns(wake))
+                     if t is not None]
+            if not times and src.exhausted():
+                self.clock = max(self.clock, env.now)  # when it learnt so (the lookahead's)
+                return False
+            events = [src.waiter(env)]
+            if times:
+                t = min(times)
+                timer = _late(env, max(0, t - env.now))
+                events.append(timer)
+            yield env.any_of(events)
+            if times and timer.processed:
+                src.waiter_done()
+                self.clock = max(self.clock, t)
+                return True
+
     def _execute(self, plan: StepPlan):
         durations = to_ns(self.executor(plan))  # rounded to the nanosecond, once
         if len(durations) == 1:  # one step: no cumulative sums, nothing to cut
             times = np.array([self.clock, self.clock + int(durations[0])], dtype=np.int64)
         else:
             times = self.clock + np.concatenate(([0], np.cumsum(durations)))  # (ns)
-        plan, durations, times = self._cut(plan, durations, times)
+        whole = (plan, durations, times)
+        plan, durations, times = self._cut(*whole)
+        if self.optimistic and whole[0].num_steps > 1 and whole[0].interruptible:
+            # a push due before the run's end cuts it there (the plan is committed at its
+            # end, so the cut is the one a lookahead at that push would have made)
+            env, src = self.env, self.source
+            while True:
+                self.busy_until = int(times[-1])
+                timer = _late(env, int(times[-1]) - env.now, priority=self.late)
+                yield env.any_of([timer, src.waiter(env)])
+                if timer.processed:
+                    break
+                plan, durations, times = self._cut(*whole)
+            src.waiter_done()
+        else:
+            self.busy_until = int(times[-1])
+            yield _late(self.env, int(times[-1]) - self.env.now, priority=self.late)
         self.last_start = int(times[-2])  # the last step's start (ns)
-        self.busy_until = int(times[-1])
-        yield _late(self.env, int(times[-1]) - self.env.now)
         self.clock = self.last_end = int(times[-1])
         durations_s = to_s(durations)
         outcome = self.scheduler.update(plan, StepResult(durations_s))
@@ -171,7 +227,8 @@ class Engine:
         """Steps of ``plan`` after its first must start before this time (ns): the stop time,
         or the next arrival when the plan is an interruptible decode run. An executor that
         runs steps for real (live mode) stops there too, so it never runs a cut step."""
-        limit, nxt = self.stop, self.source.next_time()
+        limit = self.stop
+        nxt = self.source.head() if self.optimistic else self.source.next_time()
         if plan.interruptible and nxt is not None:
             limit = min(limit, nxt)
         return limit

@@ -89,11 +89,20 @@ class Asked:
     def __init__(self, source: ArrivalSource):
         self.src = source
         self.held: list[int] = []  # finished by the plan in progress, not yet reported
+        # an optimistic fleet replica (FastEngine.optimistic): the next request already
+        # pushed, not the fleet's lookahead; pushes wake the replica (``waiter``)
+        self.pushed_only = False
 
     @property
     def nxt(self) -> int:
-        t = self.src.next_time()
+        t = self.src.head() if self.pushed_only else self.src.next_time()
         return NEVER if t is None else t
+
+    def waiter(self, env):
+        return self.src.waiter(env)
+
+    def waiter_done(self) -> None:
+        self.src.waiter_done()
 
     def due(self, now: int) -> list[int]:
         return self.src.due(now)

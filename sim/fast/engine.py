@@ -13,7 +13,9 @@ general engine's replica: it waits (LATE priority) for each plan's end and for t
 arrival when idle, and reports its finishes to the fleet at the plan's end. The plan is
 committed when it is made; nothing the fleet reads from a replica (its source, its
 ``busy_until``, the KV usage a router reads: ``kv_used_fraction``) shows it before the
-end, so the fleet sees what it sees of a general replica. Rows whose waiting counts can
+end, so the fleet sees what it sees of a general replica. An optimistic replica
+(``_run_waiting``) commits a decode run at its end instead, cut at the first request
+pushed to it meanwhile. Rows whose waiting counts can
 grow while the plan runs (a run no arrival cuts) are counted again at its end, as the
 general engine counts them.
 """
@@ -30,7 +32,7 @@ import numpy as np
 
 from sim.engine.arrivals import ArrivalSource, seen_by_step
 from sim.engine.clock import MAX_NS, NS_PER_S
-from sim.engine.engine import RunStatus, _late
+from sim.engine.engine import LATE, LATER, RunStatus, _late
 from sim.fast import arrivals, hooks
 from sim.fast.record import FastRecord
 from sim.fast.sched import FastScheduler, Planned
@@ -81,6 +83,13 @@ class FastEngine:
         self.kv_shown: int | None = None
         self.recount = None  # a fleet's run rows to count again at the plan's end
         self.reported = None  # a fleet's plan to hand the hook at its end
+        # a fleet replica told of every request pushed to it (sim/fleet/cluster.py): it cuts
+        # its decode runs only where one comes, instead of at the fleet's lookahead
+        self.optimistic = False
+        # the SimPy priority of its plans' ends: LATE; an optimistic fleet's replicas end the
+        # steps of one instant in replica order (Engine.late)
+        self.late = LATE
+        self.staged = False  # plans after the instant's step ends (sim/fleet/cluster.py _stage)
 
     def run(self) -> RunStatus:
         # the loop makes no reference cycles; the cyclic collector only costs time here
@@ -107,6 +116,8 @@ class FastEngine:
         if env is not None:  # after the fleet's arrivals at time 0, as the general engine
             yield _late(env, 0)
         while self.clock < self.stop:
+            if self.staged and env.peek() <= env.now:  # after the instant's step ends
+                yield _late(env, 0, priority=LATER)  # (Engine._replica)
             # async scheduling: the plan starting at a step's end was made when that step
             # started, so it sees the arrivals up to that start (sim/engine/engine.py _lagging)
             lagging = lag and self.last_end == self.clock
@@ -121,6 +132,10 @@ class FastEngine:
                 self._deliver(self.clock)
                 p = s.schedule()
             if p is None:
+                if self.optimistic:
+                    if not (yield from self._idle()):
+                        break
+                    continue
                 t = self._next_time()
                 if t is None:
                     break
@@ -132,14 +147,19 @@ class FastEngine:
             if env is not None:  # a fleet's source can end between deliveries
                 self.all_in = src.exhausted()
                 self.kv_shown = s.used
+            waited = False
             if not p.entries and not p.skipped and not p.preempted and not s.pre \
                     and not s.deferred:
-                self._decode_run(p)
+                if self.optimistic and not s.persists[p.blocked]:
+                    waited = yield from self._run_waiting(p)
+                else:
+                    self._decode_run(p)
             else:
                 self._step(p)
             if env is not None:
-                self.busy_until = self.clock
-                yield _late(env, self.clock - env.now)
+                if not waited:
+                    self.busy_until = self.clock
+                    yield _late(env, self.clock - env.now, priority=self.late)
                 self.kv_shown = None
                 self._ended()
             if len(rows) >= stream_at:
@@ -335,8 +355,66 @@ class FastEngine:
     def _decode_run(self, p: Planned) -> None:
         """A run of pure decode steps (sim/sched/vllm.py _run_length), kept as lists of ints
         (the cost model prices long runs with numpy, short ones in Python floats: the same
-        values). Steps are priced up to a guess of where the run will be cut (the next
-        arrival, the horizon), then further if the guess was short: each step's price is
+        values), cut at the next arrival if one could join it, and at the horizon."""
+        limit, nxt = self.stop, self.src.nxt
+        if not self.s.persists[p.blocked] and nxt < limit:
+            limit = nxt
+        run = self._price_run(p, limit)
+        if run is None:
+            return self._step(p)
+        self._commit_run(p, run, limit)
+
+    def _run_waiting(self, p: Planned):
+        """A fleet replica's decode run that an arrival could join, cut only by the requests
+        that reach this replica (``optimistic``): priced to its end (the next finish, the
+        pool, the horizon, a request already pushed), then waited on until that end or a
+        push due before it, which moves the end to that push's step; committed at the end.
+        Nothing the fleet reads shows a plan before its end (the class doc), so this is the
+        run the lookahead's cuts and re-plans make, in one plan (sim/fleet/cluster.py)."""
+        env, src = self.env, self.src
+        limit = min(self.stop, src.nxt)
+        run = self._price_run(p, limit)
+        if run is None:
+            self._step(p)
+            return False
+        starts, d = run[0], run[1]
+        while True:
+            k = len(starts) if starts[-1] < limit else max(1, bisect_left(starts, limit))
+            self.busy_until = starts[k - 1] + d[k - 1]
+            timer = _late(env, self.busy_until - env.now, priority=self.late)
+            yield env.any_of([timer, src.waiter(env)])
+            if timer.processed:
+                break
+            limit = min(limit, src.nxt)
+        src.waiter_done()
+        self._commit_run(p, run, limit)
+        return True
+
+    def _idle(self):
+        """An optimistic replica with nothing to plan waits for its first pushed request's
+        due time (LATE: behind the routing of that instant), waking on a push or on the end
+        of its arrivals (``Pushed.poke``) to look again; False once nothing more can come."""
+        env, src = self.env, self.src
+        self.busy_until = -1
+        while True:
+            t = src.nxt
+            if t == arrivals.NEVER and src.exhausted():
+                self.clock = max(self.clock, env.now)  # when it learnt so (the lookahead's)
+                return False
+            events = [src.waiter(env)]
+            if t != arrivals.NEVER:
+                timer = _late(env, max(0, t - env.now))
+                events.append(timer)
+            yield env.any_of(events)
+            if t != arrivals.NEVER and timer.processed:
+                src.waiter_done()
+                self.clock = max(self.clock, t)
+                return True
+
+    def _price_run(self, p: Planned, limit: int):
+        """The run's steps up to where ``limit`` (ns) cuts it: (starts, durations, blocks in
+        use per step), or None when it is one step. Steps are priced up to a guess of where
+        the run will be cut, then further if the guess was short: each step's price is
         independent of the run length, so the steps kept are the general engine's."""
         s = self.s
         n, g = s.n_dec, s.g
@@ -344,16 +422,12 @@ class FastEngine:
         if k_max > 1:
             k_max = s.run_steps(g, k_max)
         if k_max <= 1:
-            return self._step(p)
-        interruptible = not s.persists[p.blocked]
-        limit, nxt = self.stop, self.src.nxt
-        if interruptible and nxt < limit:
-            limit = nxt
+            return None
         # a guess at where the run will be cut, at least 2 steps (a run may be cut to 1)
         k = min(k_max, max(2, (limit - self.clock) // (self.last_d or 1) + 2))
         used = self._run_blocks(g, k)  # blocks in use at each step of the run
         if used is None:  # step 1 of the run would not find a free block
-            return self._step(p)
+            return None
         final = len(used) < k or k == k_max  # the pool or the finish ends the run
         k = len(used)
         d = self._run_durations(p, n, 0, k)
@@ -369,6 +443,16 @@ class FastEngine:
             starts.extend(accumulate(more[:-1], initial=starts[-1] + d[-1]))
             d += more
             k = k2
+        return starts, d, used
+
+    def _commit_run(self, p: Planned, run, limit: int) -> None:
+        """Execute the run ``_price_run`` priced, cut at ``limit`` (ns): the steps that start
+        before it."""
+        s = self.s
+        n, g = s.n_dec, s.g
+        starts, d, used = run
+        k = len(starts)
+        interruptible = not s.persists[p.blocked]
         stored0, running, waiting = p.dec_ctx + n - s.shared_slots(), len(s.running), len(
             s.waiting)
         self._drain()

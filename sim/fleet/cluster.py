@@ -6,10 +6,18 @@
 All replicas share one SimPy environment (one integer-nanosecond clock). Same-time rule
 (documented order, enforced by event priorities): at time t the routers first route every
 request arriving at t, in request order (they run at SimPy's NORMAL priority), then the
-replicas whose steps end or who wake at t commit and plan (the engine's LATE priority), in
-the order their events were scheduled. So a router at t sees replica state from before
+replicas whose steps end at t commit them, in replica order (LATE plus a fraction), then
+every replica planning at t plans (LATER). So a router at t sees replica state from before
 the steps ending at t, and a step starting at t sees every request routed at t, as in a
-single run. A transfer's push is due when the transfer ends. Each replica is a server of
+single run, and every request the instant's finishes let go.
+
+A replica cuts a decode run where a request reaches it: it is told of each push (``Pushed``
+wakes it) and executes the run at its end, cut at the first push due before that end, so
+requests routed elsewhere never cut it (``Fleet._optimistic``). Where a router reads the
+replicas' KV usage (a plan's first step's blocks, which depend on where plans end), the
+replicas keep the earlier scheme: each cuts its runs at a lookahead, the earliest any
+request could reach it, and plans at its steps' ends in the order their events were
+scheduled. A transfer's push is due when the transfer ends. Each replica is a server of
 its own: a per-token ingress (engine.ingress_per_token_us, the API server's work on each
 prompt) is paid at the replica a request is routed to, behind that replica's earlier
 requests only (PoolRun.replica_due); the router sees a request the constant ingress after
@@ -21,8 +29,9 @@ the clients' time): a request is sent when a slot frees (its client's previous r
 at the client: the finish plus the egress and the think time), reaches its pool's router
 the pool's ingress later, and is routed then. A finish releases (and, with no turnaround,
 routes) the next requests at once, before the finishing replica plans again, as a single
-run hands them to its next step. While every slot is taken, a replica's lookahead is the
-earliest any replica with requests in flight could end its step, plus the turnaround.
+run hands them to its next step. While every slot is taken, a replica's lookahead (where
+one is used) is the earliest any replica with requests in flight could end its step, plus
+the turnaround.
 
 One seed: the scenario's seed feeds the random router of each pool (a stream per pool).
 """
@@ -40,6 +49,7 @@ import simpy
 from sim.config.resolve import ConfigError
 from sim.engine.arrivals import Gated, api_server_seen, api_server_seen_all, client_sent
 from sim.engine.clock import ns, to_ns, to_s
+from sim.engine.engine import LATE
 from sim.engine.requests import RequestSpecs
 from sim.fleet import replica as rp
 from sim.fleet.disagg import TransferredPrompts
@@ -147,10 +157,12 @@ class FleetResult:
 
 class Fleet:
     def __init__(self, plan: FleetPlan, specs: RequestSpecs, *, seed: int = 0, log=None,
-                 alone: bool = False):
+                 alone: bool = False, optimistic: bool | None = None):
         """``alone``: the replicas will run alone (sim/fleet/independent.py); none is built
-        here."""
+        here. ``optimistic``: cut decode runs only at pushes (``_optimistic``); None: where
+        that gives the lookahead's results, False: at the lookahead."""
         self.plan, self.log, self.env, self.alone = plan, log, simpy.Environment(), alone
+        self.optimistic = optimistic
         r0 = plan.pools[0].resolved
         self.stop = _stop_time(r0, specs.arrival_s)
         n_all = len(specs)
@@ -238,7 +250,14 @@ class Fleet:
         if self.alone:
             return self._run_alone()
         t0 = time.perf_counter()
-        procs = [rp.start(rep) for p in self.pools for rep in p.replicas]
+        if self._optimistic() if self.optimistic is None else self.optimistic:
+            self._stage(optimistic=True)
+        procs = []
+        for p in self.pools:
+            for rep in p.replicas:
+                procs.append(rp.start(rep))
+                if p.plan.role == PREFILL:  # its end may end the decode pool's arrivals
+                    procs[-1].callbacks.append(lambda _: self._poke(self.decode))
         if self.gate is not None:
             self.env.process(self._clients())
         else:
@@ -273,6 +292,36 @@ class Fleet:
         return FleetResult(self.plan, self.specs, tuple(self.pools), results, self.first,
                            self.last, received, self.transfer_s, self.transfers,
                            self.never_sent, wall, None, dict(self.received))
+
+    def _optimistic(self) -> bool:
+        """Whether the replicas cut their decode runs only where a request reaches them
+        (Engine.optimistic, FastEngine.optimistic), waking on each push, instead of at the
+        lookahead. Each replica then plans after every step end of an instant (``_stage``),
+        so a request pushed at a step end (a gated finish with no egress, think time or
+        ingress) reaches every replica planning at that instant, whatever the plans. Not
+        when a router reads the replicas' KV: a replica shows the blocks of its plan's
+        first step, and where plans end depends on the cuts. (A step log's routing lines
+        show the same, for reading only: an optimistic fleet's say where its plans began.)"""
+        return not any(p.router.reads_kv for p in self.pools)
+
+    def _stage(self, optimistic: bool) -> None:
+        """The same-time rule of optimistic replicas: at an instant, the replicas whose
+        steps end commit them in replica order (LATE + a fraction), then each plans (LATER),
+        so what one instant's step ends push reaches every replica planning at it, in an
+        order that does not depend on where each replica cut its runs. ``optimistic``: and
+        cut runs only at pushes (False: the lookahead's cuts under the same rule)."""
+        reps = [rep for p in self.pools for rep in p.replicas]
+        for k, rep in enumerate(reps):
+            rep.engine.staged, rep.engine.late = True, LATE + k / (2 * len(reps))
+            rep.engine.optimistic = optimistic
+            if rep.fast:
+                rep.engine.src.pushed_only = optimistic
+
+    @staticmethod
+    def _poke(pool: PoolRun) -> None:
+        """Wake ``pool``'s waiting replicas: nothing more may come to them."""
+        for rep in pool.replicas:
+            rep.source.poke()
 
     def _entry_lookahead(self, pool: PoolRun, k: int) -> int | None:
         """The earliest a request not yet routed could reach replica ``k`` of ``pool`` (ns),
@@ -343,6 +392,10 @@ class Fleet:
         while self.routes and self.routes[0][0] <= now:
             due, req = heapq.heappop(self.routes)
             self._route(self.pools[self.entry_of[req]], req, due)
+        if not self.routes and self.gate.exhausted():  # nothing more comes from the clients
+            for p in self.pools:
+                if p.plan.role != DECODE:
+                    self._poke(p)
 
     def _as_sent(self) -> np.ndarray:
         """After a gated run: requests arrive when sent (latencies count from there); the
@@ -376,6 +429,7 @@ class Fleet:
             while pool.next < len(due) and due[pool.next] <= self.env.now:
                 self._route(pool, int(pool.arrivals[pool.next]), self.env.now)
                 pool.next += 1
+        self._poke(pool)  # every request routed: the pool's arrivals have ended
 
     def _route(self, pool: PoolRun, req: int, due: int) -> None:
         s, now = pool.specs.specs, self.env.now
@@ -444,7 +498,8 @@ class Fleet:
 
 
 def simulate_fleet(plan: FleetPlan, specs: RequestSpecs, *, seed: int = 0,
-                   log=None, alone: bool | None = None) -> FleetResult:
+                   log=None, alone: bool | None = None,
+                   optimistic: bool | None = None) -> FleetResult:
     """Replay ``specs`` through the fleet ``plan``. ``alone``: run each replica alone
     (sim/fleet/independent.py); default: whenever the replicas cannot affect each other
     and no step log is written (the log interleaves replicas in simulated time)."""
@@ -458,7 +513,7 @@ def simulate_fleet(plan: FleetPlan, specs: RequestSpecs, *, seed: int = 0,
         raise ValueError(f"the replicas cannot run alone: {why}")
     if alone is None:
         alone = not why and log is None
-    return Fleet(plan, specs, seed=seed, log=log, alone=alone).run()
+    return Fleet(plan, specs, seed=seed, log=log, alone=alone, optimistic=optimistic).run()
 
 
 

@@ -11,6 +11,10 @@ a decode run there, so a request never waits behind a run that started before it
 (a lookahead earlier than the true push only costs an extra wake-up). A lookahead of
 None means nothing will come before this replica's own next event; ``ended`` (default: the
 lookahead is None) says nothing more will come at all: the drain has begun.
+
+An optimistic replica (sim/fleet/cluster.py ``_optimistic``) reads only ``head``, the
+first request pushed, and waits on ``waiter``, which the next push or ``poke`` (nothing
+more will come) triggers: it cuts a run at a push, not at the lookahead.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ class Pushed(ArrivalSource):
         self.due_times: list[int] = []  # every admissible push's due time, sorted (ns)
         self.received: dict[int, int] = {}  # request -> when it reaches this replica (ns)
         self.pushes = 0
+        self.wake = None  # the event a replica waiting for a push waits on (``waiter``)
 
     def push(self, req: int, due: int) -> None:
         heapq.heappush(self.pending, (int(due), self.pushes, int(req)))
@@ -44,6 +49,26 @@ class Pushed(ArrivalSource):
         self.pushes += 1
         if self.admissible[req]:
             bisect.insort(self.due_times, int(due))
+        self.poke()
+
+    def head(self) -> int | None:
+        """When the first request pushed and not yet taken is due (ns), None if none."""
+        return self.pending[0][0] if self.pending else None
+
+    def waiter(self, env):
+        """An event the next push (or ``poke``) triggers."""
+        if self.wake is None or self.wake.triggered:
+            self.wake = env.event()
+        return self.wake
+
+    def waiter_done(self) -> None:
+        self.wake = None
+
+    def poke(self) -> None:
+        """Wake the replica waiting on ``waiter`` (a push, or nothing more will come)."""
+        w = self.wake
+        if w is not None and not w.triggered:
+            w.succeed()
 
     def next_time(self) -> int | None:
         ahead = self.lookahead()
