@@ -175,14 +175,8 @@ class Engine:
             if not times and src.exhausted():
                 self.clock = max(self.clock, env.now)  # when it learnt so (the lookahead's)
                 return False
-            events = [src.waiter(env)]
-            if times:
-                t = min(times)
-                timer = _late(env, max(0, t - env.now))
-                events.append(timer)
-            yield env.any_of(events)
-            if times and timer.processed:
-                src.waiter_done()
+            t = min(times) if times else None
+            if (yield from src.wait(env, t)):
                 self.clock = max(self.clock, t)
                 return True
 
@@ -197,15 +191,11 @@ class Engine:
         if self.optimistic and whole[0].num_steps > 1 and whole[0].interruptible:
             # a push due before the run's end cuts it there (the plan is committed at its
             # end, so the cut is the one a lookahead at that push would have made)
-            env, src = self.env, self.source
             while True:
                 self.busy_until = int(times[-1])
-                timer = _late(env, int(times[-1]) - env.now, priority=self.late)
-                yield env.any_of([timer, src.waiter(env)])
-                if timer.processed:
+                if (yield from self.source.wait(self.env, self.busy_until, self.late)):
                     break
                 plan, durations, times = self._cut(*whole)
-            src.waiter_done()
         else:
             self.busy_until = int(times[-1])
             yield _late(self.env, int(times[-1]) - self.env.now, priority=self.late)

@@ -90,7 +90,7 @@ class Asked:
         self.src = source
         self.held: list[int] = []  # finished by the plan in progress, not yet reported
         # an optimistic fleet replica (FastEngine.optimistic): the next request already
-        # pushed, not the fleet's lookahead; pushes wake the replica (``waiter``)
+        # pushed, not the fleet's lookahead; pushes wake the replica (``wait``)
         self.pushed_only = False
 
     @property
@@ -98,11 +98,9 @@ class Asked:
         t = self.src.head() if self.pushed_only else self.src.next_time()
         return NEVER if t is None else t
 
-    def waiter(self, env):
-        return self.src.waiter(env)
-
-    def waiter_done(self) -> None:
-        self.src.waiter_done()
+    def wait(self, env, until: int, priority: float):
+        """``Pushed.wait``, with ``NEVER`` for no deadline."""
+        return self.src.wait(env, None if until == NEVER else until, priority)
 
     def due(self, now: int) -> list[int]:
         return self.src.due(now)

@@ -381,12 +381,9 @@ class FastEngine:
         while True:
             k = len(starts) if starts[-1] < limit else max(1, bisect_left(starts, limit))
             self.busy_until = starts[k - 1] + d[k - 1]
-            timer = _late(env, self.busy_until - env.now, priority=self.late)
-            yield env.any_of([timer, src.waiter(env)])
-            if timer.processed:
+            if (yield from src.wait(env, self.busy_until, self.late)):
                 break
             limit = min(limit, src.nxt)
-        src.waiter_done()
         self._commit_run(p, run, limit)
         return True
 
@@ -401,13 +398,7 @@ class FastEngine:
             if t == arrivals.NEVER and src.exhausted():
                 self.clock = max(self.clock, env.now)  # when it learnt so (the lookahead's)
                 return False
-            events = [src.waiter(env)]
-            if t != arrivals.NEVER:
-                timer = _late(env, max(0, t - env.now))
-                events.append(timer)
-            yield env.any_of(events)
-            if t != arrivals.NEVER and timer.processed:
-                src.waiter_done()
+            if (yield from src.wait(env, t, LATE)):
                 self.clock = max(self.clock, t)
                 return True
 

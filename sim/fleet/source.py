@@ -13,8 +13,8 @@ None means nothing will come before this replica's own next event; ``ended`` (de
 lookahead is None) says nothing more will come at all: the drain has begun.
 
 An optimistic replica (sim/fleet/cluster.py ``_optimistic``) reads only ``head``, the
-first request pushed, and waits on ``waiter``, which the next push or ``poke`` (nothing
-more will come) triggers: it cuts a run at a push, not at the lookahead.
+first request pushed, and ``wait``s for a time or the next push or ``poke`` (nothing more
+will come): it cuts a run at a push, not at the lookahead.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import numpy as np
 
 from sim.engine.arrivals import ArrivalSource
 from sim.engine.clock import to_s
+from sim.engine.engine import LATE, _late
 
 
 class Pushed(ArrivalSource):
@@ -55,14 +56,20 @@ class Pushed(ArrivalSource):
         """When the first request pushed and not yet taken is due (ns), None if none."""
         return self.pending[0][0] if self.pending else None
 
-    def waiter(self, env):
-        """An event the next push (or ``poke``) triggers."""
+    def wait(self, env, until: int | None, priority: float = LATE):
+        """Wait (a SimPy generator) until ``until`` (ns, at ``priority``; None: no deadline)
+        or the next push or ``poke``, whichever comes first; True when ``until`` came."""
         if self.wake is None or self.wake.triggered:
             self.wake = env.event()
-        return self.wake
-
-    def waiter_done(self) -> None:
-        self.wake = None
+        if until is None:
+            yield self.wake
+            return False
+        timer = _late(env, max(0, until - env.now), priority=priority)
+        yield env.any_of([timer, self.wake])
+        if timer.processed:
+            self.wake = None
+            return True
+        return False
 
     def poke(self) -> None:
         """Wake the replica waiting on ``waiter`` (a push, or nothing more will come)."""
