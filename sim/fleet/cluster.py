@@ -78,6 +78,8 @@ class PoolRun:
     # i.. in the order sent (gated): the lookahead's lower bounds
     min_seen_after: np.ndarray | None = None
     min_delay_ns_after: np.ndarray | None = None
+    delay_ns: list | None = None  # gated: each request's delay (ns), made at the first route
+    serial_ns: int | None = None
 
     def __post_init__(self):
         # the constant ingress and egress (ns), read at every route and lookahead
@@ -110,9 +112,10 @@ class PoolRun:
             return route
         if sent is None:
             return ns(self._seen_open(k, req))
-        c = self.specs.serial_s
-        return api_server_seen(sent, ns(float(d[req])), self.seen_ns[k],
-                               None if c is None else ns(c))
+        if self.delay_ns is None:  # each request's delay and the serial constant (ns), once
+            c = self.specs.serial_s
+            self.delay_ns, self.serial_ns = to_ns(d).tolist(), None if c is None else ns(c)
+        return api_server_seen(sent, self.delay_ns[req], self.seen_ns[k], self.serial_ns)
 
     def _seen_open(self, k: int, req: int) -> float:
         """An open loop's request ``req`` reaches replica ``k`` (s), as engine_arrivals."""
