@@ -32,7 +32,7 @@ import numpy as np
 
 from sim.engine.arrivals import ArrivalSource, seen_by_step
 from sim.engine.clock import MAX_NS, NS_PER_S
-from sim.engine.engine import LATE, LATER, RunStatus, _late
+from sim.engine.engine import LATE, LATER, RunStatus, _late, step_blocks
 from sim.fast import arrivals, hooks
 from sim.fast.record import FastRecord
 from sim.fast.sched import FastScheduler, Planned
@@ -83,6 +83,7 @@ class FastEngine:
         self.kv_shown: int | None = None
         self.recount = None  # a fleet's run rows to count again at the plan's end
         self.reported = None  # a fleet's plan to hand the hook at its end
+        self.kv_run = None  # an optimistic run's (step starts, blocks in use at each step)
         # a fleet replica told of every request pushed to it (sim/fleet/cluster.py): it cuts
         # its decode runs only where one comes, instead of at the fleet's lookahead
         self.optimistic = False
@@ -200,9 +201,13 @@ class FastEngine:
     def kv_used_fraction(self) -> float:
         """The KV blocks in use as a router reads them now (sim/kv/base.py used_fraction):
         during a plan those of its first step, as the general engine, whose KV manager
-        takes a decode run's later blocks and frees its finishes at the plan's end."""
+        takes a decode run's later blocks and frees its finishes at the plan's end; during
+        an optimistic run those of the step in progress (``step_blocks``)."""
         s = self.s
-        used = s.used if self.kv_shown is None else self.kv_shown
+        if self.kv_run is not None:
+            used = step_blocks(*self.kv_run, self.env.now)
+        else:
+            used = s.used if self.kv_shown is None else self.kv_shown
         return used / max(s.num_blocks, 1)
 
     def _next_time(self) -> int | None:
@@ -378,12 +383,14 @@ class FastEngine:
             self._step(p)
             return False
         starts, d = run[0], run[1]
+        self.kv_run = (starts, run[2])  # a router reads the step in progress's blocks
         while True:
             k = len(starts) if starts[-1] < limit else max(1, bisect_left(starts, limit))
             self.busy_until = starts[k - 1] + d[k - 1]
             if (yield from src.wait(env, self.busy_until, self.late)):
                 break
             limit = min(limit, src.nxt)
+        self.kv_run = None
         self._commit_run(p, run, limit)
         return True
 

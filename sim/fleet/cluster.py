@@ -13,12 +13,14 @@ single run, and every request the instant's finishes let go.
 
 A replica cuts a decode run where a request reaches it: it is told of each push (``Pushed``
 wakes it) and executes the run at its end, cut at the first push due before that end, so
-requests routed elsewhere never cut it (``Fleet._optimistic``). Where a router reads the
-replicas' KV usage (a plan's first step's blocks, which depend on where plans end), the
-replicas keep the earlier scheme: each cuts its runs at a lookahead, the earliest any
-request could reach it, and plans at its steps' ends in the order their events were
-scheduled. A transfer's push is due when the transfer ends. Each replica is a server of
-its own: a per-token ingress (engine.ingress_per_token_us, the API server's work on each
+requests routed elsewhere never cut it (``Fleet._stage``); a router reading its KV usage
+meanwhile reads the blocks of the run's step in progress. (Before, each replica cut its
+runs at a lookahead, the earliest any request could reach it, planned at its steps' ends
+in the order their events were scheduled, and showed a plan's first step's blocks until
+the plan's end; ``Fleet(optimistic=False)`` still runs that way.)
+
+A transfer's push is due when the transfer ends. Each replica is a server of its own: a
+per-token ingress (engine.ingress_per_token_us, the API server's work on each
 prompt) is paid at the replica a request is routed to, behind that replica's earlier
 requests only (PoolRun.replica_due); the router sees a request the constant ingress after
 it was sent.
@@ -162,8 +164,8 @@ class Fleet:
     def __init__(self, plan: FleetPlan, specs: RequestSpecs, *, seed: int = 0, log=None,
                  alone: bool = False, optimistic: bool | None = None):
         """``alone``: the replicas will run alone (sim/fleet/independent.py); none is built
-        here. ``optimistic``: cut decode runs only at pushes (``_optimistic``); None: where
-        that gives the lookahead's results, False: at the lookahead."""
+        here. ``optimistic`` False: the replicas cut decode runs at the lookahead (before
+        this scheme, kept for comparison) instead of at pushes (``_stage``)."""
         self.plan, self.log, self.env, self.alone = plan, log, simpy.Environment(), alone
         self.optimistic = optimistic
         r0 = plan.pools[0].resolved
@@ -253,7 +255,7 @@ class Fleet:
         if self.alone:
             return self._run_alone()
         t0 = time.perf_counter()
-        if self._optimistic() if self.optimistic is None else self.optimistic:
+        if self.optimistic is not False:
             self._stage(optimistic=True)
         procs = []
         for p in self.pools:
@@ -296,23 +298,16 @@ class Fleet:
                            self.last, received, self.transfer_s, self.transfers,
                            self.never_sent, wall, None, dict(self.received))
 
-    def _optimistic(self) -> bool:
-        """Whether the replicas cut their decode runs only where a request reaches them
-        (Engine.optimistic, FastEngine.optimistic), waking on each push, instead of at the
-        lookahead. Each replica then plans after every step end of an instant (``_stage``),
-        so a request pushed at a step end (a gated finish with no egress, think time or
-        ingress) reaches every replica planning at that instant, whatever the plans. Not
-        when a router reads the replicas' KV: a replica shows the blocks of its plan's
-        first step, and where plans end depends on the cuts. (A step log's routing lines
-        show the same, for reading only: an optimistic fleet's say where its plans began.)"""
-        return not any(p.router.reads_kv for p in self.pools)
-
     def _stage(self, optimistic: bool) -> None:
-        """The same-time rule of optimistic replicas: at an instant, the replicas whose
-        steps end commit them in replica order (LATE + a fraction), then each plans (LATER),
-        so what one instant's step ends push reaches every replica planning at it, in an
-        order that does not depend on where each replica cut its runs. ``optimistic``: and
-        cut runs only at pushes (False: the lookahead's cuts under the same rule)."""
+        """Optimistic replicas (Engine.optimistic, FastEngine.optimistic): each cuts a decode
+        run only where a request reaches it, woken by each push, instead of at the
+        lookahead. Their same-time rule: at an instant, the replicas whose steps end commit
+        them in replica order (LATE + a fraction), then each plans (LATER), so what one
+        instant's step ends push (a gated finish with no egress, think time or ingress)
+        reaches every replica planning at it, in an order that does not depend on where
+        each replica cut its runs; a router reading a replica's KV during a run reads the
+        blocks of the step in progress, as per-step plans show them. ``optimistic`` False:
+        the lookahead's cuts under the same rule (the tests' reference)."""
         reps = [rep for p in self.pools for rep in p.replicas]
         for k, rep in enumerate(reps):
             rep.engine.staged, rep.engine.late = True, LATE + k / (2 * len(reps))

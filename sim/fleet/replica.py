@@ -88,7 +88,10 @@ class Replica:
 
     def kv_used_fraction(self) -> float:
         """The fraction of KV blocks in use, as the replica reports it to a router."""
-        return self.engine.kv_used_fraction() if self.fast else self.kv.used_fraction()
+        if self.fast:
+            return self.engine.kv_used_fraction()
+        f = self.engine.kv_used_fraction()
+        return self.kv.used_fraction() if f is None else f
 
     @property
     def busy_until(self) -> int:

@@ -12,7 +12,7 @@ a decode run there, so a request never waits behind a run that started before it
 None means nothing will come before this replica's own next event; ``ended`` (default: the
 lookahead is None) says nothing more will come at all: the drain has begun.
 
-An optimistic replica (sim/fleet/cluster.py ``_optimistic``) reads only ``head``, the
+An optimistic replica (sim/fleet/cluster.py ``Fleet._stage``) reads only ``head``, the
 first request pushed, and ``wait``s for a time or the next push or ``poke`` (nothing more
 will come): it cuts a run at a push, not at the lookahead.
 """

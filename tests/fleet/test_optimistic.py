@@ -1,6 +1,7 @@
-"""Optimistic fleet replicas (sim/fleet/cluster.py ``_optimistic``): a decode run is cut
+"""Optimistic fleet replicas (sim/fleet/cluster.py ``Fleet._stage``): a decode run is cut
 only where a request reaches its replica, not at the fleet's lookahead (the earliest any
-request could come), and the result is the lookahead's under the same same-time rule."""
+request could come), and the result is the lookahead's under the same same-time rule; a
+router reading KV reads the step in progress, as it would with one plan a step."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import sim.fast.engine as fast_engine
+import sim.sched.vllm as vllm_sched
 from sim.config.load import validate
 from sim.engine.requests import RequestSpecs
 from sim.fleet.cluster import Fleet, simulate_fleet
@@ -76,28 +79,38 @@ def test_step_ends_of_one_instant_commit_in_replica_order():
         3, 2]
 
 
-def _staged_lookahead(plan, specs):
-    """The lookahead's cuts under the optimistic replicas' same-time rule."""
+def _staged_lookahead(plan, specs, per_step: bool = False):
+    """The lookahead's cuts under the optimistic replicas' same-time rule; ``per_step``:
+    one plan a step (no decode runs), where a replica's KV reading is its step's."""
     fl = Fleet(plan, specs, optimistic=False)
     fl._stage(optimistic=False)
-    return fl.run()
+    if not per_step:
+        return fl.run()
+    run_steps = vllm_sched.MAX_RUN_STEPS
+    vllm_sched.MAX_RUN_STEPS = fast_engine.MAX_RUN_STEPS = 1
+    try:
+        return fl.run()
+    finally:
+        vllm_sched.MAX_RUN_STEPS = fast_engine.MAX_RUN_STEPS = run_steps
 
 
 @settings(max_examples=40, deadline=None)
-@given(rows=trace, replicas=st.integers(1, 3),
-       router=st.sampled_from([n for n in ROUTERS.names() if n != "least_kv"]),
+@given(rows=trace, replicas=st.integers(1, 3), router=st.sampled_from(ROUTERS.names()),
        blocks=st.sampled_from([40, 4000]), clients=st.sampled_from([None, 1, 3, 8]),
        lag=st.booleans(), split=st.booleans(), per_token_us=st.sampled_from([0, 40]),
-       delays=st.booleans(), core=st.sampled_from(["auto", "general"]))
+       delays=st.booleans(), core=st.sampled_from(["auto", "general"]),
+       report_ms=st.sampled_from([0, 5]))
 def test_optimistic_replicas_give_the_lookaheads_results(rows, replicas, router, blocks,
                                                          clients, lag, split, per_token_us,
-                                                         delays, core):
+                                                         delays, core, report_ms):
     specs = _specs(rows)
-    cluster = {"replicas": replicas, "router": {"name": router}}
+    cluster = {"replicas": replicas, "router": {"name": router},
+               "kv_report_interval_ms": report_ms}
     if split:
         cluster = {"pools": [{"name": "p", "replicas": replicas},
                              {"name": "d", "replicas": 2, "router": {"name": router}}],
-                   "disaggregation": {"prefill_pool": "p", "decode_pool": "d"}}
+                   "disaggregation": {"prefill_pool": "p", "decode_pool": "d"},
+                   "kv_report_interval_ms": report_ms}
     sc = {**SCENARIO, "core": core, "cluster": cluster,
           "engine": {"num_gpu_blocks_override": blocks, "max_model_len": 512,
                      "async_scheduling": lag, "ingress_ms": 1 if delays else 0,
@@ -106,5 +119,22 @@ def test_optimistic_replicas_give_the_lookaheads_results(rows, replicas, router,
         sc["workload"] = {**SCENARIO["workload"],
                           "arrival": {"process": "closed", "concurrency": clients}}
     plan = plan_fleet(validate(sc, "prop"))
-    _same_rows(_replica_rows(_staged_lookahead(plan, specs)),
-               _replica_rows(simulate_fleet(plan, specs, alone=False)))
+    # a KV-reading router reads a replica's step in progress: the lookahead's plans would
+    # show their first step's blocks, so they are made one a step for the comparison
+    reference = _staged_lookahead(plan, specs, per_step=router == "least_kv")
+    _same_rows(_replica_rows(reference), _replica_rows(simulate_fleet(plan, specs, alone=False)))
+
+
+def test_a_kv_router_reads_the_step_in_progress():
+    # least_kv, async scheduling: request 3 (0.271 s) finds replica 0 mid-step; its reading
+    # is that step's blocks, as with one plan a step, which sends request 3 to replica 0.
+    # The lookahead's plans showed their first step's blocks, which sent it to replica 1
+    sc = {**SCENARIO, "engine": {"async_scheduling": True},
+          "cluster": {"replicas": 2, "router": {"name": "least_kv"}}}
+    plan = plan_fleet(validate(sc, "kv"))
+    specs = RequestSpecs.from_arrays([0.061, 0.078, 0.15, 0.271], [2, 45, 4, 17],
+                                     [40, 39, 10, 78])
+    assert simulate_fleet(plan, specs, alone=False).first.tolist() == [0, 1, 0, 0]
+    assert _staged_lookahead(plan, specs, per_step=True).first.tolist() == [0, 1, 0, 0]
+    assert simulate_fleet(plan, specs, alone=False, optimistic=False).first.tolist() == [
+        0, 1, 0, 1]
