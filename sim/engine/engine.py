@@ -50,10 +50,10 @@ def _late(env: simpy.Environment, delay: int, value=None, priority: float = LATE
     return event
 
 
-def step_blocks(starts: list[int], used: list[int], now: int) -> int:
-    """Blocks in use at ``now`` (ns) during a run whose steps start at ``starts`` and hold
-    ``used`` blocks: the last step that started before ``now`` (a router at a step's start
-    comes before the plan of that step: the same-time rule), or the first."""
+def step_blocks(starts: list[int], used: list, now: int):
+    """What a run whose steps start at ``starts`` holds at ``now`` (ns), ``used`` per step
+    (blocks, or a fraction of them): the last step that started before ``now`` (a router at
+    a step's start comes before the plan of that step: the same-time rule), or the first."""
     return used[max(bisect_left(starts, now) - 1, 0)]
 
 
@@ -94,7 +94,7 @@ class Engine:
         # steps of one instant in replica order (LATE + a fraction below LATER), not in the
         # order their plans were made, which depends on where each cut its runs
         self.late = LATE
-        self.kv_run = None  # an optimistic run's (step starts, blocks in use at each step)
+        self.kv_run = None  # an optimistic run's (step starts, KV used fraction at each step)
         self.staged = False  # plans after the instant's step ends (sim/fleet/cluster.py _stage)
 
     def run(self) -> RunStatus:
@@ -200,7 +200,7 @@ class Engine:
         if self.optimistic and whole[0].num_steps > 1 and whole[0].interruptible:
             # a push due before the run's end cuts it there (the plan is committed at its
             # end, so the cut is the one a lookahead at that push would have made)
-            self.kv_run = self._run_blocks(whole[0], whole[2])
+            self.kv_run = (whole[2][:-1].tolist(), self.scheduler.run_kv_fractions(whole[0]))
             while True:
                 self.busy_until = int(times[-1])
                 if (yield from self.source.wait(self.env, self.busy_until, self.late)):
@@ -224,21 +224,11 @@ class Engine:
         if self.progress is not None:
             self.progress(self.clock / 1e9)
 
-    def _run_blocks(self, plan: StepPlan, times: np.ndarray) -> tuple[list, list]:
-        """An optimistic run's (step starts, blocks in use at each step): step 0's as
-        scheduled, then each step's new blocks (what ``update`` will take)."""
-        kv = self.scheduler.kv
-        used = kv.num_blocks - kv.num_free
-        new = kv.decode_run_new_blocks(plan.req_ids, plan.context_lens + 1, plan.num_steps - 1)
-        return times[:-1].tolist(), [used, *(used + np.cumsum(new)).tolist()]
-
     def kv_used_fraction(self) -> float | None:
-        """During an optimistic run, the blocks of the step in progress as a fraction of the
-        KV cache (a router's reading, as the fast engine's); None otherwise (the KV
-        manager's own reading: the plan's first step)."""
-        if self.kv_run is None:
-            return None
-        return step_blocks(*self.kv_run, self.env.now) / max(self.scheduler.kv.num_blocks, 1)
+        """During an optimistic run, the KV cache's used fraction at the step in progress
+        (a router's reading, as the fast engine's); None otherwise (the KV manager's own
+        reading: the plan's first step)."""
+        return None if self.kv_run is None else step_blocks(*self.kv_run, self.env.now)
 
     def run_limit(self, plan: StepPlan) -> int:
         """Steps of ``plan`` after its first must start before this time (ns): the stop time,

@@ -183,6 +183,13 @@ class Scheduler(ABC):
         self._at_schedule = (self.kv.num_used, len(self.running),
                              len(self.waiting) + len(self.swapped), stored, self.blocked_reason())
 
+    def run_kv_fractions(self, plan: StepPlan) -> list[float]:
+        """The KV cache's used fraction at each step of the decode run ``plan`` just
+        scheduled (the blocks ``update`` will record: step 0's as scheduled, then each
+        step's new ones), as ``KVManager.used_fraction`` reads once they are taken."""
+        used = self._at_schedule[0] + np.concatenate(([0], self.run_blocks[: plan.num_steps - 1]))
+        return (used / max(self.kv.num_blocks, 1)).tolist()
+
     def _take_swap_bytes(self) -> dict:
         """Swap traffic to charge to the plan being built (StepPlan keyword arguments)."""
         (out, back), self._swap_bytes = self._swap_bytes, [0, 0]
