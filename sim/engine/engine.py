@@ -197,19 +197,20 @@ class Engine:
             times = self.clock + np.concatenate(([0], np.cumsum(durations)))  # (ns)
         whole = (plan, durations, times)
         plan, durations, times = self._cut(*whole)
+        if self.optimistic and whole[0].num_steps > 1:  # what a router reads: its steps'
+            self.kv_run = (whole[2][:-1].tolist(), self.scheduler.run_kv_fractions(whole[0]))
         if self.optimistic and whole[0].num_steps > 1 and whole[0].interruptible:
             # a push due before the run's end cuts it there (the plan is committed at its
             # end, so the cut is the one a lookahead at that push would have made)
-            self.kv_run = (whole[2][:-1].tolist(), self.scheduler.run_kv_fractions(whole[0]))
             while True:
                 self.busy_until = int(times[-1])
                 if (yield from self.source.wait(self.env, self.busy_until, self.late)):
                     break
                 plan, durations, times = self._cut(*whole)
-            self.kv_run = None
         else:
             self.busy_until = int(times[-1])
             yield _late(self.env, int(times[-1]) - self.env.now, priority=self.late)
+        self.kv_run = None
         self.last_start = int(times[-2])  # the last step's start (ns)
         self.clock = self.last_end = int(times[-1])
         durations_s = to_s(durations)

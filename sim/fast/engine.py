@@ -161,7 +161,7 @@ class FastEngine:
                 if not waited:
                     self.busy_until = self.clock
                     yield _late(env, self.clock - env.now, priority=self.late)
-                self.kv_shown = None
+                self.kv_shown = self.kv_run = None
                 self._ended()
             if len(rows) >= stream_at:
                 rec.flush(s)
@@ -367,6 +367,8 @@ class FastEngine:
         run = self._price_run(p, limit)
         if run is None:
             return self._step(p)
+        if self.optimistic:  # what a router reads until the run's end (its steps')
+            self.kv_run = (run[0], run[2])
         self._commit_run(p, run, limit)
 
     def _run_waiting(self, p: Planned):
@@ -390,7 +392,6 @@ class FastEngine:
             if (yield from src.wait(env, self.busy_until, self.late)):
                 break
             limit = min(limit, src.nxt)
-        self.kv_run = None
         self._commit_run(p, run, limit)
         return True
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import sim.fast.engine as fast_engine
@@ -99,10 +99,14 @@ def _staged_lookahead(plan, specs, per_step: bool = False):
        blocks=st.sampled_from([40, 4000]), clients=st.sampled_from([None, 1, 3, 8]),
        lag=st.booleans(), split=st.booleans(), per_token_us=st.sampled_from([0, 40]),
        delays=st.booleans(), core=st.sampled_from(["auto", "general"]),
-       report_ms=st.sampled_from([0, 5]))
+       report_ms=st.sampled_from([0, 5]), seqs=st.sampled_from([1, 1024]))
+# a decode run no arrival could join (max_num_seqs full), read by least_kv mid-run
+@example(rows=[(0, 1, 1), (0, 1, 1), (0, 253, 5), (0, 266, 2), (1, 2, 1), (1, 2, 1),
+               (1, 2, 1), (1, 6, 1)], replicas=2, router="least_kv", blocks=40, clients=None,
+         lag=False, split=True, per_token_us=0, delays=True, core="auto", report_ms=0, seqs=1)
 def test_optimistic_replicas_give_the_lookaheads_results(rows, replicas, router, blocks,
                                                          clients, lag, split, per_token_us,
-                                                         delays, core, report_ms):
+                                                         delays, core, report_ms, seqs):
     specs = _specs(rows)
     cluster = {"replicas": replicas, "router": {"name": router},
                "kv_report_interval_ms": report_ms}
@@ -113,7 +117,8 @@ def test_optimistic_replicas_give_the_lookaheads_results(rows, replicas, router,
                    "kv_report_interval_ms": report_ms}
     sc = {**SCENARIO, "core": core, "cluster": cluster,
           "engine": {"num_gpu_blocks_override": blocks, "max_model_len": 512,
-                     "async_scheduling": lag, "ingress_ms": 1 if delays else 0,
+                     "max_num_seqs": seqs, "async_scheduling": lag,
+                     "ingress_ms": 1 if delays else 0,
                      "egress_ms": 2 if delays else 0, "ingress_per_token_us": per_token_us}}
     if clients is not None:  # no delays: a finish pushes a request due at once
         sc["workload"] = {**SCENARIO["workload"],
