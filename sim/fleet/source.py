@@ -42,7 +42,7 @@ class Pushed(ArrivalSource):
         self.due_times: list[int] = []  # every admissible push's due time, sorted (ns)
         self.received: dict[int, int] = {}  # request -> when it reaches this replica (ns)
         self.pushes = 0
-        self.wake = None  # the event a replica waiting for a push waits on (``waiter``)
+        self.wake = None  # what a replica waiting for a push waits on (``wait``)
 
     def push(self, req: int, due: int) -> None:
         heapq.heappush(self.pending, (int(due), self.pushes, int(req)))
