@@ -100,4 +100,6 @@ def percentile_with_failures(v: np.ndarray, pct: float, presorted: bool = False
     hi = min(lo + 1, len(v) - 1)
     if np.isinf(v[lo]) or (rank > lo and np.isinf(v[hi])):
         return None
+    if rank == lo:  # on a value: a failure after it weighs nothing (inf x 0 is no number)
+        return float(v[lo])
     return float(v[lo] + (v[hi] - v[lo]) * (rank - lo))

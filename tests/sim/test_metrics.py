@@ -166,6 +166,19 @@ def test_rejected_requests_fail_the_slo_and_show_their_share():
     assert slo_line(slo) == "MISSED: 4 rejected (20.0%) counted as failures"
 
 
+def test_a_percentile_on_the_last_value_before_the_failures_is_that_value():
+    from sim.metrics.slo import percentile_with_failures, with_failures_ms
+
+    # 21 values, the last a failure: p95's rank is 19.0, on the 20th value (1.0 s), which
+    # no failure weighs on; p99's (19.8) leans on the failure: undefined
+    v = np.append(np.arange(1, 21) * 0.05, np.inf)
+    assert percentile_with_failures(v, 95) == pytest.approx(1.0)
+    assert percentile_with_failures(v, 99) is None
+    assert percentile_with_failures(np.array([0.001, 0.002, np.inf]), 50) == 0.002
+    w = with_failures_ms(np.array([0.001, 0.002, np.inf]))
+    assert w["median"] == pytest.approx(2.0) and w["p90"] is None and w["mean"] is None
+
+
 def test_time_weighted_means_cover_idle_time():
     # static batching: r0 (t=0) and r1 (t=0.5) wait for the batch to start at t=1.0
     # (max_wait_s), then run 46 ms (a 26 ms context step, two 10 ms decodes): 1.5
