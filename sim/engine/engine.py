@@ -179,7 +179,7 @@ class Engine:
         self.busy_until = -1
         while True:
             wake = self.scheduler.next_wakeup(self.clock / 1e9)
-            times = [t for t in (src.head(), None if wake is None else ns(wake))
+            times = [t for t in (src.next_time(), None if wake is None else ns(wake))
                      if t is not None]
             if not times and src.exhausted():
                 self.clock = max(self.clock, env.now)  # when it learnt so (the lookahead's)
@@ -197,9 +197,10 @@ class Engine:
             times = self.clock + np.concatenate(([0], np.cumsum(durations)))  # (ns)
         whole = (plan, durations, times)
         plan, durations, times = self._cut(*whole)
-        if self.optimistic and whole[0].num_steps > 1:  # what a router reads: its steps'
+        run = self.optimistic and whole[0].num_steps > 1
+        if run:  # what a router reads meanwhile: its steps'
             self.kv_run = (whole[2][:-1].tolist(), self.scheduler.run_kv_fractions(whole[0]))
-        if self.optimistic and whole[0].num_steps > 1 and whole[0].interruptible:
+        if run and whole[0].interruptible:
             # a push due before the run's end cuts it there (the plan is committed at its
             # end, so the cut is the one a lookahead at that push would have made)
             while True:
@@ -235,8 +236,7 @@ class Engine:
         """Steps of ``plan`` after its first must start before this time (ns): the stop time,
         or the next arrival when the plan is an interruptible decode run. An executor that
         runs steps for real (live mode) stops there too, so it never runs a cut step."""
-        limit = self.stop
-        nxt = self.source.head() if self.optimistic else self.source.next_time()
+        limit, nxt = self.stop, self.source.next_time()
         if plan.interruptible and nxt is not None:
             limit = min(limit, nxt)
         return limit

@@ -89,13 +89,10 @@ class Asked:
     def __init__(self, source: ArrivalSource):
         self.src = source
         self.held: list[int] = []  # finished by the plan in progress, not yet reported
-        # an optimistic fleet replica (FastEngine.optimistic): the next request already
-        # pushed, not the fleet's lookahead; pushes wake the replica (``wait``)
-        self.pushed_only = False
 
     @property
     def nxt(self) -> int:
-        t = self.src.head() if self.pushed_only else self.src.next_time()
+        t = self.src.next_time()
         return NEVER if t is None else t
 
     def wait(self, env, until: int, priority: float):

@@ -361,9 +361,7 @@ class FastEngine:
         """A run of pure decode steps (sim/sched/vllm.py _run_length), kept as lists of ints
         (the cost model prices long runs with numpy, short ones in Python floats: the same
         values), cut at the next arrival if one could join it, and at the horizon."""
-        limit, nxt = self.stop, self.src.nxt
-        if not self.s.persists[p.blocked] and nxt < limit:
-            limit = nxt
+        limit = self._run_limit(p)
         run = self._price_run(p, limit)
         if run is None:
             return self._step(p)
@@ -379,7 +377,7 @@ class FastEngine:
         Nothing the fleet reads shows a plan before its end (the class doc), so this is the
         run the lookahead's cuts and re-plans make, in one plan (sim/fleet/cluster.py)."""
         env, src = self.env, self.src
-        limit = min(self.stop, src.nxt)
+        limit = self._run_limit(p)
         run = self._price_run(p, limit)
         if run is None:
             self._step(p)
@@ -394,6 +392,12 @@ class FastEngine:
             limit = min(limit, src.nxt)
         self._commit_run(p, run, limit)
         return True
+
+    def _run_limit(self, p: Planned) -> int:
+        """Steps of a decode run after its first start before this time (ns): the horizon,
+        or the next arrival when one could join the run (Engine.run_limit)."""
+        nxt = self.src.nxt
+        return nxt if nxt < self.stop and not self.s.persists[p.blocked] else self.stop
 
     def _idle(self):
         """An optimistic replica with nothing to plan waits for its first pushed request's

@@ -311,9 +311,7 @@ class Fleet:
         reps = [rep for p in self.pools for rep in p.replicas]
         for k, rep in enumerate(reps):
             rep.engine.staged, rep.engine.late = True, LATE + k / (2 * len(reps))
-            rep.engine.optimistic = optimistic
-            if rep.fast:
-                rep.engine.src.pushed_only = optimistic
+            rep.engine.optimistic = rep.source.pushed_only = optimistic
 
     @staticmethod
     def _poke(pool: PoolRun) -> None:
@@ -487,7 +485,7 @@ class Fleet:
         for rep in self.prefill.replicas:
             if rep.done:
                 continue
-            b = rep.busy_until if rep.busy_until >= now else rep.source.next_time()
+            b = rep.busy_until if rep.busy_until >= now else rep.source.earliest()
             if b is not None:
                 bounds.append(max(b, now))
         if not bounds:

@@ -12,9 +12,9 @@ a decode run there, so a request never waits behind a run that started before it
 None means nothing will come before this replica's own next event; ``ended`` (default: the
 lookahead is None) says nothing more will come at all: the drain has begun.
 
-An optimistic replica (sim/fleet/cluster.py ``Fleet._stage``) reads only ``head``, the
-first request pushed, and ``wait``s for a time or the next push or ``poke`` (nothing more
-will come): it cuts a run at a push, not at the lookahead.
+For an optimistic replica (sim/fleet/cluster.py ``Fleet._stage``: ``pushed_only``)
+``next_time`` is the first request pushed, and the replica ``wait``s for a time or the next
+push or ``poke`` (nothing more will come): it cuts a run at a push, not at the lookahead.
 """
 
 from __future__ import annotations
@@ -43,6 +43,9 @@ class Pushed(ArrivalSource):
         self.received: dict[int, int] = {}  # request -> when it reaches this replica (ns)
         self.pushes = 0
         self.wake = None  # what a replica waiting for a push waits on (``wait``)
+        # an optimistic replica's (sim/fleet/cluster.py Fleet._stage): ``next_time`` is the
+        # first request pushed, not the fleet's lookahead; pushes wake it (``wait``)
+        self.pushed_only = False
 
     def push(self, req: int, due: int) -> None:
         heapq.heappush(self.pending, (int(due), self.pushes, int(req)))
@@ -74,12 +77,18 @@ class Pushed(ArrivalSource):
         return False
 
     def poke(self) -> None:
-        """Wake the replica waiting on ``waiter`` (a push, or nothing more will come)."""
+        """Wake the replica waiting in ``wait`` (a push, or nothing more will come)."""
         w = self.wake
         if w is not None and not w.triggered:
             w.succeed()
 
     def next_time(self) -> int | None:
+        """What this replica's engine plans by: the first request pushed for an optimistic
+        replica, else ``earliest``."""
+        return self.head() if self.pushed_only else self.earliest()
+
+    def earliest(self) -> int | None:
+        """The earliest a request can reach this replica: one pushed, or the lookahead."""
         ahead = self.lookahead()
         if not self.pending:
             return ahead
