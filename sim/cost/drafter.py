@@ -54,6 +54,7 @@ class Drafter:
         self.target, self.draft = target_cost, draft_cost
         self.draft_s = 0.0  # drafter time charged (s)
         self.verify_s = 0.0  # the target's step time in speculative steps (s)
+        self._hosts: dict[tuple[int, int], float] = {}  # (tokens, requests) -> host s
 
     @classmethod
     def build(cls, cfg: SpeculativeConfig, cost, resolved) -> Drafter | None:
@@ -96,7 +97,15 @@ class Drafter:
         return np.maximum(first + rest, 0.0)
 
     def _host(self, total: int, reqs: int) -> float:
-        return float(self.draft.host_times(np.array([total]), np.array([reqs]))[0])
+        """The draft cost's host time of a pass (s), memoised: passes repeat their shapes."""
+        key = (total, reqs)
+        t = self._hosts.get(key)
+        if t is None:
+            if len(self._hosts) >= 4096:
+                self._hosts.clear()
+            t = self._hosts[key] = float(self.draft.host_times(np.array([total]),
+                                                               np.array([reqs]))[0])
+        return t
 
     def summary(self) -> dict:
         return time_summary(self.draft_s, self.verify_s)

@@ -300,6 +300,8 @@ class Scheduler(ABC):
         if len(finished):
             self._finish(finished)
         if self.spec is not None:  # the drafter proposes K for every request that sampled
+            if len(finished):
+                self.spec.forget(finished.tolist())
             live = emitted[self.status[emitted] == _RUNNING]
             self.spec.drafts[live] = self.spec.k
         first = emitted[gen_before == 0]
@@ -326,7 +328,7 @@ class Scheduler(ABC):
             opt = int(ctx[i]) + int(tokens[i])  # computed as vLLM counts it (s)
             known = int(self.known_tokens[r])
             self.computed[r] = known - 1
-            sp.inflight[r] = opt - (known - 1)
+            sp.hold_inflight(r, opt - (known - 1))
             sp.drafts[r] = sp.k
             sp.ghosts.add(r)
 
@@ -335,28 +337,32 @@ class Scheduler(ABC):
         rejected (placeholders always are); the rejected come off its computed tokens.
         Returns (computed tokens, tokens each appends: 1 + accepted)."""
         sp = self.spec
-        comp = comp.copy()
-        new = np.ones(len(ids), dtype=np.int64)
-        reqs = np.fromiter(sp.scheduled, dtype=np.int64, count=len(sp.scheduled))
-        d = np.array([v[0] for v in sp.scheduled.values()], dtype=np.int64)
-        real = np.array([not v[1] for v in sp.scheduled.values()], dtype=bool)
-        a = np.zeros(len(reqs), dtype=np.int64)  # placeholders (padding): never accepted
-        if real.any():  # the draws in request order within the step, as one at a time
-            a[real] = sp.accept_many(reqs[real], d[real])
-        order = np.argsort(ids, kind="stable")
-        i = order[np.searchsorted(ids, reqs, sorter=order)]  # each request's batch slot
-        comp[i] -= d - a
-        new[i] += a
+        slot = {r: i for i, r in enumerate(ids.tolist())}  # each request's batch slot
+        reqs = list(sp.scheduled)
+        d = [v[0] for v in sp.scheduled.values()]
+        real = [i for i, v in enumerate(sp.scheduled.values()) if not v[1]]
+        a = [0] * len(reqs)  # placeholders (padding): never accepted
+        if real:  # the draws in request order within the step, as one at a time
+            got = sp.accept_many(np.array([reqs[i] for i in real], dtype=np.int64),
+                                 np.array([d[i] for i in real], dtype=np.int64)).tolist()
+            for i, x in zip(real, got):
+                a[i] = x
+        comp, new = comp.tolist(), [1] * len(slot)
+        for r, di, ai in zip(reqs, d, a):
+            i = slot[r]
+            comp[i] -= di - ai
+            new[i] += ai
         if sp.async_:  # rejected drafts vLLM counts computed until the next update
-            sp.inflight[reqs] = d - a
+            sp.hold_inflight(np.array(reqs, dtype=np.int64),
+                             np.array(d, dtype=np.int64) - np.array(a, dtype=np.int64))
         sp.scheduled = {}
-        return comp, new
+        return np.array(comp, dtype=np.int64), np.array(new, dtype=np.int64)
 
     def flush_frees(self) -> None:
         """Free the KV of finished requests held back by async scheduling (and forget the
         drafts of the step that was in flight: its outcome is known now)."""
         if self.spec is not None and self.spec.async_:
-            self.spec.inflight[:] = 0
+            self.spec.clear_inflight()
         if self._deferred:
             self.kv.free_many(self._deferred)
             self._deferred = []

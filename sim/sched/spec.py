@@ -38,6 +38,7 @@ import numpy as np
 from sim.config.speculative import SpeculativeConfig
 
 _M64 = (1 << 64) - 1
+ACCEPT_CHUNK = 64  # verify steps of a request whose acceptance one vectorised pass draws
 
 
 def _mix(x: int) -> int:
@@ -104,7 +105,10 @@ class SpecState:
         self.seed = cfg.acceptance_seed if cfg.acceptance_seed is not None else seed
         self.rates = cfg.conditional_rates()
         self.drafts = np.zeros(num_requests, dtype=np.int64)  # drafts held (tokens)
-        self.verifies = np.zeros(num_requests, dtype=np.int64)  # verify steps so far
+        self.verifies = [0] * num_requests  # verify steps so far, per request
+        # each request's leading accepted drafts of K at its next verify steps, drawn a
+        # chunk at a time (``_draw``): req -> (the chunk's first verify step, one byte each)
+        self._lead: dict[int, tuple[int, bytes]] = {}
         # whether the request's last scheduled chunk stopped short of its known tokens
         # (vLLM's is_prefill_chunk, as the schedule before this one left it)
         self.chunk = np.zeros(num_requests, dtype=bool)
@@ -116,33 +120,75 @@ class SpecState:
         # schedules once more ("ghosts": their tokens produce nothing)
         self.async_ = False
         self.inflight = np.zeros(num_requests, dtype=np.int64)
+        self._inflight_at: list = []  # where inflight was set since it was last cleared
         self.ghosts: set[int] = set()
         self.ghost_plan: set[int] = set()
         # totals for the summary: verify steps, drafts scheduled, drafts accepted
         self.num_verifies = self.num_drafts = self.num_accepted = 0
-        self.accepted_hist = np.zeros(self.k + 1, dtype=np.int64)
+        self.accepted_hist = [0] * (self.k + 1)
 
     def accept_many(self, reqs: np.ndarray, drafts: np.ndarray) -> np.ndarray:
         """Draw the accepted counts of each request's next verify step (``drafts`` real
-        drafts each): ``accepted`` of every request, vectorised (the same numbers)."""
-        steps = self.verifies[reqs]
-        self.verifies[reqs] = steps + 1
-        u = uniforms(self.seed, reqs, steps, self.k)
+        drafts each): ``accepted`` of every request (the same numbers). The leading run of
+        accepted positions of d drafts is that of all K cut at d (a draw at position i
+        does not depend on d), so each request's runs of K are drawn ahead, a chunk of
+        verify steps at a time, and a step only reads them."""
+        rs, ds = reqs.tolist(), drafts.tolist()
+        ver, lead = self.verifies, self._lead
+        stale = [r for r in rs if (c := lead.get(r)) is None
+                 or not 0 <= ver[r] - c[0] < len(c[1])]
+        if stale:
+            self._draw(stale)
+        hist, out = self.accepted_hist, []
+        for r, d in zip(rs, ds):
+            j = ver[r]
+            ver[r] = j + 1
+            j0, run = lead[r]
+            a = run[j - j0]
+            if a > d:
+                a = d
+            out.append(a)
+            hist[a] += 1
+        self.num_verifies += len(rs)
+        self.num_drafts += sum(ds)
+        self.num_accepted += sum(out)
+        return np.array(out, dtype=np.int64)
+
+    def _draw(self, reqs: list[int]) -> None:
+        """Draw the next ``ACCEPT_CHUNK`` verify steps of each of ``reqs`` (from its
+        current one): the leading accepted positions of K drafts at each."""
+        m, c, k = len(reqs), ACCEPT_CHUNK, self.k
+        first = np.array([self.verifies[r] for r in reqs], dtype=np.int64)
+        steps = (first[:, None] + np.arange(c)).ravel()
+        u = uniforms(self.seed, np.repeat(np.array(reqs, dtype=np.int64), c), steps, k)
         ok = u < np.asarray(self.rates)[None, :]
-        ok &= np.arange(self.k)[None, :] < drafts[:, None]  # only the scheduled drafts
         # leading accepted positions: the first False ends the run
-        a = np.where(ok.all(axis=1), self.k, np.argmin(ok, axis=1))
-        a = np.minimum(a, drafts)
-        self.num_verifies += len(reqs)
-        self.num_drafts += int(drafts.sum())
-        self.num_accepted += int(a.sum())
-        np.add.at(self.accepted_hist, a, 1)
-        return a
+        a = np.where(ok.all(axis=1), k, np.argmin(ok, axis=1)).astype(np.uint8).reshape(m, c)
+        for r, j0, run in zip(reqs, first.tolist(), a):
+            self._lead[r] = (j0, run.tobytes())
+
+    def hold_inflight(self, reqs, drafts) -> None:
+        """``reqs`` (an index or an array) hold ``drafts`` rejected drafts in flight."""
+        self.inflight[reqs] = drafts
+        self._inflight_at.append(reqs)
+
+    def clear_inflight(self) -> None:
+        """The step in flight's outcome is known: no drafts are in flight (only the
+        entries set since the last clear are, so a step's work is not the run's size)."""
+        for reqs in self._inflight_at:
+            self.inflight[reqs] = 0
+        self._inflight_at = []
+
+    def forget(self, reqs) -> None:
+        """``reqs`` left the batch for good (finished): their draws ahead go."""
+        lead = self._lead
+        for r in reqs:
+            lead.pop(r, None)
 
     def summary(self) -> dict:
         return acceptance_summary(self.cfg.method, self.k, self.num_verifies, self.num_drafts,
                                   self.num_accepted, round(1 + self.cfg.mean_accepted(), 4),
-                                  self.accepted_hist.tolist())
+                                  list(self.accepted_hist))
 
 
 def acceptance_summary(method: str | None, k: int | None, verifies: int, drafts: int,

@@ -8,6 +8,8 @@ reference for (the seeded acceptance process, the drafter's price).
 
 from __future__ import annotations
 
+from unittest.mock import patch
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -95,6 +97,30 @@ def test_the_recorder_draws_what_servesim_draws():
     u = spec_rules.uniforms(7, reqs, steps, 3)
     assert u.tolist() == [[spec_rules.uniform(7, int(r), int(j), p) for p in range(3)]
                           for r, j in zip(reqs, steps)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(1, 3)), min_size=1, max_size=200),
+       st.integers(0, 2**20))
+def test_the_draws_ahead_are_the_draws_of_each_step(batches, seed):
+    # SpecState draws each request's next ACCEPT_CHUNK verify steps at once (of all K
+    # drafts) and cuts each at the step's drafts: the same counts as one draw per step,
+    # across chunk boundaries and for requests that leave and come back
+    rates, k = (0.9, 0.5, 0.2), 3
+    sp = spec_rules.SpecState(_spec(k, rates), 6, seed)
+    seen, counts = [0] * 6, []
+    for i, (r, d) in enumerate(batches):
+        reqs = [r, (r + 1) % 6] if i % 3 else [r]
+        with patch.object(spec_rules, "ACCEPT_CHUNK", 5):  # many chunk boundaries
+            got = sp.accept_many(np.array(reqs), np.array([d] * len(reqs))).tolist()
+        for q, a in zip(reqs, got):
+            assert a == spec_rules.accepted(seed, rates, q, seen[q], d)
+            seen[q] += 1
+            counts.append(a)
+        if i % 7 == 6:
+            sp.forget([r])  # finished: its draws ahead go (a later draw makes them again)
+    assert sp.num_verifies == len(counts) and sp.num_accepted == sum(counts)
+    assert sp.accepted_hist == [counts.count(a) for a in range(k + 1)]
 
 
 def test_a_histogram_and_its_conditional_rates_agree():
