@@ -562,6 +562,11 @@ class FittedCost(ScalarPricing, CostModel):
             out[0] += self.swap_time(plan)
             return out
         tok, ctx, k = plan.num_tokens, plan.context_lens, plan.num_steps
+        if k == 1:  # one step: the scalar twin of the same operations (sim/cost/scalar.py)
+            out = np.array([self._plan_time1(tok.tolist(), ctx.tolist())])
+            if plan.swap_in_bytes or plan.swap_out_bytes:
+                out[0] += self.swap_time(plan)
+            return out
         total, n = int(tok.sum()), len(tok)
         if total == n:  # every request decode-shaped: the hot path, without masks
             out = self.shape_times(total, n, _EMPTY, _EMPTY, n, int(ctx.sum()), k)
@@ -572,6 +577,18 @@ class FittedCost(ScalarPricing, CostModel):
         if plan.swap_in_bytes or plan.swap_out_bytes:
             out[0] += self.swap_time(plan)
         return out
+
+    def _plan_time1(self, tok: list[int], ctx: list[int]) -> float:
+        """``shape_times`` of a one-step plan's requests (tokens, contexts), in floats."""
+        pq, pc, n1, c1 = [], [], 0, 0
+        for t, c in zip(tok, ctx):
+            if t == 1:
+                n1 += 1
+                c1 += c
+            else:
+                pq.append(t)
+                pc.append(c)
+        return self.shape_time1(sum(tok), len(tok), pq, pc, n1, c1)
 
     def _fixed(self, total, reqs, prefill_q, prefill_ctx) -> float:
         fixed = self._per_token_count(total, reqs) + self._overhead(reqs) + self.over_tok * total
