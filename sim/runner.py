@@ -123,6 +123,14 @@ def _stop_time(r: Resolved, arrival: np.ndarray) -> float:
     return float(arrival[-1]) + max(SAFETY_MIN_S, 4 * span)
 
 
+def verify_runs(cost: CostModel, drafter) -> bool:
+    """Whether the scheduler may fold speculative verify steps into runs: where a drafter
+    prices each step's shape (each_step; the cost model prices shapes, so it watches no
+    plan) and no cost-model hook reads plans."""
+    return drafter is not None and cost.prices_shapes and \
+        type(cost).after_plan is CostModel.after_plan
+
+
 class _DrainLimit:
     """Wraps the executor and stops the engine (as a horizon would, after the current step)
     when the drain after the last arrival exceeds its plan budget."""
@@ -236,6 +244,9 @@ def simulate(r: Resolved, specs: RequestSpecs, *, executor=None, on_plan=None,
         on_plan = chain_hooks(cost.after_plan if overridden else None, on_plan)
         if type(cost).observe is not CostModel.observe:
             on_plan = _observed(cost, on_plan)
+        sched.spec_runs = verify_runs(cost, drafter)
+        if drafter is not None:  # counts the drafter's time of the steps that ran
+            on_plan = chain_hooks(drafter.settle, on_plan)
     source = arrival_source(r, seen, sched, ingress + egress, specs, delays, egress,
                             ingress if serial else None)
     del delays  # a gated source keeps its own (8 bytes a request)

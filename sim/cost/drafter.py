@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from sim.config.speculative import SpeculativeConfig
-from sim.engine.plan import StepPlan
+from sim.engine.plan import StepPlan, each_step
 
 NGRAM_SHARE = 0.005875  # n-gram drafting / verify time (SpecDecode-Bench, H100, vLLM 0.10.1)
 
@@ -43,7 +43,7 @@ def priced_steps(cost, resolved) -> tuple:
     """(what a step costs, the drafter): ``cost.step_times``, or verify + draft where the
     scenario speculates (``drafter_of``; None: no drafter of its own)."""
     drafter = drafter_of(cost, resolved)
-    return (cost.step_times if drafter is None else drafter.step_times), drafter
+    return (each_step(cost.step_times) if drafter is None else drafter.step_times), drafter
 
 
 class Drafter:
@@ -55,6 +55,9 @@ class Drafter:
         self.draft_s = 0.0  # drafter time charged (s)
         self.verify_s = 0.0  # the target's step time in speculative steps (s)
         self._hosts: dict[tuple[int, int], float] = {}  # (tokens, requests) -> host s
+        # (verify s, draft s) of each step priced since the last plan was committed: an
+        # engine may cut a run it priced, so only the steps it ran are counted (settle)
+        self._pending: list[tuple[float, float]] = []
 
     @classmethod
     def build(cls, cfg: SpeculativeConfig, cost, resolved) -> Drafter | None:
@@ -74,11 +77,47 @@ class Drafter:
 
     def step_times(self, plan: StepPlan) -> np.ndarray:
         """The target's price of ``plan`` plus the drafter's (s per step)."""
+        if plan.step_contexts is not None:
+            return self._run_times(plan)
         verify = self.target.step_times(plan)
         d = self.times(plan, verify)
-        self.verify_s += float(verify.sum())
-        self.draft_s += float(d.sum())
+        self._pending.append((float(verify.sum()), float(d.sum())))
         return verify + d
+
+    def _run_times(self, plan: StepPlan) -> np.ndarray:
+        """A verify run (``plan.step_contexts``): each step as ``step_times`` prices it alone,
+        all at once where the cost models can (``verify_run_times``), else step by step."""
+        verify = getattr(self.target, "verify_run_times", _none)(plan)
+        first = None
+        if verify is not None and self.draft is not None:
+            first = getattr(self.draft, "verify_run_times", _none)(plan)
+        if verify is None or (first is None and self.draft is not None):
+            return np.concatenate([self.step_times(plan.step(j))
+                                   for j in range(plan.num_steps)])
+        if self.draft is None:  # n-gram: host-side lookup
+            d = verify * NGRAM_SHARE
+        else:
+            tok = plan.num_tokens
+            n, total = len(tok), int(tok.sum())
+            d = first - self._host(total, n)
+            if self.k > 1:  # K - 1 passes of one token per request (times' loop, per step)
+                c, host = self.draft, self._host(n, n)
+                for i, base in enumerate((plan.step_contexts.sum(axis=1) + total).tolist()):
+                    rest = 0.0
+                    for j in range(self.k - 1):
+                        rest += c.shape_time1(n, n, [], [], n, base + j * n) - host
+                    d[i] += rest
+            d = np.maximum(d, 0.0)
+        self._pending.extend(zip(verify.tolist(), d.tolist()))
+        return verify + d
+
+    def settle(self, plan, starts, durations, outcome) -> None:
+        """An on_plan hook: the plan just committed ran ``len(durations)`` of the steps
+        priced for it (a run cut at an arrival runs fewer); count those."""
+        for v, d in self._pending[: len(durations)]:
+            self.verify_s += v
+            self.draft_s += d
+        self._pending = []
 
     def times(self, plan: StepPlan, verify: np.ndarray) -> np.ndarray:
         if self.draft is None:  # n-gram: host-side lookup
@@ -109,6 +148,10 @@ class Drafter:
 
     def summary(self) -> dict:
         return time_summary(self.draft_s, self.verify_s)
+
+
+def _none(plan) -> None:
+    return None
 
 
 def time_summary(draft_s: float, verify_s: float) -> dict:

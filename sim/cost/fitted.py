@@ -503,16 +503,45 @@ class FittedCost(ScalarPricing, CostModel):
         return self._prefill_batch(np.asarray(q, dtype=np.int64), np.asarray(p, dtype=np.int64))
 
     def _prefill_batch(self, q: np.ndarray, p: np.ndarray) -> float:
-        k = len(q)
+        return float(self._prefill_terms(q.astype(np.float64), p.astype(np.float64)).sum())
+
+    def _prefill_terms(self, qf: np.ndarray, pf: np.ndarray) -> np.ndarray:
+        """Each request's share of one layer's prefill attention (seconds; float arrays of
+        the requests' new and cached tokens, the requests along the last axis)."""
+        k = qf.shape[-1]
         sub = self._pre_memo.get(k)
         if sub is None:  # restrict to this many sequences: a (q, prefix ratio) table
             sub = self._pre_memo[k] = grid.restrict(self.pre_grid, self.pre_nodes,
                                                     {0: np.log2(k)})
-        qf, pf = q.astype(np.float64), p.astype(np.float64)
         flops, nbytes = work.prefill_work(1, qf, pf, self.heads, self.kv_heads, self.head_dim,
                                           self.attn_e, self.kv_e)
         r = self._roof(flops, nbytes) + self.norm.floor_s / k
-        return float((r * np.exp2(_bilinear(sub, np.log2(qf), np.log2(1 + pf / qf)))).sum())
+        return r * np.exp2(_bilinear(sub, np.log2(qf), np.log2(1 + pf / qf)))
+
+    def verify_run_times(self, plan) -> np.ndarray | None:
+        """Step times (s) of a speculative verify run (``plan.step_contexts``: every request
+        computes the same tokens over its context of each step), all steps at once: each the
+        value ``step_times`` gives that step alone (the same operations on [steps, batch]
+        arrays; numpy sums each row as it sums one step's). None where a step's price needs
+        more than its prefill-shaped attention (MLA, sliding-window layers, a steps fit, swap
+        traffic): the caller prices the steps one by one."""
+        tok = plan.num_tokens
+        if self.file.kind == "steps" or self.mla is not None or self.slide_layers or \
+                plan.swap_in_bytes or plan.swap_out_bytes or not len(tok):
+            return None
+        q, n = int(tok[0]), len(tok)
+        if q == 1 or (tok != q).any():
+            return None
+        total = q * n
+        ctx = plan.step_contexts.astype(np.float64)
+        pre = self._prefill_terms(np.full(ctx.shape, float(q)), ctx).sum(axis=1)
+        out = (self._per_token_count(total, n) + self._overhead(n) + self.over_tok * total
+               + self.attn_layers * pre)  # _fixed, in its order
+        eager = self._eager(total)
+        if eager or self.async_host:  # as shape_time1
+            host = self._host_s(total, n)
+            out = self._overlap(out - host, host, eager)
+        return out
 
     def _decode(self, n: int, ctx: np.ndarray) -> np.ndarray:
         """One layer's decode attention of ``n`` requests whose contexts sum to ``ctx``

@@ -7,7 +7,10 @@ durations into an outcome (tokens emitted, requests finished).
 
 A plan may stand for a *run* of ``num_steps`` identical-shape decode steps: every
 scheduled request computes exactly one token per step, and in step ``j`` (0-based)
-its context is ``context_lens + j``. The scheduler only emits such runs when it has
+its context is ``context_lens + j``. With speculative decoding a run is of verify steps:
+each request computes ``num_tokens`` (its last token and K drafts) in every step, and its
+context in step ``j`` is ``step_contexts[j]`` (it grows by what the step accepted). The
+scheduler only emits such runs when it has
 proved that planning each step separately would produce exactly these steps
 (nothing finishes before the last one, every KV allocation succeeds, and no waiting
 request could be admitted — or, if ``interruptible``, none arrives). This is what
@@ -37,7 +40,9 @@ class StepPlan:
     """What one engine step (or a run of identical decode steps) computes.
 
     Invariants: ``req_ids``, ``num_tokens`` and ``context_lens`` have equal length;
-    ``num_tokens >= 1``; ``num_steps > 1`` only when every ``num_tokens == 1``.
+    ``num_tokens >= 1``; ``num_steps > 1`` only when every ``num_tokens == 1`` or
+    ``step_contexts`` ([num_steps, batch], row 0 ``context_lens``) gives each step's
+    contexts (a speculative verify run).
     """
 
     req_ids: np.ndarray  # request indices, in schedule order
@@ -48,6 +53,7 @@ class StepPlan:
     interruptible: bool = True  # an arrival during a run could change the schedule
     swap_out_bytes: int = 0  # KV bytes moved GPU -> host before this step (bytes)
     swap_in_bytes: int = 0  # KV bytes moved host -> GPU before this step (bytes)
+    step_contexts: np.ndarray | None = None  # a verify run's contexts per step (tokens)
 
     @staticmethod
     def build(req_ids, num_tokens, context_lens, preempted=(), **kw) -> StepPlan:
@@ -93,7 +99,26 @@ class StepPlan:
         return StepPlan(
             self.req_ids, self.num_tokens, self.context_lens, self.preempted, k,
             self.interruptible, self.swap_out_bytes, self.swap_in_bytes,
+            None if self.step_contexts is None else self.step_contexts[:k],
         )
+
+    def step(self, j: int) -> StepPlan:
+        """Step ``j`` of a verify run (``step_contexts``) as a plan of its own: what it
+        costs is what that step planned alone would cost."""
+        return StepPlan(self.req_ids, self.num_tokens, self.step_contexts[j],
+                        self.preempted if j == 0 else _EMPTY, 1, self.interruptible,
+                        self.swap_out_bytes if j == 0 else 0,
+                        self.swap_in_bytes if j == 0 else 0)
+
+
+def each_step(price):
+    """``price`` (a plan -> step durations function) for verify runs too: each step of a
+    run with ``step_contexts`` priced as that step alone."""
+    def priced(plan: StepPlan) -> np.ndarray:
+        if plan.step_contexts is None:
+            return price(plan)
+        return np.concatenate([price(plan.step(j)) for j in range(plan.num_steps)])
+    return priced
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from sim.runner import (
     engine_delays,
     general_result_fields,
     ingress_per_token,
+    verify_runs,
 )
 
 
@@ -124,9 +125,12 @@ def build(env: simpy.Environment, pool: PoolPlan, index: int, ps: PoolSpecs, sto
     recorder = Recorder(len(specs), egress_s=ps.egress_s)
     executor, drafter = priced_steps(cost, r)  # a drafter's passes lengthen steps, as a run
     executor = executor if wrap is None else wrap(executor)
+    sched.spec_runs = wrap is None and verify_runs(cost, drafter)
     hooks = cost.after_plan if type(cost).after_plan is not CostModel.after_plan else None
     if type(cost).observe is not CostModel.observe:
         hooks = _observed(cost, hooks)
+    if drafter is not None:  # counts the drafter's time of the steps that ran
+        hooks = chain_hooks(drafter.settle, hooks)
     drain = _DrainLimit(executor)
     engine = Engine(specs, sched, drain, recorder, stop_s=stop_s, num_arrivals=len(specs),
                     on_plan=chain_hooks(hooks, on_plan), source=source, env=env)

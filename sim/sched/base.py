@@ -132,6 +132,10 @@ class Scheduler(ABC):
         self.spec: SpecState | None = None
         self._slots = 0
         self._spec_running = (False, False)
+        # verify steps folded into runs (set by the runner where each step is priced as
+        # planned alone, sim/engine/plan.py each_step); the run's accepted drafts [batch, k]
+        self.spec_runs = False
+        self._run_accepted = np.zeros((0, 0), dtype=np.int64)
 
     def enable_spec(self, cfg, seed: int) -> None:
         """Run with vLLM's speculative decoding (a ``SpeculativeConfig``)."""
@@ -259,7 +263,11 @@ class Scheduler(ABC):
             live = ~np.isin(ids, np.fromiter(self.spec.ghost_plan, dtype=np.int64))
             ids, tokens, ctx0 = ids[live], tokens[live], ctx0[live]
             self.spec.ghost_plan = set()
-        if k > 1:  # a decode run: blocks for steps 1..k-1 were counted when it was planned
+        stored = None
+        if k > 1 and plan.step_contexts is not None:  # a verify run (speculative decoding)
+            kv_used, gen_before, ctx0, stored = self._commit_verify_run(plan, used0, stored0)
+            emitted = ids
+        elif k > 1:  # a decode run: blocks for steps 1..k-1 were counted when it was planned
             cum = self.run_blocks[: k - 1]
             kv_used = np.empty(k, dtype=np.int64)
             kv_used[0] = used0
@@ -305,12 +313,46 @@ class Scheduler(ABC):
             live = emitted[self.status[emitted] == _RUNNING]
             self.spec.drafts[live] = self.spec.k
         first = emitted[gen_before == 0]
-        stored = stored0 + len(ids) * np.arange(k) if k > 1 else np.array([stored0])
+        if stored is None:
+            stored = stored0 + len(ids) * np.arange(k) if k > 1 else np.array([stored0])
         return StepOutcome(
             emitted=emitted, first_tokens=first, finished=finished,
             kv_blocks_used=kv_used, num_running=n_running, num_waiting=n_waiting,
             kv_tokens=stored, blocked=blocked,
         )
+
+    def _commit_verify_run(self, plan: StepPlan, used0: int, stored0: int):
+        """Commit the verify run ``plan`` (VllmScheduler._verify_run), as its steps one by one
+        would: each request's contexts as planned, its accepted drafts the draws the plan
+        was made from; the last step capped at max_tokens. Returns (blocks in use per step,
+        generated tokens before the last step, the last step's contexts, stored tokens per
+        step) for ``update``'s common tail."""
+        ids, k, sp = plan.req_ids, plan.num_steps, self.spec
+        acc = self._run_accepted[:, :k]
+        ctx = plan.step_contexts  # [k, batch]
+        last = ctx[-1]
+        cum = self.run_blocks[: k - 1]
+        kv_used = np.empty(k, dtype=np.int64)
+        kv_used[0] = used0
+        kv_used[1:] = used0 + cum
+        infl = sp.k - acc[:, -2] if sp.async_ else sp.inflight[ids]  # as the last step saw it
+        if cum[-1]:
+            slots = last + (1 + sp.k + sp.lookahead) + (infl if sp.async_ else 0)
+            self.kv.allocate_many(ids, np.minimum(slots, self.limits.max_model_len))
+        if self.kv.tracks_computed:  # the last schedule's (drafts are not final)
+            self.kv.note_computed(ids, last + 1)
+        sp.take_run(ids.tolist(), acc)
+        a_last = acc[:, -1]
+        self.computed[ids] = last + 1 + a_last
+        gen_before = self.generated[ids] + (last - ctx[0])  # before the last step
+        new = np.minimum(1 + a_last, self.output[ids] - gen_before)
+        self.generated[ids] = gen_before + new
+        self.known_tokens[ids] = last + 1 + new
+        if sp.async_:  # the last step's rejected drafts, until the next update
+            sp.hold_inflight(ids.copy(), sp.k - a_last)
+        sp.scheduled = {}
+        stored = stored0 + (ctx.sum(axis=1) - int(ctx[0].sum()))
+        return kv_used, gen_before, last, stored
 
     def _spec_ghosts(self, finished, gen_before, tokens, ctx, ids) -> None:
         """Async scheduling: a request that this step finished with more than its last

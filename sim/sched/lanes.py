@@ -112,6 +112,7 @@ class LanesScheduler(VllmScheduler):
     description = ("interactive vs batch lanes: interactive served and admitted first with a "
                    "reserved share of max_num_seqs and KV; batch uses the rest")
     Params = LanesParams
+    folds_verify = False  # its runs keep the batch lane's room (_run_length): one step each
 
     def __init__(self, specs, limits, kv, params=None, admission=None):
         params = params if params is not None else self.Params()

@@ -154,10 +154,39 @@ class SpecState:
         self.num_accepted += sum(out)
         return np.array(out, dtype=np.int64)
 
-    def _draw(self, reqs: list[int]) -> None:
-        """Draw the next ``ACCEPT_CHUNK`` verify steps of each of ``reqs`` (from its
-        current one): the leading accepted positions of K drafts at each."""
-        m, c, k = len(reqs), ACCEPT_CHUNK, self.k
+    def ahead(self, reqs: list[int], m: int) -> np.ndarray:
+        """The accepted drafts of K at each of the next ``m`` verify steps of ``reqs``
+        (int64 [len(reqs), m]), drawn but not taken (``take_run``)."""
+        ver, lead = self.verifies, self._lead
+        stale = [r for r in reqs if (c := lead.get(r)) is None
+                 or not 0 <= ver[r] - c[0] <= len(c[1]) - m]
+        if stale:
+            self._draw(stale, max(ACCEPT_CHUNK, m))
+        out = np.empty((len(reqs), m), dtype=np.uint8)
+        for i, r in enumerate(reqs):
+            j0, run = lead[r]
+            out[i] = np.frombuffer(run, np.uint8, m, ver[r] - j0)
+        return out.astype(np.int64)
+
+    def take_run(self, reqs: list[int], accepted: np.ndarray) -> None:
+        """``reqs`` verified K drafts at each step of a run and accepted ``accepted`` [len(reqs),
+        steps] of them (their next draws, ``ahead``): counted as ``accept_many`` counts each."""
+        k = accepted.shape[1]
+        ver = self.verifies
+        for r in reqs:
+            ver[r] += k
+        n = accepted.size
+        self.num_verifies += n
+        self.num_drafts += n * self.k
+        self.num_accepted += int(accepted.sum())
+        for a, c in enumerate(np.bincount(accepted.ravel(), minlength=self.k + 1).tolist()):
+            self.accepted_hist[a] += c
+
+    def _draw(self, reqs: list[int], c: int | None = None) -> None:
+        """Draw the next ``c`` (default ``ACCEPT_CHUNK``) verify steps of each of ``reqs``
+        (from its current one): the leading accepted positions of K drafts at each."""
+        m, k = len(reqs), self.k
+        c = ACCEPT_CHUNK if c is None else c
         first = np.array([self.verifies[r] for r in reqs], dtype=np.int64)
         steps = (first[:, None] + np.arange(c)).ravel()
         u = uniforms(self.seed, np.repeat(np.array(reqs, dtype=np.int64), c), steps, k)

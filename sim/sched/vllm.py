@@ -42,6 +42,7 @@ from sim.sched.base import _RUNNING, SCHEDULERS, Scheduler
 from sim.sched.batch import BatchBuilder
 
 MAX_RUN_STEPS = 4096  # bound on one decode run (steps): bounds per-plan arrays
+MAX_VERIFY_RUN = 32  # bound on one speculative verify run (steps): the draws one plan reads
 
 # Why admission stopped. Persistent reasons cannot change during a decode run.
 EMPTY, SEQS, BUDGET, MEMORY = "", "max_num_seqs", "token_budget", "kv_memory"
@@ -54,6 +55,7 @@ class VllmScheduler(Scheduler):
 
     description = "vLLM v1: token-budget continuous batching, chunked prefill, FCFS, recompute"
     prefix_caching_by_default = True  # vLLM v1's default (vllm/config/cache.py:141)
+    folds_verify = True  # speculative verify steps fold into runs (_verify_run)
 
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)
@@ -136,15 +138,20 @@ class VllmScheduler(Scheduler):
         self._mark_scheduled(int(tok.sum()))
         if self.spec is not None:
             self.spec_scheduled(ids, tok, ctx)
-        steps, interruptible = 1, True
-        # a free held back by async scheduling lands after this step: it may admit someone;
-        # with speculative decoding every step differs (drafts accepted at random)
-        if not preempted and not admitted and not self._deferred and self.spec is None and \
-                self._is_pure_decode(ids, tok, ctx):
-            interruptible = not self.blocked_persists(self._blocked)
-            steps = self._run_length(ids, ctx)
+        steps, interruptible, contexts = 1, True, None
+        # a free held back by async scheduling lands after this step: it may admit someone
+        if not preempted and not admitted and not self._deferred:
+            if self.spec is None and self._is_pure_decode(ids, tok, ctx):
+                interruptible = not self.blocked_persists(self._blocked)
+                steps = self._run_length(ids, ctx)
+            elif self.spec is not None and self.spec_runs and self.folds_verify:
+                contexts = self._verify_run(ids, tok, ctx)
+                if contexts is not None:
+                    interruptible = not self.blocked_persists(self._blocked)
+                    steps = len(contexts)
         return StepPlan.build(ids, tok, ctx, preempted, num_steps=steps,
-                              interruptible=interruptible, **self._take_swap_bytes())
+                              interruptible=interruptible, step_contexts=contexts,
+                              **self._take_swap_bytes())
 
     def long_prefill_cap(self) -> int:
         """Most tokens one request may compute this step (0 = no cap); see module docstring."""
@@ -329,6 +336,60 @@ class VllmScheduler(Scheduler):
             k = 1 + int(np.searchsorted(cum, self.kv.num_free, side="right"))
         self.run_blocks = cum[: k - 1]
         return k
+
+    def _verify_run(self, ids: np.ndarray, tok: np.ndarray, ctx: np.ndarray):
+        """Speculative decoding: the verify steps this one repeats unchanged, as each step's
+        contexts ([steps, batch]; None: one step). Every running request verifies K real
+        drafts in each (its last token and K drafts, nothing capped, none padded), so each
+        schedules the same 1 + K tokens and differs only by what it accepted (its next draws,
+        known ahead: SpecState.ahead); the run ends at the first step that finishes someone
+        (that step included), before a step whose 1 + K max_model_len would cap, and before
+        one whose blocks do not fit, as a plain decode run (``_run_length``)."""
+        sp, lim, k = self.spec, self.limits, self.spec.k
+        n = len(ids)
+        if n != len(self.running) or sp.ghosts or len(sp.scheduled) != n or \
+                0 < lim.long_prefill_token_threshold < 1 + k:
+            return None
+        if not ((tok == 1 + k).all() and (ctx + 1 == self.known_tokens[ids]).all()) or any(
+                v != (k, False) for v in sp.scheduled.values()):
+            return None
+        rem = self.output[ids] - self.generated[ids]  # >= 1 token each step
+        m = min(int(rem.min()), MAX_VERIFY_RUN)
+        if m <= 1:
+            return None
+        acc = sp.ahead(ids.tolist(), m)
+        gained = np.cumsum(1 + acc, axis=1)  # tokens emitted after steps 0 .. m-1
+        ends = (gained >= rem[:, None]).any(axis=0)
+        steps = int(np.argmax(ends)) + 1 if ends.any() else m
+        c = np.empty((n, steps), dtype=np.int64)
+        c[:, 0] = ctx
+        c[:, 1:] = ctx[:, None] + gained[:, : steps - 1]
+        slots = c + (1 + k + sp.lookahead)
+        room = (lim.max_model_len - 1) - c
+        if sp.async_:  # the step in flight's rejected drafts: counted computed by vLLM
+            infl = np.empty_like(c)
+            infl[:, 0] = sp.inflight[ids]
+            infl[:, 1:] = k - acc[:, : steps - 1]
+            slots += infl
+            room -= infl
+        fits = (room >= 1 + k).all(axis=0)  # step 0's holds: it was granted 1 + K
+        if not fits.all():
+            steps = int(np.argmin(fits))
+        if steps <= 1:
+            return None
+        held = np.maximum(self.kv.blocks_for(ids[:, None], np.minimum(slots[:, :steps],
+                                                                     lim.max_model_len)),
+                          self.kv.held[ids][:, None])
+        held = np.maximum.accumulate(held, axis=1)
+        cum = np.cumsum((held[:, 1:] - held[:, :-1]).sum(axis=0))
+        free = self.free_blocks()
+        if cum[-1] > free:
+            steps = 1 + int(np.searchsorted(cum, free, side="right"))
+            if steps <= 1:
+                return None
+        self.run_blocks = cum[: steps - 1]
+        self._run_accepted = acc[:, :steps]
+        return c[:, :steps].T.copy()
 
     # ---- speculative decoding (sim/sched/spec.py states the rules) ----------------------
     def _final_upto(self, total, ids):

@@ -19,6 +19,7 @@ from benchmarks.conformance import record
 from sim.config.load import load_scenario
 from sim.config.speculative import SpeculativeConfig
 from sim.cost.drafter import NGRAM_SHARE, Drafter
+from sim.engine.plan import StepPlan
 from sim.pipeline import prepare
 from sim.plan.emit import vllm_serve
 from sim.runner import build_cost, simulate
@@ -311,3 +312,89 @@ def test_a_published_vllm_speedup_is_reproduced_within_15_percent():
     assert abs(got / want["speedup"] - 1) <= 0.15, got
     h = PUBLISHED["acceptance"]["histogram"]
     assert abs(sp["expected_acceptance_length"] - (1 + h[1] + 2 * h[2] + 3 * h[3])) < 1e-3
+
+
+# ---- verify runs: folded steps change nothing ----------------------------------------------
+@st.composite
+def verify_scenarios(draw):
+    """A small speculative scenario on the fitted H100 model (whose drafter prices each
+    step's shape, so the scheduler folds verify steps into runs)."""
+    k = draw(st.integers(1, 5))
+    method = draw(st.sampled_from(["eagle3", "ngram", "mtp"]))
+    rates = draw(st.lists(st.sampled_from([0.0, 0.3, 0.7, 1.0]), min_size=1, max_size=k))
+    n = draw(st.integers(5, 40))
+    sets = [
+        "model=llama-3-8b", "gpu=h100-sxm", f"seed={draw(st.integers(0, 99))}",
+        f"engine.speculative_config={{method: {method}, num_speculative_tokens: {k}, "
+        f"acceptance_rates: {list(rates)}}}",
+        f"engine.async_scheduling={draw(st.booleans())}".lower(),
+        f"scheduler={draw(st.sampled_from(['vllm', 'vllm-priority']))}",
+        f"engine.max_num_seqs={draw(st.sampled_from([2, 8, 256]))}",
+        f"engine.max_model_len={(mml := draw(st.sampled_from([300, 2048])))}",
+        # KV for one max_model_len request (vLLM refuses less), or room for all
+        f"engine.num_gpu_blocks_override={draw(st.sampled_from([mml // 16 + 5, 4000]))}",
+        f"workload={{num_requests: {n}, arrival: {{process: poisson, rate: "
+        f"{draw(st.sampled_from([5, 50, 500]))}}}, lengths: {{dist: lognormal, "
+        f"prompt_p50: {(p := draw(st.sampled_from([16, 120])))}, prompt_p90: {3 * p}, "
+        f"output_p50: {(o := draw(st.sampled_from([10, 90])))}, output_p90: {4 * o}}}}}",
+    ]
+    if draw(st.booleans()):
+        sets.append("workload.shared_prefix={tokens: 64, num_prefixes: 2}")
+    if draw(st.booleans()):
+        sets.append("engine.long_prefill_token_threshold=3")  # caps 1 + K: no runs
+    return sets
+
+
+def _simulate_sets(sets):
+    r, specs, _ = prepare(load_scenario(None, tuple(sets)))
+    return simulate(r, specs)
+
+
+@settings(max_examples=40, deadline=None)
+@given(verify_scenarios())
+def test_verify_runs_equal_single_verify_steps(sets):
+    # VllmScheduler._verify_run folds verify steps whose requests all verify K drafts and
+    # accept their next draws; planned one step at a time (MAX_VERIFY_RUN 1), every
+    # per-request time, step row, ITL sample, acceptance count and drafter total is the same
+    from sim.sched import vllm as vllm_mod
+
+    folded = _simulate_sets(sets)
+    with patch.object(vllm_mod, "MAX_VERIFY_RUN", 1):
+        single = _simulate_sets(sets)
+    a, b = folded.recorder, single.recorder
+    assert b.num_plans == b.num_steps and a.num_steps == b.num_steps
+    for col in ("first_scheduled_s", "first_token_s", "finish_s", "max_itl_s"):
+        np.testing.assert_allclose(getattr(a, col), getattr(b, col), rtol=1e-9, atol=1e-12,
+                                   err_msg=col)
+    sa, sb = a.steps(), b.steps()
+    for col, va in sa.items():
+        if va.dtype == object:
+            assert (va == sb[col]).all(), col
+        elif col != "plan_steps":
+            np.testing.assert_allclose(va, sb[col], rtol=1e-9, atol=1e-12, err_msg=col)
+    va, wa = a.itl_samples()
+    vb, wb = b.itl_samples()
+    np.testing.assert_allclose(np.sort(np.repeat(va, wa)), np.sort(np.repeat(vb, wb)),
+                               rtol=1e-9, atol=1e-12)
+    assert folded.speculative == single.speculative  # drafter totals summed in step order
+    assert (folded.num_preemptions == single.num_preemptions).all()
+    assert (folded.generated == single.generated).all()
+    assert folded.counters == single.counters
+
+
+def test_a_verify_run_folds_steps_and_prices_each_as_alone():
+    sets = ["model=llama-3-8b", "gpu=h100-sxm", _accept_scenario(
+        "acceptance_rates", "[0.8, 0.5]", 2), "engine.async_scheduling=true",
+            "workload={num_requests: 4, arrival: {process: closed, concurrency: 4}, lengths: "
+            "{dist: fixed, prompt: 100, output: 300}}"]
+    res = _simulate_sets(sets)
+    rec = res.recorder
+    assert rec.num_plans < rec.num_steps / 5  # 4 requests decoding together: long runs
+    # each step of a run costs what the same step costs planned alone
+    r, specs, _ = prepare(load_scenario(None, tuple(sets)))
+    cost = build_cost(r)
+    plan = StepPlan.build([0, 1, 2], [3, 3, 3], [120, 130, 140], num_steps=3,
+                          step_contexts=np.array([[120, 130, 140], [122, 131, 143],
+                                                  [125, 132, 146]]))
+    alone = [float(cost.step_times(plan.step(j))[0]) for j in range(3)]
+    assert cost.verify_run_times(plan).tolist() == alone
