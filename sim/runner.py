@@ -125,8 +125,8 @@ def _stop_time(r: Resolved, arrival: np.ndarray) -> float:
 
 def verify_runs(cost: CostModel, drafter) -> bool:
     """Whether the scheduler may fold speculative verify steps into runs: where a drafter
-    prices each step's shape (each_step; the cost model prices shapes, so it watches no
-    plan) and no cost-model hook reads plans."""
+    prices each step of a run as alone (Drafter._run_times; its cost model prices shapes,
+    so it watches no plan) and no cost-model hook reads plans."""
     return drafter is not None and cost.prices_shapes and \
         type(cost).after_plan is CostModel.after_plan
 

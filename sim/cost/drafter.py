@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from sim.config.speculative import SpeculativeConfig
-from sim.engine.plan import StepPlan, each_step
+from sim.engine.plan import StepPlan
 
 NGRAM_SHARE = 0.005875  # n-gram drafting / verify time (SpecDecode-Bench, H100, vLLM 0.10.1)
 
@@ -43,7 +43,7 @@ def priced_steps(cost, resolved) -> tuple:
     """(what a step costs, the drafter): ``cost.step_times``, or verify + draft where the
     scenario speculates (``drafter_of``; None: no drafter of its own)."""
     drafter = drafter_of(cost, resolved)
-    return (each_step(cost.step_times) if drafter is None else drafter.step_times), drafter
+    return (cost.step_times if drafter is None else drafter.step_times), drafter
 
 
 class Drafter:

@@ -111,15 +111,6 @@ class StepPlan:
                         self.swap_in_bytes if j == 0 else 0)
 
 
-def each_step(price):
-    """``price`` (a plan -> step durations function) for verify runs too: each step of a
-    run with ``step_contexts`` priced as that step alone."""
-    def priced(plan: StepPlan) -> np.ndarray:
-        if plan.step_contexts is None:
-            return price(plan)
-        return np.concatenate([price(plan.step(j)) for j in range(plan.num_steps)])
-    return priced
-
 
 @dataclass(frozen=True)
 class StepResult:
@@ -132,7 +123,8 @@ class StepResult:
 class StepOutcome:
     """What committing a plan changed, for metrics and logs.
 
-    For a multi-step run every scheduled request emits one token in every step.
+    For a multi-step run every scheduled request emits in every step (one token; a verify
+    run's, 1 + what it accepted).
     """
 
     emitted: np.ndarray  # request indices that emitted a token in the (last) step

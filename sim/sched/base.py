@@ -133,7 +133,7 @@ class Scheduler(ABC):
         self._slots = 0
         self._spec_running = (False, False)
         # verify steps folded into runs (set by the runner where each step is priced as
-        # planned alone, sim/engine/plan.py each_step); the run's accepted drafts [batch, k]
+        # planned alone, sim/cost/drafter.py); the run's accepted drafts [batch, k]
         self.spec_runs = False
         self._run_accepted = np.zeros((0, 0), dtype=np.int64)
 
