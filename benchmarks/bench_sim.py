@@ -8,6 +8,9 @@ Cases (``--cases``, default all):
                                     scenario's capacity of ~18.5 req/s, NOTES.md)
     prefix100k         poisson100k whose prompts start with one of 16 shared 1,024-token
                        prefixes (a Mooncake-style trace: prefix caching hits and evictions)
+    spec20k            20,000 requests of poisson100k's mix with EAGLE-3 drafting K = 3
+                       (scenarios/speculative-eagle3.yaml's measured acceptance; the
+                       general engine, verify steps folded into runs)
 
 Each case runs in its own process (so peak RSS is its own) through the default scenario
 (Llama-3-8B, H100-SXM, vllm scheduler, fitted cost) and prints: wall seconds of the
@@ -39,8 +42,10 @@ DEFAULT_TRACE = (Path(__file__).resolve().parents[2] / "shared" / "traces" / "az
                  / "AzureLLMInferenceTrace_conv.csv")
 CASES = {"azure1x": ("trace", 1.0), "azure8x": ("trace", 8.0),
          "poisson100k": ("poisson", 100_000), "poisson1m": ("poisson", 1_000_000),
-         "prefix100k": ("prefix", 100_000)}
+         "prefix100k": ("prefix", 100_000), "spec20k": ("spec", 20_000)}
 SHARED = "workload.shared_prefix={tokens: 1024, num_prefixes: 16}"
+EAGLE3 = ("engine.speculative_config={method: eagle3, num_speculative_tokens: 3, "
+          "acceptance_histogram: [0.3231, 0.2154, 0.1714, 0.2901]}")
 
 
 def _overrides(case: str, rate: float, core: str,
@@ -49,7 +54,7 @@ def _overrides(case: str, rate: float, core: str,
     core_set = ((f"core={core}",) if core != "auto" else ()) + tuple(sets)
     if kind == "trace":
         return ((f"workload.rate_scale={x}",) if x != 1 else ()) + core_set, "trace"
-    shared = (SHARED,) if kind == "prefix" else ()
+    shared = {"prefix": (SHARED,), "spec": (EAGLE3,)}.get(kind, ())
     return (f"workload.num_requests={int(x)}", f"workload.arrival.rate={rate}", *shared,
             *core_set), None
 
