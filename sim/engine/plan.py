@@ -111,7 +111,6 @@ class StepPlan:
                         self.swap_in_bytes if j == 0 else 0)
 
 
-
 @dataclass(frozen=True)
 class StepResult:
     """What executing a plan took: one duration per step (seconds)."""
