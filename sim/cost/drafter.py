@@ -100,13 +100,9 @@ class Drafter:
             tok = plan.num_tokens
             n, total = len(tok), int(tok.sum())
             d = first - self._host(total, n)
-            if self.k > 1:  # K - 1 passes of one token per request (times' loop, per step)
-                c, host = self.draft, self._host(n, n)
+            if self.k > 1:
                 for i, base in enumerate((plan.step_contexts.sum(axis=1) + total).tolist()):
-                    rest = 0.0
-                    for j in range(self.k - 1):
-                        rest += c.shape_time1(n, n, [], [], n, base + j * n) - host
-                    d[i] += rest
+                    d[i] += self._passes(n, base)
             d = np.maximum(d, 0.0)
         self._pending.extend(zip(verify.tolist(), d.tolist()))
         return verify + d
@@ -128,12 +124,15 @@ class Drafter:
         first = c.step_times(plan) - self._host(int(tok.sum()), n)
         if self.k == 1:
             return np.maximum(first, 0.0)
-        # K - 1 passes of one token per request, over the contexts the first pass left
-        base = int((ctx + tok).sum())
-        rest, host = 0.0, self._host(n, n)
+        return np.maximum(first + self._passes(n, int((ctx + tok).sum())), 0.0)
+
+    def _passes(self, n: int, base: int) -> float:
+        """The K - 1 passes of one token per request after the first (s, kernels only), over
+        the contexts the first pass left (``base`` tokens in all)."""
+        c, rest, host = self.draft, 0.0, self._host(n, n)
         for j in range(self.k - 1):
             rest += c.shape_time1(n, n, [], [], n, base + j * n) - host
-        return np.maximum(first + rest, 0.0)
+        return rest
 
     def _host(self, total: int, reqs: int) -> float:
         """The draft cost's host time of a pass (s), memoised: passes repeat their shapes."""

@@ -268,10 +268,7 @@ class Scheduler(ABC):
             kv_used, gen_before, ctx0, stored = self._commit_verify_run(plan, used0, stored0)
             emitted = ids
         elif k > 1:  # a decode run: blocks for steps 1..k-1 were counted when it was planned
-            cum = self.run_blocks[: k - 1]
-            kv_used = np.empty(k, dtype=np.int64)
-            kv_used[0] = used0
-            kv_used[1:] = used0 + cum
+            cum, kv_used = self._run_kv_used(used0, k)
             if cum[-1]:
                 self.kv.allocate_many(ids, plan.context_lens + k)
             self.computed[ids] += k
@@ -321,6 +318,15 @@ class Scheduler(ABC):
             kv_tokens=stored, blocked=blocked,
         )
 
+    def _run_kv_used(self, used0: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """A run's new blocks by step 1..k-1 (cumulative, counted when it was planned) and
+        the blocks in use at each of its k steps."""
+        cum = self.run_blocks[: k - 1]
+        kv_used = np.empty(k, dtype=np.int64)
+        kv_used[0] = used0
+        kv_used[1:] = used0 + cum
+        return cum, kv_used
+
     def _commit_verify_run(self, plan: StepPlan, used0: int, stored0: int):
         """Commit the verify run ``plan`` (VllmScheduler._verify_run), as its steps one by one
         would: each request's contexts as planned, its accepted drafts the draws the plan
@@ -331,10 +337,7 @@ class Scheduler(ABC):
         acc = self._run_accepted[:, :k]
         ctx = plan.step_contexts  # [k, batch]
         last = ctx[-1]
-        cum = self.run_blocks[: k - 1]
-        kv_used = np.empty(k, dtype=np.int64)
-        kv_used[0] = used0
-        kv_used[1:] = used0 + cum
+        cum, kv_used = self._run_kv_used(used0, k)
         infl = sp.k - acc[:, -2] if sp.async_ else sp.inflight[ids]  # as the last step saw it
         if cum[-1]:
             slots = last + (1 + sp.k + sp.lookahead) + (infl if sp.async_ else 0)
