@@ -609,6 +609,8 @@ class FittedCost(ScalarPricing, CostModel):
 
     def _plan_time1(self, tok: list[int], ctx: list[int]) -> float:
         """``shape_times`` of a one-step plan's requests (tokens, contexts), in floats."""
+        if 1 not in tok:  # every request prefill-shaped (a verify step, prefill chunks)
+            return self.shape_time1(sum(tok), len(tok), tok, ctx, 0, 0)
         pq, pc, n1, c1 = [], [], 0, 0
         for t, c in zip(tok, ctx):
             if t == 1:

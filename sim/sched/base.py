@@ -260,7 +260,8 @@ class Scheduler(ABC):
         used0, n_running, n_waiting, stored0, blocked = self._at_schedule
         tokens, ctx0 = plan.num_tokens, plan.context_lens
         if self.spec is not None and self.spec.ghost_plan:  # finished already: no output
-            live = ~np.isin(ids, np.fromiter(self.spec.ghost_plan, dtype=np.int64))
+            gone = self.spec.ghost_plan
+            live = np.array([r not in gone for r in ids.tolist()], dtype=bool)
             ids, tokens, ctx0 = ids[live], tokens[live], ctx0[live]
             self.spec.ghost_plan = set()
         stored = None
@@ -420,7 +421,8 @@ class Scheduler(ABC):
         self.status[finished] = _FINISHED
         keep = self.status[self.running] == _RUNNING
         if self.spec is not None and self.spec.ghosts:  # scheduled once more (async)
-            keep |= np.isin(self.running, np.fromiter(self.spec.ghosts, dtype=np.int64))
+            ghosts = self.spec.ghosts
+            keep |= np.array([r in ghosts for r in self.running.tolist()], dtype=bool)
         self.running = self.running[keep]
 
     # ---- end of run -------------------------------------------------------------------

@@ -422,10 +422,11 @@ class VllmScheduler(Scheduler):
         in vLLM's running list for this schedule (``ghosts``); they leave it now, and their
         tokens in this plan produce nothing (sim/sched/spec.py)."""
         sp = self.spec
-        ghosts = np.fromiter(sp.ghosts, dtype=np.int64, count=len(sp.ghosts))
-        self.running = self.running[~np.isin(self.running, ghosts)]
+        ghosts = sp.ghosts
+        self.running = np.array([r for r in self.running.tolist() if r not in ghosts],
+                                dtype=np.int64)
         sp.ghost_plan = set() if plan is None else \
-            set(plan.req_ids[np.isin(plan.req_ids, ghosts)].tolist())
+            {r for r in plan.req_ids.tolist() if r in ghosts}
         for r in sp.ghost_plan:  # their drafts are never verified
             sp.scheduled.pop(r, None)
         sp.ghosts.clear()
@@ -458,15 +459,15 @@ class VllmScheduler(Scheduler):
         sp = self.spec
         known = self.known_tokens[ids]
         over = ctx + tok - known  # tokens scheduled past the known ones: drafts
-        sp.scheduled = {}
-        for i in np.flatnonzero(over > 0).tolist():
-            r = int(ids[i])
-            if r in sp.padded:
-                sp.scheduled[r] = (int(over[i]), True)
-            else:
-                d = min(int(over[i]), int(sp.drafts[r]))
-                if d > 0:
-                    sp.scheduled[r] = (d, False)
-        sp.padded.clear()
+        sp.scheduled = scheduled = {}
+        padded = sp.padded
+        for r, o, held in zip(ids.tolist(), over.tolist(), sp.drafts[ids].tolist()):
+            if o <= 0:
+                continue
+            if r in padded:
+                scheduled[r] = (o, True)
+            elif (d := min(o, held)) > 0:
+                scheduled[r] = (d, False)
+        padded.clear()
         sp.drafts[ids] = 0
         sp.chunk[ids] = ctx + tok < known  # vLLM's is_prefill_chunk, for the next schedule
