@@ -107,6 +107,12 @@ class CostModel(ABC):
         return float(self.shape_times(total, reqs, prefill_q, prefill_ctx, num_decode,
                                       decode_ctx0, 1)[0])
 
+    def verify_run_times(self, plan: StepPlan) -> np.ndarray | None:
+        """The step times (s) of a speculative verify run (``plan.step_contexts``), each
+        step's as ``step_times`` of that step alone, all at once; None: the caller prices
+        the steps one by one (sim/cost/drafter.py)."""
+        return None
+
     def host_times(self, total: np.ndarray, reqs: np.ndarray) -> np.ndarray | None:
         """The host (CPU) part of each step's price (s): scheduling, input preparation and
         the per-step launch, for steps of ``total`` tokens and ``reqs`` requests; None

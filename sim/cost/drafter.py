@@ -87,10 +87,10 @@ class Drafter:
     def _run_times(self, plan: StepPlan) -> np.ndarray:
         """A verify run (``plan.step_contexts``): each step as ``step_times`` prices it alone,
         all at once where the cost models can (``verify_run_times``), else step by step."""
-        verify = getattr(self.target, "verify_run_times", _none)(plan)
+        verify = self.target.verify_run_times(plan)
         first = None
         if verify is not None and self.draft is not None:
-            first = getattr(self.draft, "verify_run_times", _none)(plan)
+            first = self.draft.verify_run_times(plan)
         if verify is None or (first is None and self.draft is not None):
             return np.concatenate([self.step_times(plan.step(j))
                                    for j in range(plan.num_steps)])
@@ -147,10 +147,6 @@ class Drafter:
 
     def summary(self) -> dict:
         return time_summary(self.draft_s, self.verify_s)
-
-
-def _none(plan) -> None:
-    return None
 
 
 def time_summary(draft_s: float, verify_s: float) -> dict:

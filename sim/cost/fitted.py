@@ -535,13 +535,7 @@ class FittedCost(ScalarPricing, CostModel):
         total = q * n
         ctx = plan.step_contexts.astype(np.float64)
         pre = self._prefill_terms(np.full(ctx.shape, float(q)), ctx).sum(axis=1)
-        out = (self._per_token_count(total, n) + self._overhead(n) + self.over_tok * total
-               + self.attn_layers * pre)  # _fixed, in its order
-        eager = self._eager(total)
-        if eager or self.async_host:  # as shape_time1
-            host = self._host_s(total, n)
-            out = self._overlap(out - host, host, eager)
-        return out
+        return self._with_host(self._fixed_base(total, n) + self.attn_layers * pre, total, n)
 
     def _decode(self, n: int, ctx: np.ndarray) -> np.ndarray:
         """One layer's decode attention of ``n`` requests whose contexts sum to ``ctx``
@@ -621,8 +615,13 @@ class FittedCost(ScalarPricing, CostModel):
                 pc.append(c)
         return self.shape_time1(sum(tok), len(tok), pq, pc, n1, c1)
 
+    def _fixed_base(self, total: int, reqs: int) -> float:
+        """A step's GEMMs, all-reduces, LM head and host time by its token and request
+        counts (s): ``_fixed`` before attention."""
+        return self._per_token_count(total, reqs) + self._overhead(reqs) + self.over_tok * total
+
     def _fixed(self, total, reqs, prefill_q, prefill_ctx) -> float:
-        fixed = self._per_token_count(total, reqs) + self._overhead(reqs) + self.over_tok * total
+        fixed = self._fixed_base(total, reqs)
         if len(prefill_q):
             fixed += self.attn_layers * self._prefill(prefill_q, prefill_ctx)
         if self.slide_layers:
@@ -692,13 +691,18 @@ class FittedCost(ScalarPricing, CostModel):
 
     def shape_times(self, total, reqs, prefill_q, prefill_ctx, num_decode, decode_ctx0,
                     num_steps):
-        out = self._kernel_times(total, reqs, prefill_q, prefill_ctx, num_decode,
-                                 decode_ctx0, num_steps)
+        return self._with_host(self._kernel_times(total, reqs, prefill_q, prefill_ctx,
+                                                  num_decode, decode_ctx0, num_steps),
+                               total, reqs)
+
+    def _with_host(self, kernels, total: int, reqs: int):
+        """A step's time from its kernels' (s; an array or a float) where the host's work
+        or eager launches overlap them (``_overlap``); the kernels' time otherwise."""
         eager = self._eager(total)
         if eager or self.async_host:
             host = self._host_s(total, reqs)
-            out = self._overlap(out - host, host, eager)
-        return out
+            return self._overlap(kernels - host, host, eager)
+        return kernels
 
     def _overlap(self, kernels, host: float, eager: bool):
         """A step's time from its kernels' and the host's (s; arrays or floats). Eager: the

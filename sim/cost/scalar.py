@@ -150,11 +150,7 @@ class ScalarPricing:
         out = self._fixed(total, reqs, prefill_q, prefill_ctx)
         if num_decode:
             out = self.attn_layers * self._decode_one(num_decode, decode_ctx0) + out
-        eager = self._eager(total)
-        if eager or self.async_host:  # as FittedCost.shape_times, in floats
-            host = self._host_s(total, reqs)
-            out = self._overlap(out - host, host, eager)
-        return out
+        return self._with_host(out, total, reqs)  # as FittedCost.shape_times, in floats
 
     def _decode_one(self, n: int, ctx: int) -> float:
         """``_decode`` for one step, in Python floats (math.log2, as single steps always

@@ -135,10 +135,7 @@ class SpecState:
         verify steps at a time, and a step only reads them."""
         rs, ds = reqs.tolist(), drafts.tolist()
         ver, lead = self.verifies, self._lead
-        stale = [r for r in rs if (c := lead.get(r)) is None
-                 or not 0 <= ver[r] - c[0] < len(c[1])]
-        if stale:
-            self._draw(stale)
+        self._cover(rs, 1)
         hist, out = self.accepted_hist, []
         for r, d in zip(rs, ds):
             j = ver[r]
@@ -158,15 +155,22 @@ class SpecState:
         """The accepted drafts of K at each of the next ``m`` verify steps of ``reqs``
         (int64 [len(reqs), m]), drawn but not taken (``take_run``)."""
         ver, lead = self.verifies, self._lead
+        self._cover(reqs, m)
+        rows = []
+        for r in reqs:
+            j0, run = lead[r]
+            i = ver[r] - j0
+            rows.append(run[i:i + m])
+        return np.frombuffer(b"".join(rows), np.uint8).reshape(len(reqs), m).astype(np.int64)
+
+    def _cover(self, reqs: list[int], m: int) -> None:
+        """Draw ahead for each of ``reqs`` whose drawn chunk does not hold its next ``m``
+        verify steps (a chunk of ``ACCEPT_CHUNK``, or ``m`` if longer, from its next)."""
+        ver, lead = self.verifies, self._lead
         stale = [r for r in reqs if (c := lead.get(r)) is None
                  or not 0 <= ver[r] - c[0] <= len(c[1]) - m]
         if stale:
             self._draw(stale, max(ACCEPT_CHUNK, m))
-        out = np.empty((len(reqs), m), dtype=np.uint8)
-        for i, r in enumerate(reqs):
-            j0, run = lead[r]
-            out[i] = np.frombuffer(run, np.uint8, m, ver[r] - j0)
-        return out.astype(np.int64)
 
     def take_run(self, reqs: list[int], accepted: np.ndarray) -> None:
         """``reqs`` verified K drafts at each step of a run and accepted ``accepted`` [len(reqs),
@@ -182,11 +186,10 @@ class SpecState:
         for a, c in enumerate(np.bincount(accepted.ravel(), minlength=self.k + 1).tolist()):
             self.accepted_hist[a] += c
 
-    def _draw(self, reqs: list[int], c: int | None = None) -> None:
-        """Draw the next ``c`` (default ``ACCEPT_CHUNK``) verify steps of each of ``reqs``
-        (from its current one): the leading accepted positions of K drafts at each."""
+    def _draw(self, reqs: list[int], c: int) -> None:
+        """Draw the next ``c`` verify steps of each of ``reqs`` (from its current one): the
+        leading accepted positions of K drafts at each."""
         m, k = len(reqs), self.k
-        c = ACCEPT_CHUNK if c is None else c
         first = np.array([self.verifies[r] for r in reqs], dtype=np.int64)
         steps = (first[:, None] + np.arange(c)).ravel()
         u = uniforms(self.seed, np.repeat(np.array(reqs, dtype=np.int64), c), steps, k)
