@@ -73,6 +73,8 @@ class Drafter:
         draft = type(cost)(model, resolved.gpu, resolved.tp, params, resolved=resolved)
         if hasattr(draft, "async_host"):  # its passes: kernels (host added, then taken off)
             draft.async_host = False
+        if hasattr(draft, "share_attention"):  # an EAGLE head attends as a target layer
+            draft.share_attention(cost)
         return cls(cfg, cost, draft)
 
     def step_times(self, plan: StepPlan) -> np.ndarray:

@@ -291,6 +291,9 @@ class FittedCost(ScalarPricing, CostModel):
                                           4: lg(self.head_dim)})
         self._pre_memo: dict[int, tuple[np.ndarray, list[np.ndarray]]] = {}
         self._one_prefill: dict[tuple[int, int], float] = {}
+        # the last batched prefill attention priced (key, seconds per layer), shared with a
+        # drafter whose layers attend alike (``share_attention``): it prices the same plan
+        self._last_attn: list = [None, None]
         self._layer, self._head = np.zeros(0), np.zeros(0)
         self._dec_memo: dict[int, np.ndarray] = {}
         self._dec_lists: dict[int, tuple] = {}  # sim/cost/scalar.py
@@ -500,10 +503,32 @@ class FittedCost(ScalarPricing, CostModel):
             return t
         if k < 8:
             return self._prefill_few(q, p)
-        return self._prefill_batch(np.asarray(q, dtype=np.int64), np.asarray(p, dtype=np.int64))
+        return self._prefill_batch(q, p)
 
-    def _prefill_batch(self, q: np.ndarray, p: np.ndarray) -> float:
-        return float(self._prefill_terms(q.astype(np.float64), p.astype(np.float64)).sum())
+    def _prefill_batch(self, q, p) -> float:
+        key = (tuple(q), tuple(p))
+        last = self._last_attn
+        if last[0] != key:
+            q, p = np.asarray(q, dtype=np.float64), np.asarray(p, dtype=np.float64)
+            last[:] = key, float(self._prefill_terms(q, p).sum())
+        return last[1]
+
+    def attention_key(self) -> tuple | None:
+        """What one attention layer's price depends on (None: MLA or sliding layers, whose
+        modules this does not cover): two cost models with equal keys price it alike."""
+        if self.mla is not None or self.slide_layers:
+            return None
+        return (self.heads, self.kv_heads, self.head_dim, self.attn_e, self.kv_e, self.norm,
+                self.pre_grid.tobytes(), tuple(x.tobytes() for x in self.pre_nodes))
+
+    def share_attention(self, other: FittedCost) -> bool:
+        """Price batched prefill attention once for both (a drafter beside its target, which
+        prices each plan just before it), where the two attend alike."""
+        key = self.attention_key()
+        if key is None or key != other.attention_key():
+            return False
+        self._last_attn = other._last_attn
+        return True
 
     def _prefill_terms(self, qf: np.ndarray, pf: np.ndarray) -> np.ndarray:
         """Each request's share of one layer's prefill attention (seconds; float arrays of
@@ -533,8 +558,13 @@ class FittedCost(ScalarPricing, CostModel):
         if q == 1 or (tok != q).any():
             return None
         total = q * n
-        ctx = plan.step_contexts.astype(np.float64)
-        pre = self._prefill_terms(np.full(ctx.shape, float(q)), ctx).sum(axis=1)
+        sc = plan.step_contexts
+        key = (q, sc.shape, sc.tobytes())
+        last = self._last_attn
+        if last[0] != key:
+            ctx = sc.astype(np.float64)
+            last[:] = key, self._prefill_terms(np.full(ctx.shape, float(q)), ctx).sum(axis=1)
+        pre = last[1]
         return self._with_host(self._fixed_base(total, n) + self.attn_layers * pre, total, n)
 
     def _decode(self, n: int, ctx: np.ndarray) -> np.ndarray:

@@ -39,6 +39,9 @@ from sim.config.speculative import SpeculativeConfig
 
 _M64 = (1 << 64) - 1
 ACCEPT_CHUNK = 64  # verify steps of a request whose acceptance one vectorised pass draws
+# requests by id whose draws a draw makes ahead of need, beside the ones it was called for
+# (requests join the batch about in id order: one numpy pass serves the next ones too)
+DRAW_AHEAD = 64
 
 
 def _mix(x: int) -> int:
@@ -95,7 +98,8 @@ def accepted(seed: int, rates, req: int, step: int, drafts: int) -> int:
 class SpecState:
     """Per-request drafts and the acceptance process of one run."""
 
-    def __init__(self, cfg: SpeculativeConfig, num_requests: int, seed: int):
+    def __init__(self, cfg: SpeculativeConfig, num_requests: int, seed: int,
+                 bound=None):
         self.cfg = cfg
         self.k = cfg.num_speculative_tokens
         self.lookahead = cfg.num_lookahead_tokens
@@ -109,6 +113,11 @@ class SpecState:
         # each request's leading accepted drafts of K at its next verify steps, drawn a
         # chunk at a time (``_draw``): req -> (the chunk's first verify step, one byte each)
         self._lead: dict[int, tuple[int, bytes]] = {}
+        # each request's verify steps at most (its output tokens: a verify step emits one
+        # at least), an int array; None: draw ACCEPT_CHUNK steps at a time. A bound only
+        # sizes the draws (a request verifying past it is drawn again), never the outcome
+        self.bound = bound
+        self._drawn_to = 0  # requests below this id were drawn ahead once (DRAW_AHEAD)
         # whether the request's last scheduled chunk stopped short of its known tokens
         # (vLLM's is_prefill_chunk, as the schedule before this one left it)
         self.chunk = np.zeros(num_requests, dtype=bool)
@@ -165,12 +174,24 @@ class SpecState:
 
     def _cover(self, reqs: list[int], m: int) -> None:
         """Draw ahead for each of ``reqs`` whose drawn chunk does not hold its next ``m``
-        verify steps (a chunk of ``ACCEPT_CHUNK``, or ``m`` if longer, from its next)."""
+        verify steps (from its next: ``m`` at least, up to its bound, or ``ACCEPT_CHUNK``
+        without one); with a bound, the next ``DRAW_AHEAD`` requests by id not drawn yet
+        come along."""
         ver, lead = self.verifies, self._lead
         stale = [r for r in reqs if (c := lead.get(r)) is None
                  or not 0 <= ver[r] - c[0] <= len(c[1]) - m]
-        if stale:
-            self._draw(stale, max(ACCEPT_CHUNK, m))
+        if not stale:
+            return
+        bound = self.bound
+        if bound is None:
+            return self._draw(stale, [max(ACCEPT_CHUNK, m)] * len(stale))
+        top = max(stale) + 1
+        if top > self._drawn_to - DRAW_AHEAD // 2:  # the next ones, once each
+            more = range(max(self._drawn_to, top), min(top + DRAW_AHEAD, len(bound)))
+            self._drawn_to = max(self._drawn_to, more.stop)
+            stale += [r for r in more if r not in lead]
+        left = bound[np.array(stale, dtype=np.int64)].tolist()
+        self._draw(stale, [max(m, b - ver[r], 1) for r, b in zip(stale, left)])
 
     def take_run(self, reqs: list[int], accepted: np.ndarray) -> None:
         """``reqs`` verified K drafts at each step of a run and accepted ``accepted`` [len(reqs),
@@ -186,18 +207,24 @@ class SpecState:
         for a, c in enumerate(np.bincount(accepted.ravel(), minlength=self.k + 1).tolist()):
             self.accepted_hist[a] += c
 
-    def _draw(self, reqs: list[int], c: int) -> None:
-        """Draw the next ``c`` verify steps of each of ``reqs`` (from its current one): the
-        leading accepted positions of K drafts at each."""
-        m, k = len(reqs), self.k
-        first = np.array([self.verifies[r] for r in reqs], dtype=np.int64)
-        steps = (first[:, None] + np.arange(c)).ravel()
+    def _draw(self, reqs: list[int], counts: list[int]) -> None:
+        """Draw the next ``counts[i]`` verify steps of each of ``reqs`` (from its current
+        one): the leading accepted positions of K drafts at each."""
+        k = self.k
+        first = [self.verifies[r] for r in reqs]
+        c = np.array(counts, dtype=np.int64)
+        ends = np.cumsum(c)
+        # each step's request and verify index: reqs[i] at first[i] .. first[i] + c[i] - 1
+        offset = np.repeat(np.array(first, dtype=np.int64) - (ends - c), c)
+        steps = np.arange(int(ends[-1]), dtype=np.int64) + offset
         u = uniforms(self.seed, np.repeat(np.array(reqs, dtype=np.int64), c), steps, k)
         ok = u < np.asarray(self.rates)[None, :]
         # leading accepted positions: the first False ends the run
-        a = np.where(ok.all(axis=1), k, np.argmin(ok, axis=1)).astype(np.uint8).reshape(m, c)
-        for r, j0, run in zip(reqs, first.tolist(), a):
-            self._lead[r] = (j0, run.tobytes())
+        a = np.where(ok.all(axis=1), k, np.argmin(ok, axis=1)).astype(np.uint8).tobytes()
+        lead, start = self._lead, 0
+        for r, j0, end in zip(reqs, first, ends.tolist()):
+            lead[r] = (j0, a[start:end])
+            start = end
 
     def hold_inflight(self, reqs, drafts) -> None:
         """``reqs`` (an index or an array) hold ``drafts`` rejected drafts in flight."""

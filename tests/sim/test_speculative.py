@@ -102,17 +102,20 @@ def test_the_recorder_draws_what_servesim_draws():
 
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 5), st.integers(1, 3)), min_size=1, max_size=200),
-       st.integers(0, 2**20))
-def test_the_draws_ahead_are_the_draws_of_each_step(batches, seed):
+       st.integers(0, 2**20), st.none() | st.lists(st.integers(0, 9), min_size=6, max_size=6))
+def test_the_draws_ahead_are_the_draws_of_each_step(batches, seed, bound):
     # SpecState draws each request's next ACCEPT_CHUNK verify steps at once (of all K
-    # drafts) and cuts each at the step's drafts: the same counts as one draw per step,
-    # across chunk boundaries and for requests that leave and come back
+    # drafts), or with a bound per request its next bound - verified, the next requests by
+    # id beside it, and cuts each at the step's drafts: the same counts as one draw per
+    # step, across chunk boundaries, past a bound, for requests that leave and come back
     rates, k = (0.9, 0.5, 0.2), 3
-    sp = spec_rules.SpecState(_spec(k, rates), 6, seed)
+    sp = spec_rules.SpecState(_spec(k, rates), 6, seed,
+                              bound=None if bound is None else np.array(bound))
     seen, counts = [0] * 6, []
     for i, (r, d) in enumerate(batches):
         reqs = [r, (r + 1) % 6] if i % 3 else [r]
-        with patch.object(spec_rules, "ACCEPT_CHUNK", 5):  # many chunk boundaries
+        with patch.object(spec_rules, "ACCEPT_CHUNK", 5), \
+                patch.object(spec_rules, "DRAW_AHEAD", 2):  # many chunk boundaries
             got = sp.accept_many(np.array(reqs), np.array([d] * len(reqs))).tolist()
         for q, a in zip(reqs, got):
             assert a == spec_rules.accepted(seed, rates, q, seen[q], d)
@@ -220,6 +223,25 @@ def test_eagle3_draft_time_on_h100_near_the_measured():
     draft = d.times(plan, verify)[0]
     assert 1.5e-3 < draft < 2.6e-3
     assert draft < 0.5 * verify[0]
+
+
+def test_an_eagle_head_reuses_its_targets_attention_price_a_draft_model_does_not():
+    # the EAGLE head's layer attends as a target layer: the drafter takes the attention the
+    # target just priced for the same plan (the same number); a draft model with other
+    # heads prices its own
+    r = _resolved("{method: eagle3, num_speculative_tokens: 3}")
+    d = Drafter.build(r.scenario.engine.speculative_config, build_cost(r), r)
+    assert d.draft._last_attn is d.target._last_attn
+    q, p = [4] * 12, list(range(100, 1300, 100))
+    alone = type(d.draft)(d.draft.model, r.gpu, r.tp, r.scenario.cost.params, resolved=r)
+    assert d.target._prefill(q, p) == alone._prefill(q, p) == d.draft._prefill(q, p)
+    assert d.target._last_attn[0] == (tuple(q), tuple(p))
+    other = _resolved("{method: draft_model, model: qwen3-8b, num_speculative_tokens: 3}",
+                      model="qwen3-32b", gpu="h200-sxm")
+    dm = Drafter.build(other.scenario.engine.speculative_config, build_cost(other), other)
+    assert dm.draft.heads != dm.target.heads and dm.draft._last_attn is not dm.target._last_attn
+    dm.target._prefill(q, p)
+    assert dm.draft._prefill(q, p) != dm.target._prefill(q, p)
 
 
 def test_ngram_drafts_on_the_host_and_linear_prices_no_drafter():
