@@ -49,8 +49,10 @@ class SpeculativeConfig(Validated):
         None, json_schema_extra={"unit": "probability per draft position"},
         description="Conditional acceptance per draft position: entry i is the chance that "
         "draft i + 1 is accepted given drafts 1..i were (each in [0, 1]); shorter than K: "
-        "the last entry repeats. Either this or acceptance_histogram; neither: 0.7 at every "
-        "position (an assumption; measure your drafter).")
+        "the last entry repeats; longer: positions past K are not drafted and their entries "
+        "go unused, so one measured list serves a sweep over K. Either this or "
+        "acceptance_histogram; neither: 0.7 at every position (an assumption; measure your "
+        "drafter).")
     acceptance_histogram: tuple[float, ...] | None = Field(
         None, json_schema_extra={"unit": "probability per accepted count"},
         description="Probability of accepting exactly 0, 1, ..., K drafts in a verify step "
@@ -66,16 +68,17 @@ class SpeculativeConfig(Validated):
         if self.acceptance_rates is not None and self.acceptance_histogram is not None:
             raise ValueError("give acceptance_rates or acceptance_histogram, not both")
         if self.acceptance_rates is not None:
-            if not self.acceptance_rates or len(self.acceptance_rates) > k:
-                raise ValueError(f"acceptance_rates needs 1 to K = {k} entries, got "
-                                 f"{len(self.acceptance_rates)}")
+            if not self.acceptance_rates or len(self.acceptance_rates) > MAX_SPEC_TOKENS:
+                raise ValueError(f"acceptance_rates needs 1 to {MAX_SPEC_TOKENS} entries (one "
+                                 f"per draft position), got {len(self.acceptance_rates)}")
             if any(not 0 <= p <= 1 for p in self.acceptance_rates):
                 raise ValueError("acceptance_rates: each entry must be in [0, 1]")
         if self.acceptance_histogram is not None:
             h = self.acceptance_histogram
             if len(h) != k + 1:
                 raise ValueError(f"acceptance_histogram needs K + 1 = {k + 1} entries "
-                                 f"(0..K accepted), got {len(h)}")
+                                 f"(0..K accepted), got {len(h)} (to vary K, give "
+                                 "acceptance_rates: one rate per draft position)")
             if any(p < 0 for p in h) or abs(sum(h) - 1) > 1e-6:
                 raise ValueError("acceptance_histogram: entries must be >= 0 and sum to 1")
         if self.method == "draft_model" and not self.model:

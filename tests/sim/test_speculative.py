@@ -127,6 +127,16 @@ def test_the_draws_ahead_are_the_draws_of_each_step(batches, seed, bound):
     assert sp.accepted_hist == [counts.count(a) for a in range(k + 1)]
 
 
+def test_rates_past_k_go_unused_so_one_list_sweeps_k():
+    # positions past K are never drafted: K = 2 with five measured rates is K = 2 with two
+    five = (0.9, 0.8, 0.7, 0.6, 0.5)
+    for k in (1, 2, 5, 7):
+        c = SpeculativeConfig(method="eagle3", num_speculative_tokens=k, acceptance_rates=five)
+        assert c.conditional_rates() == (five + (0.5, 0.5))[:k]
+    two = SpeculativeConfig(method="eagle3", num_speculative_tokens=2, acceptance_rates=five)
+    assert two.mean_accepted() == pytest.approx(0.9 + 0.9 * 0.8)
+
+
 def test_a_histogram_and_its_conditional_rates_agree():
     c = SpeculativeConfig(method="eagle3", num_speculative_tokens=3,
                           acceptance_histogram=(0.1, 0.2, 0.3, 0.4))
@@ -279,8 +289,10 @@ def test_the_emitted_server_runs_the_simulated_drafts():
 
 
 @pytest.mark.parametrize("bad,says", [
-    ("{method: eagle3, num_speculative_tokens: 2, acceptance_rates: [0.5, 0.5, 0.5]}",
-     "acceptance_rates needs 1 to K = 2 entries"),
+    ("{method: eagle3, num_speculative_tokens: 2, acceptance_rates: [" + "0.5, " * 16 + "0.5]}",
+     "acceptance_rates needs 1 to 16 entries"),
+    ("{method: eagle3, num_speculative_tokens: 2, acceptance_histogram: [0.5, 0.5]}",
+     "got 2 (to vary K, give acceptance_rates"),
     ("{method: eagle3, num_speculative_tokens: 2, acceptance_histogram: [0.5, 0.6, 0.1]}",
      "sum to 1"),
     ("{method: eagle3, num_speculative_tokens: 1, acceptance_rates: [1.5]}", "in [0, 1]"),
