@@ -31,12 +31,18 @@ still had a key (``_maybe_evict_cached_block`` returning True, ``block_pool.py:6
 
 from __future__ import annotations
 
+from functools import partial
+from itertools import takewhile
+from operator import is_not
+
 import numpy as np
 
 from sim.kv.base import KVUsage
 from sim.kv.block_keys import BlockKeys
 from sim.kv.caching_pool import PENDING, CachingBlockPool
 from sim.kv.paged import PagedKV
+
+_FOUND = partial(is_not, None)  # a key the cache maps to a block
 
 
 class PrefixCachingKV(PagedKV):
@@ -70,9 +76,7 @@ class PrefixCachingKV(PagedKV):
         limit = (n - 1) // self.block_size  # whole blocks, at least one token left to compute
         get = self.pool.cached.get
         shared = self.keys.shared(req)
-        hits = list(map(get, shared[:limit]))  # the leading run of cached keys
-        if None in hits:
-            del hits[hits.index(None):]
+        hits = list(takewhile(_FOUND, map(get, shared[:limit])))  # the leading cached run
         if len(hits) == min(len(shared), limit) and self.looked_up[req]:
             for key in self.keys.private(req, len(shared), limit):
                 b = get(key)
