@@ -12,6 +12,7 @@ from sim.config.hardware import GpuSpec, ModelSpec
 from sim.config.limits import MAX_KV_BLOCKS
 from sim.config.memory import GIB, MemoryPlan, plan_memory
 from sim.config.scenario import CostChoice, Scenario
+from sim.config.speculative import ASYNC_METHODS
 from sim.sched.base import SchedulerLimits
 from traces.errors import InputError
 
@@ -181,15 +182,21 @@ def _check_parallel(model: ModelSpec, tp: int) -> None:
             "one must divide the other")
 
 
-def _check_memory(sc: Scenario, model, gpu, tp, mem: MemoryPlan, limits) -> None:
+def _check_memory(sc: Scenario, model, gpu, tp, mem: MemoryPlan, limits,
+                  drafter: int = 0) -> None:
+    """``drafter``: the speculative drafter's weight bytes per GPU (in ``mem``'s weights)."""
     util = sc.engine.gpu_memory_utilization
     if sc.engine.num_gpu_blocks_override is None and mem.kv_bytes <= 0:
         need = (mem.weight_bytes + mem.activation_bytes + mem.non_torch_bytes) / GIB
+        named = (f"model {model.name} with its {sc.engine.speculative_config.method} drafter "
+                 f"(engine.speculative_config: {drafter / GIB:.1f} GiB of the weights)"
+                 if drafter else f"model {model.name}")
         raise ConfigError(
-            f"model {model.name} does not fit {gpu.name} at tensor_parallel_size {tp}: "
+            f"{named} does not fit {gpu.name} at tensor_parallel_size {tp}: "
             f"weights {mem.weight_bytes / GIB:.1f} GiB + activations "
             f"{(mem.activation_bytes + mem.non_torch_bytes) / GIB:.1f} GiB = {need:.1f} GiB per "
-            f"GPU > {mem.usable_bytes / GIB:.1f} GiB usable at gpu_memory_utilization {util}; "
+            f"GPU > {mem.usable_bytes / GIB:.1f} GiB usable at engine.gpu_memory_utilization "
+            f"{util}; "
             "raise tensor_parallel_size or use a larger GPU")
     if mem.num_gpu_blocks > MAX_KV_BLOCKS:
         raise ConfigError(
@@ -216,12 +223,12 @@ def resolve(sc: Scenario) -> Resolved:
             update={"async_scheduling": async_default(sc, gpu)})})
     ep = tp * sc.data_parallel_size if sc.enable_expert_parallel and model.is_moe else 1
     moe_tp = tp * sc.data_parallel_size if ep == 1 else None  # experts over the DP group
+    drafter = _drafter_bytes(sc, model, tp, ep, moe_tp)
     mem = plan_memory(model, gpu, tp, ep=ep, moe_tp=moe_tp, block_size=sc.engine.block_size,
                       utilization=sc.engine.gpu_memory_utilization,
                       max_tokens=limits.max_num_batched_tokens, max_seqs=limits.max_num_seqs,
-                      blocks_override=sc.engine.num_gpu_blocks_override,
-                      drafter=_drafter_bytes(sc, model, tp, ep, moe_tp))
-    _check_memory(sc, model, gpu, tp, mem, limits)
+                      blocks_override=sc.engine.num_gpu_blocks_override, drafter=drafter)
+    _check_memory(sc, model, gpu, tp, mem, limits, drafter[0])
     if sc.cost is None:  # the per-GPU default step-time model
         sc = sc.model_copy(update={"cost": default_cost(gpu)})
     return Resolved(sc, model, gpu, tp, limits, sc.engine.block_size, mem)
@@ -245,16 +252,17 @@ def _drafter_bytes(sc: Scenario, model: ModelSpec, tp: int, ep: int,
 
 
 def async_default(sc: Scenario, gpu: GpuSpec) -> bool:
-    """vLLM 0.32's --async-scheduling default: on for CUDA (vllm/config/vllm.py turns it on
-    where the platform and configuration support it; release notes 0.14.0: not for
-    pipeline parallelism, the CPU backend, or speculative decoding other than EAGLE/MTP),
-    for the vLLM v1 schedulers servesim models as vLLM (lanes included: a vLLM server with
-    a router's lanes) with recompute preemption."""
+    """vLLM 0.32's --async-scheduling default: on for CUDA (vllm/config/vllm.py:1585-1644
+    turns it on where the platform and configuration support it: not the CPU backend,
+    pipeline parallelism in the V1 runner, or a speculative method that drafts on the host,
+    ``ngram``), for the vLLM v1 schedulers servesim models as vLLM (lanes included: a vLLM
+    server with a router's lanes; lanes with drafts stay synchronous) with recompute
+    preemption."""
     spec = sc.engine.speculative_config
     return (gpu.platform == "cuda"
             and sc.scheduler.name in ("vllm", "vllm-priority", "lanes")
             and sc.engine.preemption_mode == "recompute" and sc.kv.name.lower() == "paged"
-            and (spec is None or (spec.method not in ("ngram", "draft_model")
+            and (spec is None or (spec.method in ASYNC_METHODS
                                   and sc.scheduler.name != "lanes")))
 
 

@@ -40,7 +40,7 @@ from sim.config.limits import (
     TOKENS_WHY,
     why,
 )
-from sim.config.speculative import SpeculativeConfig
+from sim.config.speculative import ASYNC_METHODS, SpeculativeConfig
 from sim.cost.base import COST_MODELS
 from sim.cost.moe import BACKENDS
 from sim.fleet.config import ClusterConfig
@@ -154,8 +154,8 @@ class EngineConfig(Validated):
         "step for step to vLLM 0.32's AsyncScheduler (the async_* conformance cases). Unset: "
         "vLLM 0.32's default, on for a cuda GPU with a vLLM v1 scheduler (vllm, "
         "vllm-priority, lanes) and recompute preemption, except speculative decoding by "
-        "ngram or draft_model (vLLM keeps those synchronous); off on the cpu platform and "
-        "for the other policies.",
+        "ngram (drafted on the host; vLLM refuses async with it) and lanes with drafts; off "
+        "on the cpu platform and for the other policies.",
     )
     speculative_config: SpeculativeConfig | None = Field(
         None, description="vLLM's --speculative-config: draft K tokens per decoding request "
@@ -359,6 +359,12 @@ class Scenario(Validated):
         if self.engine.async_scheduling is True and self.scheduler.name == "lanes":
             raise ValueError("engine.speculative_config with engine.async_scheduling runs the "
                              "vllm and vllm-priority schedulers (lanes: turn one off)")
+        if self.engine.async_scheduling is True and spec.method not in ASYNC_METHODS:
+            raise ValueError(  # vllm/config/vllm.py:1563-1574: "async scheduling is only
+                # supported with EAGLE/MTP/Draft Model/NGram GPU/... speculative decoding"
+                f"engine.async_scheduling: vLLM 0.32 refuses --async-scheduling with "
+                f"speculative method {spec.method!r}: leave it unset or false, or draft with "
+                f"ngram_gpu")
         if self.scheduler.name not in ("vllm", "vllm-priority", "lanes"):
             raise ValueError(f"engine.speculative_config needs a vLLM v1 scheduler (vllm, "
                              f"vllm-priority, lanes), not {self.scheduler.name!r}")

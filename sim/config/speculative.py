@@ -10,6 +10,11 @@ agree on, which a simulator without token ids cannot know (a measured figure: vL
 Lookahead KV slots (vllm/config/vllm.py:615-642 ``num_lookahead_tokens``): the drafter of
 the EAGLE family (``eagle``, ``eagle3``, ``mtp``) and a draft model write KV one position
 past the verified ones, so every allocation reserves K extra slots; n-gram reserves none.
+
+Async scheduling (vllm/config/vllm.py:1553-1644): vLLM 0.32 runs it with every method here
+but ``ngram``, whose prompt lookup reads the sampled tokens on the host after the step's
+bookkeeping: unset, it is turned off; asked for, vLLM refuses to start. ``ngram_gpu`` (the
+same lookup on the GPU) runs async.
 """
 
 from __future__ import annotations
@@ -23,7 +28,10 @@ from traces.validated import Validated
 
 MAX_SPEC_TOKENS = 16  # vLLM accepts more; no published deployment drafts more than ~10
 EAGLE_FAMILY = ("eagle", "eagle3", "mtp")  # vllm/config/speculative.py:1944 use_eagle
-METHODS = (*EAGLE_FAMILY, "ngram", "draft_model")
+NGRAM = ("ngram", "ngram_gpu")  # prompt lookup: no weights, no KV, no lookahead
+METHODS = (*EAGLE_FAMILY, *NGRAM, "draft_model")
+# methods vLLM 0.32 runs with async scheduling (on by default; vllm/config/vllm.py:1563-1569)
+ASYNC_METHODS = (*EAGLE_FAMILY, "ngram_gpu", "draft_model")
 
 
 class SpeculativeConfig(Validated):
@@ -31,11 +39,12 @@ class SpeculativeConfig(Validated):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    method: Literal["eagle", "eagle3", "mtp", "ngram", "draft_model"] = Field(
+    method: Literal["eagle", "eagle3", "mtp", "ngram", "ngram_gpu", "draft_model"] = Field(
         description="vLLM's method: eagle / eagle3 (a one-layer head on the target's hidden "
         "states), mtp (the model's own multi-token-prediction layer, DeepSeek-V3, Qwen3-Next), "
-        "ngram (prompt lookup on the host, no KV) or draft_model (a smaller model of the "
-        "same tokenizer, given by `model`).")
+        "ngram (prompt lookup on the host, no KV; vLLM runs it without async scheduling), "
+        "ngram_gpu (the same lookup on the GPU, async-capable) or draft_model (a smaller model "
+        "of the same tokenizer, given by `model`).")
     num_speculative_tokens: int = Field(
         ge=1, le=MAX_SPEC_TOKENS, json_schema_extra=why(
             "acceptance falls off long before; vLLM's examples use 1-7", "tokens"),
@@ -44,7 +53,7 @@ class SpeculativeConfig(Validated):
     model: str | None = Field(
         None, description="The drafter's weights (vLLM's `model` key): a Hugging Face repo "
         "for eagle/eagle3 heads, or for draft_model a servesim catalog model priced as the "
-        "drafter (`servesim catalog`). Emitted as given; unused for ngram and mtp.")
+        "drafter (`servesim catalog`). Emitted as given; unused for ngram, ngram_gpu and mtp.")
     acceptance_rates: tuple[float, ...] | None = Field(
         None, json_schema_extra={"unit": "probability per draft position"},
         description="Conditional acceptance per draft position: entry i is the chance that "
@@ -119,13 +128,13 @@ class SpeculativeConfig(Validated):
         return mean
 
     def drafter_spec(self, target):
-        """The drafter as a model (a ``ModelSpec``; None for n-gram): the catalog model of
-        ``model`` for draft_model, else one decoder layer of the target with its embedding
+        """The drafter as a model (a ``ModelSpec``; None for n-gram, either kind): the catalog
+        model of ``model`` for draft_model, else one decoder layer of the target with its embedding
         and lm_head (mtp keeps the target's MoE; an EAGLE head is a dense layer). Its weights
         and its KV per token are added to the memory plan (vLLM's drafter shares the KV pool:
         one more layer per token for EAGLE and MTP); its passes are priced by
         sim/cost/drafter.py."""
-        if self.method == "ngram":
+        if self.method in NGRAM:
             return None
         if self.method == "draft_model":
             from sim.catalog import get_model

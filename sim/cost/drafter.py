@@ -16,7 +16,8 @@ profile) on the drafter's shape, kernels only (its host share is the step's):
 * mtp: one layer of the target itself (a MoE layer for MoE models) and its lm_head.
 * draft_model: the catalog model named by ``speculative_config.model``.
 * ngram: on the host; 0.5875 % of the verify time (SpecDecode-Bench's measured share on
-  H100, the same file's ``ngram_draft_percentage``).
+  H100, the same file's ``ngram_draft_percentage``). ngram_gpu, the same lookup as a GPU
+  kernel, is given that share too (an assumption: no published timing of it).
 
 A cost model that prices whole steps by formula (``linear``) adds no drafter time: its
 coefficients are the whole step (the conformance cases rely on that).

@@ -37,7 +37,7 @@ ASYNC_SPEC = [n for n in case_names() if n.startswith("async_spec_")]
 
 
 def test_the_fast_core_runs_most_cases():
-    assert len(FAST) == 26 and len(ASYNC) == 10 and len(SPEC) == 9 and len(ASYNC_SPEC) == 5
+    assert len(FAST) == 26 and len(ASYNC) == 11 and len(SPEC) == 10 and len(ASYNC_SPEC) == 6
     assert sorted(FAST + SPEC + ASYNC_SPEC) == case_names()
     assert {"priority_poisson", "priority_ties"} <= set(FAST)
     assert {"prefix_shared", "prefix_mooncake", "prefix_recompute_tight"} <= set(FAST)
@@ -80,12 +80,13 @@ def test_the_cases_cover_what_they_claim():
     assert all(engine[n].get("async_scheduling") for n in ASYNC)
     assert not any(e.get("async_scheduling") for n, e in engine.items() if n not in ASYNC)
     assert all(preempted[n] > 0 for n in ASYNC if n != "async_poisson_roomy")
-    # async scheduling with speculative decoding: eagle K = 1 and 3, ngram K = 5, tight KV,
-    # prefix caching, priorities
+    # async scheduling with speculative decoding: eagle K = 1 and 3, GPU n-gram K = 5 (vLLM
+    # refuses async with host n-gram), a draft model K = 3, tight KV, prefix caching,
+    # priorities
     for n in ASYNC_SPEC:
         assert engine[n]["async_scheduling"] and "speculative_config" in engine[n]
     assert {engine[n]["speculative_config"]["method"] for n in ASYNC_SPEC} == {
-        "eagle", "eagle3", "ngram"}
+        "eagle", "eagle3", "ngram_gpu", "draft_model"}
     assert engine["async_spec_eagle3_prefix"]["enable_prefix_caching"]
     assert engine["async_spec_priority_eagle3"]["policy"] == "priority"
     assert engine["async_prefix_shared"]["enable_prefix_caching"]

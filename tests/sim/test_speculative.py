@@ -194,11 +194,12 @@ def test_same_seed_same_run_other_seed_other_draws():
 def spec_runs(draw):
     arrival, prompt, output, knobs = draw(runs())
     k = draw(st.integers(1, 5))
-    method = draw(st.sampled_from(["eagle3", "ngram", "mtp"]))
+    method = draw(st.sampled_from(["eagle3", "ngram", "ngram_gpu", "mtp"]))
     rate = draw(st.sampled_from([0.0, 0.5, 1.0]))
     knobs = knobs | {"spec": _spec(k, [rate], method),
                      "prefix_caching": draw(st.booleans()),
-                     "async_scheduling": draw(st.booleans()),
+                     # vLLM refuses async scheduling with host n-gram drafting
+                     "async_scheduling": method != "ngram" and draw(st.booleans()),
                      "scheduler": draw(st.sampled_from(["vllm", "vllm-priority"]))}
     return arrival, prompt, output, knobs
 
@@ -319,6 +320,33 @@ def test_async_lanes_with_drafts_is_refused_and_the_fast_core_says_why():
         simulate(r, specs)
 
 
+def test_async_by_method_as_vllm_032():
+    # vllm/config/vllm.py:1553-1644: unset, async is on for every method but host n-gram;
+    # asked for with host n-gram, vLLM refuses to start
+    def default(method: str) -> bool:
+        extra = ", model: tiny-2l" if method == "draft_model" else ""
+        r = _resolved(f"{{method: {method}, num_speculative_tokens: 2{extra}}}")
+        return r.scenario.engine.async_scheduling
+
+    assert {m: default(m) for m in ("eagle3", "mtp", "ngram", "ngram_gpu", "draft_model")} == {
+        "eagle3": True, "mtp": True, "ngram": False, "ngram_gpu": True, "draft_model": True}
+    with pytest.raises(InputError, match="refuses --async-scheduling with speculative method "
+                                         "'ngram'.*ngram_gpu") as e:
+        load_scenario(None, ("engine.async_scheduling=true", "engine.speculative_config="
+                             "{method: ngram, num_speculative_tokens: 2}"))
+    assert "\n" not in str(e.value)
+
+
+def test_a_drafter_that_does_not_fit_is_named_with_its_set():
+    loaded = load_scenario(None, ("engine.speculative_config={method: draft_model, "
+                                  "model: llama-3-70b, num_speculative_tokens: 3}",))
+    with pytest.raises(InputError) as e:
+        prepare(loaded)
+    msg = str(e.value)
+    assert msg.startswith("--set 'engine.speculative_config=") and "\n" not in msg
+    assert "llama-3-8b with its draft_model drafter (engine.speculative_config: 131.4 GiB" in msg
+
+
 def test_async_schedules_a_request_finished_by_acceptance_once_more_by_hand():
     # prompt 16, 4 outputs, K = 2 always accepted. Sync: prefill (1 token), one verify step
     # appends 3 and finishes it. Async: vLLM scheduled the step after the verify before
@@ -354,14 +382,14 @@ def verify_scenarios(draw):
     """A small speculative scenario on the fitted H100 model (whose drafter prices each
     step's shape, so the scheduler folds verify steps into runs)."""
     k = draw(st.integers(1, 5))
-    method = draw(st.sampled_from(["eagle3", "ngram", "mtp"]))
+    method = draw(st.sampled_from(["eagle3", "ngram", "ngram_gpu", "mtp"]))
     rates = draw(st.lists(st.sampled_from([0.0, 0.3, 0.7, 1.0]), min_size=1, max_size=k))
     n = draw(st.integers(5, 40))
     sets = [
         "model=llama-3-8b", "gpu=h100-sxm", f"seed={draw(st.integers(0, 99))}",
         f"engine.speculative_config={{method: {method}, num_speculative_tokens: {k}, "
         f"acceptance_rates: {list(rates)}}}",
-        f"engine.async_scheduling={draw(st.booleans())}".lower(),
+        f"engine.async_scheduling={method != 'ngram' and draw(st.booleans())}".lower(),
         f"scheduler={draw(st.sampled_from(['vllm', 'vllm-priority']))}",
         f"engine.max_num_seqs={draw(st.sampled_from([2, 8, 256]))}",
         f"engine.max_model_len={(mml := draw(st.sampled_from([300, 2048])))}",
