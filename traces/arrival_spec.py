@@ -31,6 +31,7 @@ class _Model(Validated):
 
 
 MAX_RATE = 1e6  # requests/s: the largest arrival rate (a million per second)
+MIN_RATE = 1e-6  # requests/s: the smallest (one request per 11.6 days)
 
 
 class ArrivalSpec(_Model):
@@ -44,7 +45,7 @@ class ArrivalSpec(_Model):
         "(plus `think_s`)",
     )
     rate: float | None = Field(
-        None, ge=1e-6, le=MAX_RATE, json_schema_extra={
+        None, ge=MIN_RATE, le=MAX_RATE, json_schema_extra={
             "why": "one request per 11.6 days to a million per second", "unit": "requests/s"},
         description="mean arrival rate in requests per second (generated only)"
     )

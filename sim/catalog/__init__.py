@@ -49,7 +49,8 @@ def _lookup(kind: str, table: Mapping[str, _T], name: str) -> _T:
         return table[normalize_name(name)]
     except KeyError:
         known = ", ".join(sorted(table))
-        raise CatalogError(f"unknown {kind} {name!r}; known: {known}") from None
+        raise CatalogError(f"unknown {kind} {name!r} (`servesim catalog` lists every one); "
+                           f"known: {known}") from None
 
 
 def get_model(name: str) -> ModelSpec:

@@ -50,7 +50,7 @@ from sim.plan.slo import as_overrides, describe, parse_slo, scenario_slo
 from sim.plan.spread import Spread, run_spread
 from sim.plan.store import check_folder
 from sim.report.plan_tables import frontier_table, show
-from traces.arrival_spec import MAX_RATE
+from traces.arrival_spec import MAX_RATE, MIN_RATE
 from traces.errors import InputError
 
 MAX_SPREAD = 16  # parts of --spread: each is one more capacity search
@@ -190,7 +190,7 @@ def capacity(
     plots: PlotsOpt = True,
     quiet: QuietOpt = False,
     target_rate: Annotated[float | None, typer.Option(
-        "--target-rate", min=1e-9, help="Size a fleet instead: the fewest cluster.replicas "
+        "--target-rate", min=MIN_RATE, help="Size a fleet instead: the fewest cluster.replicas "
         "(with the scenario's router) that hold the SLOs at this rate (requests/s); prints "
         "GPUs and, with --gpu-hour-price, cost per hour.")] = None,
     max_replicas: Annotated[int, typer.Option(

@@ -85,6 +85,10 @@ def _parse_value(raw: str, assignment: str):
     except InputError as e:
         if "expands to" in str(e) or "nested" in str(e):
             raise
+        bad = next((c for c in raw if not c.isprintable() and c not in "\t\n\r"), None)
+        if bad is not None:  # why YAML refused it: the text would carry it into names
+            raise _bad_set(assignment, f"a control character ({bad!r}); values are "
+                           "printable text") from None
         return raw  # not YAML: the text itself (e.g. a description with a colon)
 
 

@@ -107,13 +107,17 @@ def _children(node: yaml.Node) -> list:
 
 def parse(text: str, where: str):
     """YAML ``text`` as Python values (None for an empty document)."""
-    loader = _Loader(text)
+    loader = None
     try:
+        loader = _Loader(text)  # its reader refuses control characters here (ReaderError)
         node = loader.get_single_node()
         if node is None:
             return None
         _expanded_size(node, where)
         return loader.construct_document(node)
+    except yaml.reader.ReaderError as e:  # no mark: the character and where it stands
+        raise InputError(f"{where}: a control character ({e.character!r}) at character "
+                         f"{e.position + 1}; YAML allows printable text only") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f"line {mark.line + 1}: " if mark else ""
@@ -122,4 +126,5 @@ def parse(text: str, where: str):
     except RecursionError:
         raise InputError(f"{where}: nested more than {MAX_DEPTH} levels deep") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()

@@ -142,6 +142,7 @@ def load_check(chosen: Path, trace: Path, sets: tuple[str, ...] = ()) -> tuple[
     if not isinstance(locked, dict) or not isinstance(locked.get("length_mix"), dict):
         raise InputError(f"{chosen.name}: no locked section with a length_mix; check takes "
                          "the chosen.yaml servesim capacity writes")
+    _check_locked(locked, chosen.name)
     for key in ANNOTATIONS:
         data.pop(key, None)
     if "\0" in str(trace):
@@ -154,6 +155,27 @@ def load_check(chosen: Path, trace: Path, sets: tuple[str, ...] = ()) -> tuple[
     drop_stale(data, sets)
     return LoadedScenario(validate(data, chosen.name, sets), chosen.name, chosen.parent,
                           tuple(sets)), locked
+
+
+# the locked figures ``measures`` compares (a missing one is shown as unknown)
+_LOCKED = (("capacity", "rate_mean_req_s"), ("length_mix", "arrivals", "rate_mean_req_s"),
+           ("length_mix", "arrivals", "interarrival_cv"),
+           *(("length_mix", part, p) for part in ("prompt_tokens", "output_tokens")
+             for p in ("p50", "p90", "p99")))
+
+
+def _check_locked(locked: dict, name: str) -> None:
+    """Each locked figure present is a finite number >= 0, as capacity writes them."""
+    for path in _LOCKED:
+        node = locked
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else None
+        if node is None:
+            continue
+        if isinstance(node, bool) or not isinstance(node, (int, float)) or not (
+                math.isfinite(node) and node >= 0):
+            raise InputError(f"{name}: locked.{'.'.join(path)}: {clip(repr(node))} is not a "
+                             "finite number >= 0 (as servesim capacity writes it)")
 
 
 def _simulate(loaded: LoadedScenario):

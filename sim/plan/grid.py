@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from sim.config.scenario import Scenario
-from traces.errors import InputError
+from traces.errors import InputError, clip
 
 RATE_KEY = "workload.arrival.rate"
 SCALE_KEY = "workload.rate_scale"
@@ -98,8 +98,14 @@ def parse_grid(specs: list[str] | None) -> list[tuple[str, list]]:
         key, sep, raw = spec.partition("=")
         key = key.strip()
         listed = parse_value(raw) if raw.strip().startswith("[") else None
+        if raw.strip().startswith("[") and not isinstance(listed, list):
+            raise InputError(f"--grid {clip(spec)!r}: a value list in brackets must be a YAML "
+                             "list, e.g. --grid 'scheduler=[{name: vllm}, {name: lanes}]'")
+        pieces = raw.split(",")
+        if listed is None and raw.strip() and not all(v.strip() for v in pieces):
+            raise InputError(f"--grid {clip(spec)!r}: an empty value between commas")
         values = (listed if isinstance(listed, list) else
-                  [parse_value(v) for v in raw.split(",") if v.strip()])
+                  [parse_value(v) for v in pieces if v.strip()])
         if not sep or not key or not values:
             raise InputError(f"--grid {spec!r}: expected KEY=V1,V2,..., "
                              "e.g. --grid engine.max_num_seqs=64,256")
@@ -134,9 +140,14 @@ def parse_loads(raw: str, opt: str) -> list[float]:
         if n > MAX_POINTS:
             raise InputError(f"{opt} {raw!r}: {n:,} loads; at most {MAX_POINTS:,}")
         return [float(a + i * step) for i in range(n)]  # Decimal steps: 0.1 + 0.2 is 0.3
-    values = [float(_decimal(v, opt)) for v in raw.split(",") if v.strip()]
+    pieces = raw.split(",")
+    if raw.strip() and not all(v.strip() for v in pieces):
+        raise InputError(f"{opt} {raw!r}: an empty value between commas")
+    values = [float(_decimal(v, opt)) for v in pieces if v.strip()]
     if not values:
         raise InputError(f"{opt} {raw!r}: give loads as START:STOP:STEP or V1,V2,...")
+    if len(set(values)) != len(values):
+        raise InputError(f"{opt} {raw!r}: a load appears twice")
     return values
 
 
@@ -194,6 +205,9 @@ def make_plan(sc: Scenario, grid: list[str] | None, rate: str | None, rate_scale
     parsed = parse_grid(grid)
     if "seed" in dict(parsed):
         raise InputError("--grid seed: use --seeds N (the scenario seed, seed + 1, ...)")
+    for opt, given in (("--rate", rate), ("--rate-scale", rate_scale)):
+        if given is not None and not given.strip():
+            raise InputError(f"{opt}: empty; give loads as START:STOP:STEP or V1,V2,...")
     key = load_axis(sc)[0] if sc.workload.mix is None or rate or rate_scale else None
     loads: list[float] = []
     if rate or rate_scale:

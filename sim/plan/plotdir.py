@@ -126,25 +126,31 @@ def _load_text(overrides, load_key) -> str:
 def plot_dir(out: Path, point_id: str | None = None) -> list[Path]:
     out = Path(out)
     manifest, df = load_points(out)
+    if df.empty:
+        raise InputError(f"{clip_path(out)}: its points table has no rows, nothing to plot; "
+                         "rerun the sweep (--resume runs the points missing)")
     base = Base.of_manifest(manifest)
     head = headline(base, manifest["seeds"])  # the scenario loads: checked before any file
     budgets = budgets_of(manifest)
     if point_id is not None:
         _point_record(out, point_id)
-    dest = _plots_folder(out)
     load_key = manifest["load_key"]
+    # the chosen point's tables first (simulated again if missing): a bad one stops the
+    # command before any plot is drawn
+    chosen, meta = _chosen(out, df, manifest, base, point_id, budgets)
+    steps = _table(chosen / "steps.parquet", ("start_s", "kv_used_fraction", "num_waiting",
+                                                "num_preempted"))
+    reqs = _table(chosen / "requests.parquet", ("ttft_s", "tpot_s"))
+    dest = _plots_folder(out)
     x_col, x_label = (("load", "offered rate (req/s)") if load_key == RATE_KEY else
                       ("offered_rate_mean", "offered mean rate (req/s)"))
     sweep_plots.rate_curves(df, budgets, dest / "rate_curves.png", x_col=x_col, x_label=x_label,
                             title=head, formats=FORMATS)
     sweep_plots.frontier_plot(df, dest / "frontier.png", title=f"{head}: throughput vs "
                               "interactivity", formats=FORMATS)
-    chosen, meta = _chosen(out, df, manifest, base, point_id, budgets)
     sets = overrides_text(base.sets)
     what = (f"{base.load().scenario.name}{f' [{sets}]' if sets else ''}: "
             f"{_load_text(meta['overrides'], load_key)}")
-    steps = pd.read_parquet(chosen / "steps.parquet")
-    reqs = pd.read_parquet(chosen / "requests.parquet")
     plots.kv_vs_waiting(steps, dest / "kv_timeline.png",
                         f"{what}: KV occupancy vs waiting on KV memory", formats=FORMATS)
     slo = {b.metric: b.ms for b in budgets}
@@ -153,6 +159,21 @@ def plot_dir(out: Path, point_id: str | None = None) -> list[Path]:
     plots.latency_cdf(reqs, "tpot_s", dest / "tpot_cdf.png", title=f"{what}: TPOT",
                       what="TPOT", slo_ms=slo.get("tpot"), formats=FORMATS)
     return sorted(dest.glob("*.png"))
+
+
+def _table(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
+    """A parquet table the chosen point's run wrote, with the columns the plots read."""
+    try:
+        df = pd.read_parquet(path)
+    except Exception as e:  # pyarrow raises its own types for a file that is not parquet
+        raise InputError(f"{clip_path(path)}: not a readable parquet table "
+                         f"({type(e).__name__}); remove {path.parent.name}/ to simulate the "
+                         "point again") from None
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise InputError(f"{clip_path(path)}: no column {missing[0]!r}; not as servesim "
+                         f"wrote it: remove {path.parent.name}/ to simulate the point again")
+    return df
 
 
 def _plots_folder(out: Path) -> Path:

@@ -97,6 +97,8 @@ def test_prompts_4x_longer_do_not_hold(chosen, capsys):
     (["{chosen}", "--trace", "missing.csv"], "missing.csv: no such file"),
     (["{chosen}", "--trace", "{folder}"], "check: not a regular file"),
     (["{nan_slo}", "--trace", CHAT], "locked.slo ttft_p95_ms: nan is not a budget"),
+    (["{bad_rate}", "--trace", CHAT],
+     "locked.capacity.rate_mean_req_s: -40 is not a finite number >= 0"),
     (["{chosen}", "--trace", CHAT, "--format", "mooncake"], "line 1: malformed JSON"),
     (["{chosen}", "--trace", CHAT, "--format", "bogus"], "--set 'workload.format=bogus'"),
     (["{chosen}", "--trace", CHAT, "--set", "workload.prompt_scale=0"],
@@ -107,9 +109,13 @@ def test_bad_input_is_one_line_exit_2(chosen, capsys, args, needle, tmp_path, mo
     doc = yaml.safe_load(chosen.read_text())
     doc["locked"]["slo"] = {"ttft_p95_ms": float("nan")}
     (tmp_path / "nan.yaml").write_text(yaml.safe_dump(doc))
+    doc = yaml.safe_load(chosen.read_text())
+    doc["locked"]["capacity"]["rate_mean_req_s"] = -40
+    (tmp_path / "rate.yaml").write_text(yaml.safe_dump(doc))
     (tmp_path / "check").mkdir()
     args = [str(a).format(chosen=chosen, scenario=chosen.parent.parent / "chat-linear.yaml",
-                          folder=tmp_path / "check", nan_slo=tmp_path / "nan.yaml")
+                          folder=tmp_path / "check", nan_slo=tmp_path / "nan.yaml",
+                          bad_rate=tmp_path / "rate.yaml")
             for a in args]
     code, out, err = check(capsys, *args)
     lines = err.strip().splitlines()

@@ -21,7 +21,8 @@ def test_grid_values_are_yaml_typed_in_order():
 
 
 @pytest.mark.parametrize("bad", ["engine.max_num_seqs", "=1,2", "engine.max_num_seqs=",
-                                 "engine.max_num_seqs=1,1"])
+                                 "engine.max_num_seqs=1,1", "engine.max_num_seqs=64,,128",
+                                 "engine.max_num_seqs=64,", "scheduler=[{name: vllm}, {name: "])
 def test_bad_grid_is_one_input_error(bad):
     with pytest.raises(InputError, match="--grid"):
         parse_grid([bad])
@@ -39,10 +40,17 @@ def test_ranges_include_both_ends_without_float_drift():
     assert parse_loads("2,4,8", "--rate") == [2.0, 4.0, 8.0]
 
 
-@pytest.mark.parametrize("bad", ["1:2", "a:2:1", "4:2:1", "0:2:1", "1:2:-1", "x", "1e9999"])
+@pytest.mark.parametrize("bad", ["1:2", "a:2:1", "4:2:1", "0:2:1", "1:2:-1", "x", "1e9999",
+                                 "4,,8", "4,", "4,4"])
 def test_bad_ranges_are_refused(bad):
     with pytest.raises(InputError):
         parse_loads(bad, "--rate")
+
+
+def test_an_empty_load_option_is_refused_not_ignored():
+    sc = load_scenario(TINY).scenario
+    with pytest.raises(InputError, match="--rate: empty"):
+        make_plan(sc, None, " ", None, 1)
 
 
 def test_plan_is_the_cross_product_of_configs_loads_and_seeds():

@@ -206,3 +206,18 @@ def test_a_long_frontier_title_lies_inside_the_figure(tmp_path):
     title = fig.axes[0].title
     assert title.get_text().replace("\n", " ") == long
     assert _inside(title.get_window_extent(renderer), figure)
+
+
+def test_plot_refuses_a_broken_chosen_table_before_drawing_anything(tmp_path, capsys):
+    # the chosen point's tables are read before any plot: a corrupt one is one line, exit 2,
+    # and no plots folder half written
+    out = tmp_path / "cap"
+    assert cli("capacity", TINY, "--seeds", "1", "--tol", "20%", "-j", "1", "-q",
+               "--no-plots", "--out", out) == 0
+    capsys.readouterr()
+    (out / "chosen" / "steps.parquet").write_text("garbage")
+    assert cli("plot", out) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "chosen/steps.parquet: not a readable parquet table" in err
+    assert not (out / "plots").exists()

@@ -236,7 +236,7 @@ def test_unknown_model_message_lists_names():
     with pytest.raises(CatalogError) as info:
         get_model("llama-9b")
     msg = str(info.value)
-    assert msg.startswith("unknown model 'llama-9b'; known: ")
+    assert msg.startswith("unknown model 'llama-9b' (`servesim catalog` lists every one); known: ")
     assert "\n" not in msg
     for key in MODELS:
         assert key in msg
@@ -247,7 +247,8 @@ def test_unknown_gpu_message_lists_names():
     with pytest.raises(CatalogError) as info:
         get_gpu("h300")
     msg = str(info.value)
-    assert msg == "unknown gpu 'h300'; known: " + ", ".join(sorted(GPUS))
+    assert msg == ("unknown gpu 'h300' (`servesim catalog` lists every one); known: "
+                   + ", ".join(sorted(GPUS)))
 
 
 def test_catalog_error_is_key_and_value_error():

@@ -55,6 +55,7 @@ def assert_one_line_error(code, err, *needles):
     (GOOD + "cost: {name: linear, speed: 3}\n", ["cost", "speed", "allowed keys"]),
     ("model: [unclosed\n", ["s.yaml", "line"]),
     ("- just a list\n", ["s.yaml", "mapping"]),
+    (GOOD + "description: a\x01b\n", ["s.yaml", "control character", "printable"]),
 ])
 def test_bad_scenarios(tmp_path, capsys, text, needles):
     out = tmp_path / "out"
@@ -84,6 +85,15 @@ def test_bad_override(tmp_path, capsys):
     code, _, err = run_cli(["scenario", "validate", write(tmp_path, GOOD), "--set",
                             "engine.max_num_seqs=-3"], capsys)
     assert_one_line_error(code, err, "engine.max_num_seqs")
+
+
+def test_a_control_character_in_a_set_value_is_refused(tmp_path, capsys):
+    # not YAML, and not taken as the text either: it would reach file names and plots
+    out = tmp_path / "o"
+    code, _, err = run_cli(["run", write(tmp_path, GOOD), "-q", "--out", out, "--set",
+                            "name=a\x01b"], capsys)
+    assert_one_line_error(code, err, "--set", "name=", "control character")
+    assert not out.exists()
 
 
 def test_missing_scenario_file(tmp_path, capsys):

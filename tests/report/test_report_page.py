@@ -120,6 +120,38 @@ def test_a_broken_summary_is_named(tmp_path, folders, capsys):
     assert not (d / "report.html").exists()
 
 
+@pytest.mark.parametrize(("kind", "edit", "needle"), [
+    ("run", lambda d: _json_edit(d / "summary.json", lambda s: s.pop("kv_cache")),
+     "lack what the report reads (no 'kv_cache')"),
+    ("run", lambda d: _json_edit(d / "summary.json", lambda s: s["latency_ms"].update(
+        ttft=None)), "lack what the report reads (AttributeError"),
+    ("run", lambda d: (d / "config.json").write_text("{}"), "lack what the report reads"),
+    ("capacity", lambda d: (d / "frontier.csv").write_text("a,b\n1\n"),
+     "lack what the report reads (no 'cost_per_million_output_tokens')"),
+])
+def test_files_that_parse_but_lack_what_the_report_reads_are_named(tmp_path, folders, capsys,
+                                                                   kind, edit, needle):
+    # edited or cut short by hand: one line naming the folder, exit 2, no page written
+    import shutil
+
+    d = tmp_path / "edited"
+    shutil.copytree(folders[kind], d)
+    (d / "report.html").unlink()
+    edit(d)
+    assert cli("report", d) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "edited: its summary.json" in err and needle in err
+    assert "Traceback" not in err and not (d / "report.html").exists()
+
+
+def _json_edit(path, change) -> None:
+    import json
+
+    doc = json.loads(path.read_text())
+    change(doc)
+    path.write_text(json.dumps(doc))
+
+
 def test_run_report_flag_writes_the_page_into_the_committed_result(tmp_path, capsys):
     out = tmp_path / "r"
     assert cli("run", TINY, "-q", "--no-plots", "--out", out, "--report") == 0

@@ -55,6 +55,10 @@ def test_truncated_gzip_is_one_line(write):
     with pytest.raises(TraceError) as e:
         load_trace(path, "jsonl")
     assert "not a readable gzip file" in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(TraceError) as e:  # the format detected, not "gunzip it first"
+        load_trace(path)
+    assert "gzip data that cannot be read (Compressed file ended" in str(e.value)
+    assert "gunzip" not in str(e.value) and "\n" not in str(e.value)
 
 
 record = st.fixed_dictionaries({

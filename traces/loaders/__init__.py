@@ -18,7 +18,14 @@ from typing import Any
 
 from traces.errors import TraceError
 from traces.loaders import azure, jsonl, lengths, mooncake, native, vidur, vllm_bench, vllm_result
-from traces.loaders.common import GZIP_TEXT, check_file, first_line, gzipped
+from traces.loaders.common import (
+    GZIP_TEXT,
+    PARQUET_MAGIC,
+    check_file,
+    first_line,
+    gzipped,
+    starts_with,
+)
 from traces.loaders.native import write_trace
 from traces.rng import Streams
 from traces.schema import Trace
@@ -61,7 +68,11 @@ def detect_format(path: str | Path) -> str:
     """The format name of `path`, from its extension and its first non-blank line."""
     path = Path(path)
     check_file(path)
-    suffix, line = path.suffix.lower(), first_line(path)
+    suffix = path.suffix.lower()
+    if suffix == ".parquet" and not starts_with(path, PARQUET_MAGIC):
+        raise TraceError(f"{path}: named .parquet but not a Parquet file (it does not start "
+                         "with PAR1)")
+    line = first_line(path)
     for name, fmt in FORMATS.items():
         if fmt.sniff(suffix, line):
             return name

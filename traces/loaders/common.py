@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from traces.errors import TraceError
+from traces.errors import TraceError, clip
 
 
 def one_line(error: BaseException) -> str:
@@ -44,13 +44,18 @@ def check_text(path: Path, head: bytes | None = None) -> None:
                          "mark (a quarter or more NUL bytes); save it as UTF-8")
 
 
-def gzipped(path: Path) -> bool:
-    """Whether the file starts with the gzip magic bytes."""
+def starts_with(path: Path, magic: bytes) -> bool:
+    """Whether the file starts with ``magic`` (False if it cannot be read)."""
     try:
         with open(path, "rb") as f:
-            return f.read(2) == b"\x1f\x8b"
+            return f.read(len(magic)) == magic
     except OSError:
         return False
+
+
+def gzipped(path: Path) -> bool:
+    """Whether the file starts with the gzip magic bytes."""
+    return starts_with(path, b"\x1f\x8b")
 
 
 GZIP_TEXT = "is gzip-compressed; servesim reads gzip for JSONL traces only: gunzip it first"
@@ -138,8 +143,9 @@ def first_line(path: Path, limit: int = 65536) -> str:
         with gzip.open(path, "rb") as f:
             try:
                 head = f.read(limit)
-            except (OSError, EOFError):
-                return ""
+            except (OSError, EOFError) as e:  # cut short or not gzip inside
+                raise TraceError(f"{path}: gzip data that cannot be read ({clip(str(e))}); "
+                                 "recompress the trace or give it uncompressed") from None
     if head.startswith(PARQUET_MAGIC):
         return ""
     check_text(path, head)

@@ -19,7 +19,7 @@ from sim.report.html.page import SIGNATURE, render
 from sim.report.lock import acquire
 from sim.report.outfile import is_servesim_file, write_file
 from sim.report.outpath import OutPathError
-from traces.errors import clip_path
+from traces.errors import InputError, clip, clip_path
 
 REPORT = "report.html"
 
@@ -36,13 +36,26 @@ def write_report(path: str | Path) -> Path:
         raise OutPathError(f"{clip_path(out)}: cannot lock it to write {REPORT} "
                            f"({e.strerror or e})") from None
     try:
-        page = render(folder.read(out))  # read under the lock: one result, whole
+        page = _render(folder.read(out))  # read under the lock: one result, whole
         _check_target(target)
         with write_file(target, "report", own_folder=True) as tmp:
             tmp.write_text(page, encoding="utf-8")
     finally:
         lock.release()
     return target
+
+
+def _render(found: folder.Folder) -> str:
+    """The page; a folder whose files parse but lack what the report reads (a summary
+    without ``kv_cache``, a config without ``derived``, a frontier.csv of other columns:
+    edited or cut short, not as servesim wrote them) is an InputError naming the folder."""
+    try:
+        return render(found)
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError) as e:
+        what = f"{type(e).__name__}: {e}" if not isinstance(e, KeyError) else f"no {e}"
+        raise InputError(f"{clip_path(found.path)}: its summary.json, config.json or tables "
+                         f"lack what the report reads ({clip(what)}); not as servesim wrote "
+                         "them: rerun the command that wrote the folder") from None
 
 
 def _check_target(target: Path) -> None:
