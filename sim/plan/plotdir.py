@@ -135,6 +135,7 @@ def plot_dir(out: Path, point_id: str | None = None) -> list[Path]:
     if point_id is not None:
         _point_record(out, point_id)
     load_key = manifest["load_key"]
+    _check_plots_folder(out / "plots")
     # the chosen point's tables first (simulated again if missing): a bad one stops the
     # command before any plot is drawn
     chosen, meta = _chosen(out, df, manifest, base, point_id, budgets)
@@ -176,12 +177,16 @@ def _table(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
     return df
 
 
-def _plots_folder(out: Path) -> Path:
-    """DIR/plots, made if missing; a link or a file there is refused."""
-    dest = out / "plots"
+def _check_plots_folder(dest: Path) -> None:
     if os.path.lexists(dest) and (dest.is_symlink() or not dest.is_dir()):
         raise OutPathError(f"{clip_path(dest)}: not a folder servesim made (a link or a "
                            "file); remove it to redraw the plots")
+
+
+def _plots_folder(out: Path) -> Path:
+    """DIR/plots, made if missing; a link or a file there is refused."""
+    dest = out / "plots"
+    _check_plots_folder(dest)
     try:
         dest.mkdir(exist_ok=True)
     except OSError as e:

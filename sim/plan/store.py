@@ -113,8 +113,8 @@ class PointStore:
                              "already; pass --resume to continue it, or choose another --out")
         diff = _differences(old, manifest)
         if diff:
-            raise InputError(f"{clip_path(self.out)}: --resume, but the sweep there differs "
-                             f"in {', '.join(diff)}; use another --out")
+            raise InputError(f"{clip_path(self.out)}: --resume with {', '.join(diff)} "
+                             "different from the sweep there; use another --out")
 
     def close(self) -> None:
         """Release the folder's lock (the kernel drops it if the process dies)."""

@@ -221,3 +221,8 @@ def test_plot_refuses_a_broken_chosen_table_before_drawing_anything(tmp_path, ca
     assert err.count("\n") == 1 and "Traceback" not in err
     assert "chosen/steps.parquet: not a readable parquet table" in err
     assert not (out / "plots").exists()
+    points = pd.read_parquet(out / "points.parquet")
+    points.iloc[0:0].to_parquet(out / "points.parquet")  # no rows: nothing to draw
+    assert cli("plot", out) == 2
+    assert "its points table has no rows" in capsys.readouterr().err
+    assert not (out / "plots").exists()
