@@ -72,7 +72,8 @@ def _common(k: _Keys) -> dict:
                 vocab_size=k.req("vocab_size"),
                 intermediate_size=k.req("intermediate_size"),
                 max_position_embeddings=k.req("max_position_embeddings"),
-                tie_word_embeddings=bool(k.opt("tie_word_embeddings", False)))
+                tie_word_embeddings=bool(k.opt("tie_word_embeddings", False)),
+                mtp_layers=k.opt("num_nextn_predict_layers", 0, "num_mtp_modules"))
 
 
 def _window(k: _Keys, layers: int) -> dict:

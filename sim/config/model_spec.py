@@ -125,6 +125,10 @@ class ModelSpec(Validated):
     first_dense_layers: int = _count("Leading layers with a dense MLP of intermediate_size "
                                      "instead of experts (count; DeepSeek's "
                                      "first_k_dense_replace).", 1024)
+    mtp_layers: int = _count("Multi-token-prediction layers the checkpoint ships (count; "
+                             "config.json's num_nextn_predict_layers, MiniMax's "
+                             "num_mtp_modules): what vLLM's speculative method mtp drafts "
+                             "with; 0: none, and vLLM has no mtp drafter for the model.", 64)
     kv_lora_rank: int = _count("MLA latent width cached per token and layer (elements; 0 = "
                                "not MLA).", 1 << 16)
     q_lora_rank: int = _count("MLA query compression width (elements; 0 = one q_proj).",

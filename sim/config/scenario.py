@@ -365,6 +365,11 @@ class Scenario(Validated):
                 f"engine.async_scheduling: vLLM 0.32 refuses --async-scheduling with "
                 f"speculative method {spec.method!r}: leave it unset or false, or draft with "
                 f"ngram_gpu")
+        if spec.method == "mtp" and not self.model_spec.mtp_layers:
+            raise ValueError(f"engine.speculative_config: method mtp drafts with the model's "
+                             f"own multi-token-prediction layers, and {self.model_spec.name} "
+                             "has none (model.mtp_layers 0); use eagle, eagle3, ngram or "
+                             "draft_model")
         if self.scheduler.name not in ("vllm", "vllm-priority", "lanes"):
             raise ValueError(f"engine.speculative_config needs a vLLM v1 scheduler (vllm, "
                              f"vllm-priority, lanes), not {self.scheduler.name!r}")

@@ -194,7 +194,7 @@ def test_same_seed_same_run_other_seed_other_draws():
 def spec_runs(draw):
     arrival, prompt, output, knobs = draw(runs())
     k = draw(st.integers(1, 5))
-    method = draw(st.sampled_from(["eagle3", "ngram", "ngram_gpu", "mtp"]))
+    method = draw(st.sampled_from(["eagle3", "ngram", "ngram_gpu", "eagle"]))
     rate = draw(st.sampled_from([0.0, 0.5, 1.0]))
     knobs = knobs | {"spec": _spec(k, [rate], method),
                      "prefix_caching": draw(st.booleans()),
@@ -328,12 +328,24 @@ def test_async_by_method_as_vllm_032():
         r = _resolved(f"{{method: {method}, num_speculative_tokens: 2{extra}}}")
         return r.scenario.engine.async_scheduling
 
-    assert {m: default(m) for m in ("eagle3", "mtp", "ngram", "ngram_gpu", "draft_model")} == {
-        "eagle3": True, "mtp": True, "ngram": False, "ngram_gpu": True, "draft_model": True}
+    assert {m: default(m) for m in ("eagle3", "eagle", "ngram", "ngram_gpu", "draft_model")} == {
+        "eagle3": True, "eagle": True, "ngram": False, "ngram_gpu": True, "draft_model": True}
     with pytest.raises(InputError, match="refuses --async-scheduling with speculative method "
                                          "'ngram'.*ngram_gpu") as e:
         load_scenario(None, ("engine.async_scheduling=true", "engine.speculative_config="
                              "{method: ngram, num_speculative_tokens: 2}"))
+    assert "\n" not in str(e.value)
+
+
+def test_mtp_needs_a_model_with_mtp_layers():
+    # DeepSeek-V3 ships one (config.json num_nextn_predict_layers), Llama none: vLLM has no
+    # MTP drafter for it
+    spec = "engine.speculative_config={method: mtp, num_speculative_tokens: 1}"
+    ok = load_scenario(None, ("model=deepseek-v3", "gpu=h200-sxm",
+                              "tensor_parallel_size=8", spec))
+    assert ok.scenario.model_spec.mtp_layers == 1
+    with pytest.raises(InputError, match="llama-3-8b has none") as e:
+        load_scenario(None, (spec,))
     assert "\n" not in str(e.value)
 
 
@@ -382,7 +394,7 @@ def verify_scenarios(draw):
     """A small speculative scenario on the fitted H100 model (whose drafter prices each
     step's shape, so the scheduler folds verify steps into runs)."""
     k = draw(st.integers(1, 5))
-    method = draw(st.sampled_from(["eagle3", "ngram", "ngram_gpu", "mtp"]))
+    method = draw(st.sampled_from(["eagle3", "ngram", "ngram_gpu", "eagle"]))
     rates = draw(st.lists(st.sampled_from([0.0, 0.3, 0.7, 1.0]), min_size=1, max_size=k))
     n = draw(st.integers(5, 40))
     sets = [
