@@ -61,17 +61,13 @@ class CachingBlockPool:
         self.version = 0
 
     # ---- the free queue ------------------------------------------------------------------
-    def _append(self, blocks: list[int], skip: int = 0, keyed: bool = False) -> None:
+    def _append(self, blocks: list[int], skip: int = 0) -> None:
         """Queue ``blocks`` at the tail, in order (the last is evicted last); the first
-        ``skip`` have no key, and with ``keyed`` all the others have one (the caller knows)."""
-        q = self.q
+        ``skip`` have no key (the caller knows)."""
+        q, key = self.q, self.key
         start = self.base + len(q)
         q.extend(blocks)
-        if keyed:  # their queue positions, in one C-level pass
-            qpos = self.qpos
-            list(map(qpos.__setitem__, blocks[skip:], range(start + skip, start + len(blocks))))
-        elif self.cached and any(map((key := self.key).__getitem__,
-                                     blocks[skip:] if skip else blocks)):
+        if self.cached and any(map(key.__getitem__, blocks[skip:] if skip else blocks)):
             qpos = self.qpos
             for i in range(skip, len(blocks)):
                 if key[b := blocks[i]]:
@@ -181,15 +177,15 @@ class CachingBlockPool:
             table = more if table is None else table + more
         if not table:
             return
-        key, keyed = self.key, False
+        key = self.key
         if not self.cached or not any(map(key.__getitem__, table)):  # none shared: all free
             last = table[hashed - 1::-1] if hashed > 0 else []  # reversed table[:hashed]
             first = table[:hashed - 1:-1] if hashed > 0 else table[::-1]  # the rest, reversed
             skip = len(last)  # none has a key
         else:
-            keys = list(map(key.__getitem__, table))
-            k = keys.index(0) if 0 in keys else len(table)
-            if any(keys[k:]):  # a keyed block after an unkeyed one: block by block
+            keyed = list(map(key.__getitem__, table))
+            k = keyed.index(0) if 0 in keyed else len(table)
+            if any(keyed[k:]):  # a keyed block after an unkeyed one: block by block
                 (last, first), skip = self._split(table, hashed), 0
             else:  # keyed blocks lead the table (hits and published prompt blocks come
                 # first): the unkeyed rest in slices, then the keyed run block by block
@@ -201,9 +197,8 @@ class CachingBlockPool:
                     ref[b] -= 1
                     if not ref[b]:
                         last.append(b)
-                keyed = True  # every block of ``last`` past ``skip``
         if last:
-            self._append(last, skip, keyed)
+            self._append(last, skip)
         if first:
             self._prepend(first)
         self.refs_total -= len(table)
