@@ -79,8 +79,8 @@ class _Report:
 
 def show(value: object) -> str:
     """A cell as it should appear in a message: numbers bare, text quoted, blanks 'missing'."""
-    if is_missing(value):
-        return "missing"
+    if is_missing(value):  # a blank CSV cell reads as NaN too: say both
+        return "missing or NaN" if isinstance(value, (float, np.floating)) else "missing"
     if isinstance(value, str):
         try:
             float(value)

@@ -125,7 +125,7 @@ def check_tables(v: ResultView) -> ResultView:
 def _finite(where: str, name: str, col: str, x: np.ndarray, index) -> None:
     bad = np.flatnonzero(~np.isfinite(x) | (x < 0) | (x > MAX_TIME_S))
     if len(bad):
-        raise InputError(f"{where}: {name} row {index[bad[0]]}: {col} = {x[bad[0]]!r}; "
+        raise InputError(f"{where}: {name} row {index[bad[0]]}: {col} = {float(x[bad[0]])!r}; "
                          f"expected a finite number of seconds from 0 to {MAX_TIME_S:g}")
 
 
