@@ -40,6 +40,9 @@ def band(resolved) -> dict:
     sc, gpu = resolved.scenario, resolved.gpu.name
     cls = model_class(resolved.model)
     out = {"gpu": gpu, "model_class": cls}
+    spec = sc.engine.speculative_config
+    if spec is not None:  # no measured deployment speculates: say what checked the drafter
+        out["speculative"] = spec.method
     cost = sc.cost.name if sc.cost is not None else "roofline"
     profile = getattr(sc.cost.params, "profile", None) if sc.cost is not None else None
     if profile == "auto":  # FittedParams' default: the GPU's shipped <gpu>/vllm profile
@@ -67,15 +70,23 @@ def _published(b: dict) -> str:
     return f"; vLLM's latency benchmark on {b['gpu']} (batch of 8, 32 in / 128 out): {errs}"
 
 
+def _speculative(b: dict) -> str:
+    if not b.get("speculative"):
+        return ""
+    return (f"; speculative decoding ({b['speculative']}) is in none of those rows: only "
+            "SpecDecode-Bench's published EAGLE speedup on one H100 checks it "
+            "(benchmarks/speculative)")
+
+
 def describe(b: dict) -> str:
     """One line for the console."""
     if not b["validated"]:
         return (f"cost model error: not validated for {b['model_class']} on {b['gpu']}: "
-                f"{b['why']}{_published(b)}")
+                f"{b['why']}{_published(b)}{_speculative(b)}")
     t, p = b["ttft"], b["tpot"]
     models = ", ".join(m.split("/")[-1] for m in b.get("models", ()))
     return (f"cost model error on {b['gpu']} ({b['model_class']}: {b['rows']} measured vLLM "
             f"deployments of {models}): TTFT +/- {t['median_abs']:.1f} % median "
             f"(p90 {t['p90_abs']:.1f} %, bias {t['bias']:+.1f} %), "
             f"TPOT +/- {p['median_abs']:.1f} % (p90 {p['p90_abs']:.1f} %, "
-            f"bias {p['bias']:+.1f} %){_published(b)}")
+            f"bias {p['bias']:+.1f} %){_published(b)}{_speculative(b)}")

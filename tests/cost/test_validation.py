@@ -85,3 +85,13 @@ def test_the_published_latency_points_come_along():
     assert describe(b).endswith("vLLM's latency benchmark on a100-80gb (batch of 8, 32 in / "
                                 f"128 out): {b['published'][0]['error_pct']:+.1f} %, "
                                 f"{b['published'][1]['error_pct']:+.1f} %")
+
+
+def test_a_speculative_run_says_its_drafter_is_outside_the_rows():
+    # no measured deployment speculates: the band says so, and what checks the drafter
+    b = band(resolved("engine.speculative_config={method: eagle3, num_speculative_tokens: 3}"))
+    assert b["validated"] and b["speculative"] == "eagle3"
+    assert describe(b).endswith("speculative decoding (eagle3) is in none of those rows: only "
+                                "SpecDecode-Bench's published EAGLE speedup on one H100 checks "
+                                "it (benchmarks/speculative)")
+    assert "speculative" not in band(resolved())
