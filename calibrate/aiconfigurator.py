@@ -177,6 +177,9 @@ def convert_table(path: Path, kind: str, ver: dict, rel: str) -> tuple[pd.DataFr
 def _done(path: Path, df: pd.DataFrame, t: pd.DataFrame, f, b, ver: dict,
           rel: str) -> pd.DataFrame:
     ver = {**ver, "framework_version": path.parent.name}
+    if t.empty:  # e.g. no vllm_graph bfloat16 all-reduce rows in this system's table
+        raise ImportDataError(f"{rel}: no rows servesim reads in this table ({len(df)} after "
+                              "filtering); this system cannot be imported")
     return _finish(df, t["latency"], f, b, str(t["device"].iloc[0]), ver,
                    f"{PACKAGE} {ver[PACKAGE]} {rel}")
 

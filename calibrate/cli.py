@@ -369,10 +369,21 @@ def fit_overhead_cmd(
 
 
 def _gpu_path(spec: str) -> tuple[str, str]:
+    """GPU=MODEL.yaml: an ops model file (the kernel tables the host cost is fitted beside)
+    timed on that GPU."""
+    from sim.cost.profile.model_file import load_model_file
+
     gpu, sep, path = spec.partition("=")
     if not sep or not Path(path).is_file():
         raise InputError(f"--profile {spec!r}: expected GPU=MODEL.yaml with an existing file")
-    return _check_gpu(gpu, "--profile"), path
+    gpu = _check_gpu(gpu, "--profile")
+    mf = load_model_file(path)  # a malformed file is an InputError naming it
+    if mf.kind != "ops":
+        raise InputError(f"--profile {spec!r}: a {mf.kind} model (fit-steps); the host cost "
+                         "is fitted beside kernel tables: give an ops model (calibrate fit)")
+    if mf.gpu != gpu:
+        raise InputError(f"--profile {spec!r}: the model was timed on {mf.gpu}, not {gpu}")
+    return gpu, path
 
 
 def _overhead_lines(h, predicted_ms) -> list[str]:

@@ -197,6 +197,10 @@ def _vllm_text(path: Path, text: str) -> pd.DataFrame:
                    "decode_seqs": a[:, 2], "exec_ms": a[:, 3]}, str(path))
 
 
+MAX_STEP_MS = 3.6e6  # an engine step of an hour is a recording fault, not a step (ms)
+MAX_COUNT = 1 << 30  # tokens, sequences, pairs in one step: far above any engine's budget
+
+
 def _csv(path: Path) -> pd.DataFrame:
     try:
         df = pd.read_csv(path)
@@ -210,11 +214,14 @@ def _csv(path: Path) -> pd.DataFrame:
     optional = ("requests", "pairs", "context_tokens", "exec_ms")
     for c in (*need, *[o for o in optional if o in df.columns]):
         v = pd.to_numeric(df[c], errors="coerce")
-        bad = ~np.isfinite(v) | (v < 0)
+        top = MAX_STEP_MS if c in ("step_ms", "exec_ms") else MAX_COUNT
+        bad = ~np.isfinite(v) | (v < 0) | (v > top)
         if bad.any():
             row = int(np.flatnonzero(bad.to_numpy())[0])
-            raise StepsError(f"{path}: row {row + 2}: column {c}: expected a number >= 0, got "
-                             f"{df[c].iloc[row]!r}")
+            got = df[c].iloc[row]
+            got = got.item() if isinstance(got, np.generic) else got
+            raise StepsError(f"{path}: row {row + 2}: column {c}: expected a number from 0 to "
+                             f"{top:g}, got {got!r}")
         df[c] = v
     if (df["step_ms"] <= 0).any():
         raise StepsError(f"{path}: column step_ms: every step must take > 0 ms")

@@ -47,6 +47,12 @@ def fidelity(
 
     if device not in DEVICES:
         raise InputError(f"--device {device!r}: expected cpu or cuda")
+    if device == "cuda":  # before any profiling or folder: the live runner's own check
+        import torch
+
+        if not torch.cuda.is_available():
+            raise InputError("--device cuda: no CUDA device is visible (torch "
+                             f"{torch.__version__}); use --device cpu")
     sets = tuple(set_ or ()) + ((f"workload.format={fmt}",) if fmt else ())
     loaded = load_scenario(scenario, live_sets(scenario, True, device) + sets,
                            str(trace) if trace else None)  # the live variant

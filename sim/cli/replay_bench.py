@@ -23,7 +23,7 @@ from sim.config.load import load_scenario
 from sim.cost import validation
 from sim.report.bench import comparison, comparison_table, measured_summary
 from traces.errors import InputError
-from traces.loaders.vllm_result import read_result, traffic
+from traces.loaders.vllm_result import check_compared, read_result, traffic
 
 ARRIVALS = ("measured", "process")
 
@@ -49,6 +49,7 @@ def replay_bench(
     if arrivals not in ARRIVALS:
         raise InputError(f"--arrivals {arrivals!r}: allowed: {', '.join(ARRIVALS)}")
     measured_run = read_result(result)
+    check_compared(measured_run, result)  # before anything is simulated or written
     arrival = arrival_spec(measured_run, arrivals)
     overrides = ("workload.format=vllm-result", f"workload.arrival={json.dumps(arrival)}",
                  *(set_ or ()))

@@ -99,6 +99,9 @@ class ClusterConfig(Validated):
 
     @model_validator(mode="after")
     def _pools_agree(self):
+        if self.pools and (self.replicas != 1 or self.router.name != "round_robin"):
+            raise ValueError("replicas and router apply when no pools are given; with pools, "
+                             "set each pool's (cluster.pools.N.replicas, .router)")
         names = [p.name for p in self.pools]
         if len(set(names)) != len(names):
             raise ValueError(f"pools: names must differ (got {names})")

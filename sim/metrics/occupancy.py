@@ -55,6 +55,9 @@ def waiting_area(res, steps: dict, window: Window) -> tuple[np.ndarray, float]:
     nxt = np.append(starts[1:], window.end_s) if len(starts) else np.zeros(0)
     area = waiting * (nxt - starts)
     arrival = res.specs.arrival_s[res.status != Status.REJECTED]
+    # requests that arrive after the window (an engine that stopped: they are aborted
+    # unseen) wait in no queue of it
+    arrival = arrival[arrival <= window.end_s]
     at = np.searchsorted(starts, arrival, side="left")  # index of S(a)
     wait = np.append(starts, window.end_s)[at] - arrival
     before = float(wait[at == 0].sum())

@@ -113,7 +113,13 @@ def run_warnings(res: RunResult, lat: dict | None = None) -> list[str]:
     """The run's warnings (the cost model's), and one when the run is too short to judge
     (``sim.metrics.stability.too_short``)."""
     short = too_short(res, lat)
-    return [*res.warnings, *((f"the run is {short}",) if short else ())]
+    stopped = res.counters.get("engine_stopped", "")
+    if stopped:  # vLLM v0 stops its engine (swap space exhausted): say so even under -q
+        aborted = int((res.status == Status.ABORTED).sum())
+        stopped = (f"the engine stopped ({stopped}); {aborted:,} of {len(res.status):,} "
+                   "requests aborted")
+    return [*res.warnings, *((f"the run is {short}",) if short else ()),
+            *((stopped,) if stopped else ())]
 
 
 def client_queue(res: RunResult) -> dict:

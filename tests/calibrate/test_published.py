@@ -65,3 +65,23 @@ def test_an_async_point_sees_the_longer_of_kernels_and_host():
     assert predicted_ms(h, OverheadPoint(kernels_ms=9.0, async_scheduling=True, **pt)) == 9.0
     assert predicted_ms(h, OverheadPoint(kernels_ms=1.0, async_scheduling=True, **pt)) == \
         pytest.approx(1.8)
+
+
+@pytest.mark.parametrize(("profile", "needle"), [
+    ("h200-sxm={h100}", "the model was timed on h100-sxm, not h200-sxm"),
+    ("h100-sxm={steps}", "a steps model (fit-steps)"),
+    ("h100-sxm={bad}", "invalid YAML"),
+])
+def test_fit_overhead_takes_an_ops_model_of_that_gpu(tmp_path, capsys, profile, needle):
+    # an H100 profile named as H200's, a fit-steps model, a file that is not YAML: refused
+    from sim.cli import main
+
+    (tmp_path / "bad.yaml").write_text("a: [\n")
+    steps = tmp_path / "steps.yaml"
+    steps.write_text(shipped_profiles()["h100-sxm/vllm"].read_text().replace(
+        "kind: ops", "kind: steps", 1))
+    arg = profile.format(h100=shipped_profiles()["h100-sxm/vllm"], steps=steps,
+                         bad=tmp_path / "bad.yaml")
+    assert main(["calibrate", "fit-overhead", "--profile", arg]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1 and "Traceback" not in err

@@ -211,3 +211,14 @@ def test_bad_jsonl_logs_name_the_line(tmp_path):
         warnings.simplefilter("error")
         with pytest.raises(StepsError, match="at least one"):
             fit_logs([])
+
+
+@pytest.mark.parametrize(("cell", "needle"), [
+    ("1e30", "column step_ms: expected a number from 0 to 3.6e+06, got 1e+30"),
+    ("-5", "column step_ms: expected a number from 0 to 3.6e+06, got -5"),
+])
+def test_a_step_time_no_engine_takes_is_refused(tmp_path, cell, needle):
+    path = tmp_path / "steps.csv"
+    path.write_text(f"prefill_tokens,decode_seqs,step_ms\n10,1,{cell}\n")
+    with pytest.raises(StepsError, match=needle.replace("+", r"\+")):
+        read_log(path)

@@ -119,3 +119,18 @@ def test_policies_lists_every_registry(capsys):
     out = capsys.readouterr().out
     for name in ("vllm", "paged", "linear", "roofline"):
         assert name in out
+
+
+def test_an_engine_that_stops_says_so_and_counts_no_waiting_after_it(tmp_path, capsys):
+    # vLLM v0 stops its engine when a swap victim finds no swap space; the requests that
+    # arrive afterwards are aborted unseen: they wait in no queue (the mean was negative)
+    out = tmp_path / "o"
+    sc = Path(__file__).resolve().parents[2] / "scenarios" / "swap-preemption.yaml"
+    assert main(["run", str(sc), "-q", "--no-plots", "-o", str(out),
+                 "--set", "engine.swap_space=0", "--set", "workload.num_requests=200"]) == 0
+    err = capsys.readouterr().err
+    assert "the engine stopped (Aborted due to the lack of CPU swap space" in err
+    assert "200 of 200 requests aborted" in err
+    s = json.loads((out / "summary.json").read_text())
+    assert s["requests"]["aborted"] == 200
+    assert 0 <= s["waiting"]["mean_waiting_on_kv_memory"] <= s["waiting"]["mean_waiting"]

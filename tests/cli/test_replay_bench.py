@@ -120,6 +120,8 @@ def test_result_as_a_trace_and_failed_requests(tmp_path):
     (lambda r: r.pop("input_lens"), "no per-request 'input_lens'; record with vllm bench "
                                     "serve --save-result --save-detailed"),
     (lambda r: r.update(ttfts=[0.1]), "field 'ttfts' must be a list with one entry per request"),
+    (lambda r: r.pop("itls"), "no per-request 'itls' to compare with"),
+    (lambda r: r.pop("latencies"), "no per-request 'latencies' to compare with"),
 ])
 def test_bad_results_fail_in_one_line(tmp_path, capsys, edit, needle):
     sc, res = simulate_and_record(tmp_path, "{process: poisson, rate: 6.0}", rate=6.0)
@@ -127,8 +129,10 @@ def test_bad_results_fail_in_one_line(tmp_path, capsys, edit, needle):
     data = json.loads(res.read_text())
     edit(data)
     res.write_text(json.dumps(data))
-    code = main(["replay-bench", str(res), "--scenario", str(sc)])
+    out = tmp_path / "replayed"
+    code = main(["replay-bench", str(res), "--scenario", str(sc), "-o", str(out)])
     assert_one_line_error(code, capsys.readouterr().err, "bench.json", needle)
+    assert not out.exists()  # refused before anything is simulated or written
 
 
 def test_appended_results_and_unknown_modes_fail_in_one_line(tmp_path, capsys):

@@ -11,6 +11,7 @@ from sim.cli import main
     ("cluster={replicas: 0}", "cluster.replicas"),
     ("cluster={router: {name: fastest}}", "unknown router 'fastest'"),
     ("cluster={pools: [{name: a}, {name: a}]}", "names must differ"),
+    ("cluster={replicas: 3, pools: [{name: a}]}", "replicas and router apply when no pools"),
     ("cluster={pools: [{name: a}, {name: b}]}", "at most one pool may take"),
     ("cluster={pools: [{name: a, engine: {max_num_seqs: 0}}]}",
      "cluster.pools.0 (a): engine.max_num_seqs"),

@@ -75,6 +75,18 @@ def read_result(path: Path) -> dict:
     return result
 
 
+MEASURED = ("ttfts", "itls", "latencies")  # what a replay compares against (per request)
+
+
+def check_compared(result: dict, path: Path) -> None:
+    """The per-request measurements `replay-bench` compares with are there (their values
+    and the duration ``read_result`` checked already)."""
+    missing = [k for k in MEASURED if not isinstance(result.get(k), list)]
+    if missing:
+        raise TraceError(f"{path}: no per-request '{missing[0]}' to compare with; record with "
+                         "vllm bench serve --save-result --save-detailed")
+
+
 def _number(x) -> bool:
     return isinstance(x, int | float) and not isinstance(x, bool)
 

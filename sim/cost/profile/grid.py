@@ -128,6 +128,8 @@ def fit_grid(nodes: list[np.ndarray], x: np.ndarray, v: np.ndarray, smooth: floa
     rz = float(r @ p)
     stop = tol * max(float(rhs @ rhs), 1e-300)
     for _ in range(iters):
+        if rz == 0.0:  # the residual is zero already (e.g. all data on the start): done
+            break
         q = normal(p)
         alpha = rz / float(p @ q)
         z += alpha * p
