@@ -16,7 +16,7 @@ from sim.config.load import LoadedScenario
 from sim.config.resolve import ConfigError, Resolved, resolve
 from sim.config.runnable import scenario_as_run
 from sim.engine.requests import RequestSpecs
-from sim.fleet.plan import plan_fleet
+from sim.fleet.plan import plan_fleet, warn_cache_blind
 from sim.fleet.run import fleet_outputs, run_fleet
 from sim.metrics.summary import summarize
 from sim.report.steplog import StepLog
@@ -58,7 +58,7 @@ def prepare(loaded: LoadedScenario) -> tuple[Resolved, RequestSpecs, str]:
     r = resolve_loaded(loaded)
     if sc.cluster is not None:  # every pool must resolve too
         try:
-            plan_fleet(sc, r)
+            warn_cache_blind(plan_fleet(sc, r))
         except ConfigError as e:
             raise ConfigError(f"{loaded.origin(str(e))}: {e}") from None
     trace = build_workload(sc.workload, seed=sc.seed, base_dir=loaded.base_dir)

@@ -31,6 +31,7 @@ from sim.metrics.recorder import Recorder
 from sim.sched.admission import ADMISSION_RULES
 from sim.sched.base import SCHEDULERS, Scheduler, arrived_as_waiting
 from sim.sched.lengths import serve
+from sim.warning import RunWarning
 
 SAFETY_MIN_S = 3600.0  # an unbounded run stops this long (or 4 spans) after the last arrival
 # Once every request has arrived, the engine may run at most max(DRAIN_MIN_PLANS,
@@ -68,10 +69,6 @@ class RunResult:
     host_times: Callable | None = None
     # speculative decoding (engine.speculative_config): acceptance counts and drafter time
     speculative: dict | None = None
-
-
-class RunWarning(UserWarning):
-    """Said once at the end of a run (e.g. steps priced outside a fit's ranges)."""
 
 
 def build_kv(r: Resolved, specs: RequestSpecs) -> KVManager:

@@ -6,6 +6,7 @@ one pool ``default`` of ``cluster.replicas``.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 from pydantic import ValidationError
@@ -15,6 +16,7 @@ from sim.config.resolve import ConfigError, Resolved, resolve
 from sim.config.scenario import Scenario
 from sim.engine.clock import ns
 from sim.fleet.config import ClusterConfig, PoolConfig, RouterChoice
+from sim.warning import RunWarning
 
 SERVE, PREFILL, DECODE = "serve", "prefill", "decode"
 
@@ -125,3 +127,15 @@ def plan_fleet(sc: Scenario, base: Resolved | None = None) -> FleetPlan:
         out.append(PoolPlan(p.name, r, p.replicas, p.router, p.lanes, _role(c, p.name)))
     pools = tuple(out)
     return FleetPlan(pools, ns(c.kv_report_interval_ms * 1e-3), _transfer(c, pools))
+
+
+def warn_cache_blind(plan: FleetPlan) -> None:
+    """prefix_affinity aims requests at the replica that cached their prefix: without a
+    prefix cache it only balances (a configuration the planner likely did not mean). Said
+    once, where the scenario is prepared (sim.pipeline.prepare)."""
+    for p in plan.pools:
+        if p.router.name == "prefix_affinity" and \
+                not p.resolved.scenario.engine.enable_prefix_caching:
+            warnings.warn(f"cluster: pool {p.name!r} routes by prefix_affinity but its "
+                          "replicas cache no prefix (engine.enable_prefix_caching false): "
+                          "its requests are only balanced", RunWarning, stacklevel=2)

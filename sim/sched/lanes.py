@@ -37,6 +37,7 @@ allocation failures (and preempt) like physical ones.
 
 from __future__ import annotations
 
+import warnings
 from itertools import chain
 
 import numpy as np
@@ -47,6 +48,7 @@ from sim.sched.base import SCHEDULERS
 from sim.sched.batch import BatchBuilder
 from sim.sched.queues import FCFSQueue, RequestQueue
 from sim.sched.vllm import BUDGET, EMPTY, POLICY, SEQS, VllmScheduler
+from sim.warning import RunWarning
 from traces.errors import InputError
 from traces.validated import Validated
 
@@ -119,6 +121,11 @@ class LanesScheduler(VllmScheduler):
         names = specs.lane_names
         code = names.index(params.interactive_lane) if params.interactive_lane in names else -1
         self.interactive = specs.lane == code  # per request (make_queue needs it)
+        if len(specs) and not self.interactive.any():  # its share reserved for no one
+            warnings.warn(f"scheduler lanes: no request is in the interactive lane "
+                          f"{params.interactive_lane!r} (the workload's lanes: "
+                          f"{', '.join(map(repr, names)) or 'none'}); its reserved sequences "
+                          "and KV go unused", RunWarning, stacklevel=2)
         super().__init__(specs, limits, kv, params, admission)
         self.batch_seqs = limits.max_num_seqs - int(params.interactive_seq_share
                                                     * limits.max_num_seqs)

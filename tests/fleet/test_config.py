@@ -26,3 +26,11 @@ def test_bad_cluster_is_one_line_exit_2(setting, message, tmp_path, capsys):
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert not out.exists()
+
+
+def test_prefix_affinity_without_a_prefix_cache_warns(tmp_path, capsys):
+    assert main(["run", "--set", "cluster={replicas: 2, router: {name: prefix_affinity}}",
+                 "--set", "engine.enable_prefix_caching=false", "--set",
+                 "workload.num_requests=50", "-o", str(tmp_path / "r"), "-q"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("routes by prefix_affinity but its replicas cache no prefix") == 1

@@ -229,8 +229,9 @@ def test_native_minimal_columns(write):
 def test_detection_and_format_errors(write, tmp_path):
     unknown = write("x.csv", "a,b\n1,2\n")
     assert error_of(unknown) == (
-        f"{unknown}: cannot detect the trace format (first line 'a,b'); pass format= one of "
-        "azure, vllm-bench, vllm-result, jsonl, mooncake, vidur, lengths, native"
+        f"{unknown}: cannot detect the trace format (first line 'a,b'); give it (--format, or "
+        "workload.format) as one of azure, vllm-bench, vllm-result, jsonl, mooncake, vidur, "
+        "lengths, native"
     )
     good = write("conv.csv", AZURE_CSV)
     assert error_of(good, "splitwise") == (

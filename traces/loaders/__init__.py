@@ -80,7 +80,8 @@ def detect_format(path: str | Path) -> str:
         raise TraceError(f"{path}: {GZIP_TEXT}")
     what = "the file is empty" if not line else f"first line {line[:60]!r}"
     raise TraceError(
-        f"{path}: cannot detect the trace format ({what}); pass format= one of {', '.join(FORMATS)}"
+        f"{path}: cannot detect the trace format ({what}); give it (--format, or "
+        f"workload.format) as one of {', '.join(FORMATS)}"
     )
 
 
