@@ -51,6 +51,8 @@ def _render(found: folder.Folder) -> str:
     edited or cut short, not as servesim wrote them) is an InputError naming the folder."""
     try:
         return render(found)
+    except InputError:  # already one line naming what is wrong
+        raise
     except (KeyError, TypeError, AttributeError, IndexError, ValueError) as e:
         what = f"{type(e).__name__}: {e}" if not isinstance(e, KeyError) else f"no {e}"
         raise InputError(f"{clip_path(found.path)}: its summary.json, config.json or tables "
