@@ -215,6 +215,9 @@ class CachingScheduler(FastScheduler):
 
     def check(self):
         """Every running request's table holds its blocks; the pool's own checks."""
+        if not self._admitted:  # nothing ever reached this pool (an idle fleet replica)
+            assert self.used == 0 and not self.running and self.kv.pool.version == 0
+            return
         if self.counting:
             self._materialize()
         self._flush()

@@ -210,13 +210,14 @@ class Fleet:
                        seen_s=[-np.inf] * plan.replicas, seen_ns=[0] * plan.replicas)
         wrap = ((lambda ex: TransferredPrompts(ex, ps.specs.prompt_tokens))
                 if plan.role == DECODE else None)
+        shared = rp.shared_cost(plan.resolved)  # one priced model for the pool, where it can be
         for k in range(0 if self.alone else plan.replicas):
             look = (lambda: self._decode_lookahead()) if plan.role == DECODE else (
                 lambda p=pool, k=k: self._entry_lookahead(p, k))
             ended = None if plan.role == DECODE else (lambda p=pool: self._entry_ended(p))
             pool.replicas.append(rp.build(self.env, plan, k, ps, self.stop, look,
                                           self._finished, self._step_hook(plan, k), wrap,
-                                          ended))
+                                          ended, cost=shared))
         return pool
 
     def _assign_lanes(self) -> None:

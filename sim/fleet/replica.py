@@ -18,6 +18,7 @@ import simpy
 
 from sim.cost.base import CostModel
 from sim.cost.drafter import priced_steps
+from sim.cost.fitted import FittedCost
 from sim.engine.engine import Engine, RunStatus, admissible
 from sim.engine.requests import RequestSpecs
 from sim.fast.engine import FastEngine
@@ -101,13 +102,24 @@ class Replica:
         return self.engine.busy_until
 
 
+def shared_cost(r) -> CostModel | None:
+    """A cost model every replica of a pool may price with (None: each builds its own). A
+    fitted ops profile keeps nothing of a run, only memos of pure functions of a step's
+    shape, so one serves them all (its set-up, restricting every table to the model, is
+    most of what an idle replica costs); a steps fit counts a run's steps outside its
+    ranges, and live mode runs kernels: those stay one per replica."""
+    cost = build_cost(r)
+    return cost if type(cost) is FittedCost and cost.file.kind == "ops" else None
+
+
 def build(env: simpy.Environment, pool: PoolPlan, index: int, ps: PoolSpecs, stop_s: float,
-          lookahead, on_finish, on_plan=None, wrap=None, ended=None) -> Replica:
+          lookahead, on_finish, on_plan=None, wrap=None, ended=None,
+          cost: CostModel | None = None) -> Replica:
     """A replica ready to start; ``wrap(executor)`` may change how its steps are priced
     (the decode pool prices transferred prompts as already in KV); ``on_plan``: each plan,
-    reported at its end (a step log)."""
+    reported at its end (a step log); ``cost``: the pool's shared model (``shared_cost``)."""
     r, specs = pool.resolved, ps.specs
-    cost = build_cost(r)
+    cost = build_cost(r) if cost is None else cost
     kv = build_kv(r, specs)
     sched = build_scheduler(r, specs, kv)
     name = f"{pool.name}/{index}"

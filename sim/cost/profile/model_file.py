@@ -35,7 +35,7 @@ from typing import Literal
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from sim.cost.profile.grid import evaluate
 from traces.errors import InputError
@@ -87,17 +87,24 @@ class OpTable(BaseModel):
     values: str = Field(description="Node values, C order over the axes, encoded.")
     train: Errors = Field(description="Error on the rows the table was fitted to.")
     heldout: Errors | None = Field(None, description="Error on rows held out of the fit.")
+    _grid: np.ndarray | None = PrivateAttr(None)  # the decoded values (``grid``)
 
     def nodes(self) -> list[np.ndarray]:
         return [np.asarray(a.nodes, dtype=np.float64) for a in self.axes]
 
     def grid(self) -> np.ndarray:
-        """Decoded node values, shape = node counts per axis."""
-        raw = np.frombuffer(zlib.decompress(base64.b64decode(self.values)), dtype="<i2")
-        shape = tuple(len(a.nodes) for a in self.axes)
-        if raw.size != int(np.prod(shape)):
-            raise ValueError(f"table has {raw.size} values, its axes need {int(np.prod(shape))}")
-        return (self.offset + self.scale * raw.astype(np.float64)).reshape(shape)
+        """Decoded node values, shape = node counts per axis (read-only: decoded once per
+        table, and a model file is loaded once per path; a fleet's replicas share it)."""
+        if self._grid is None:
+            raw = np.frombuffer(zlib.decompress(base64.b64decode(self.values)), dtype="<i2")
+            shape = tuple(len(a.nodes) for a in self.axes)
+            if raw.size != int(np.prod(shape)):
+                raise ValueError(f"table has {raw.size} values, its axes need "
+                                 f"{int(np.prod(shape))}")
+            grid = (self.offset + self.scale * raw.astype(np.float64)).reshape(shape)
+            grid.setflags(write=False)
+            self._grid = grid
+        return self._grid
 
     def log2_ratio(self, coords: np.ndarray) -> np.ndarray:
         """Interpolated log2(measured / roofline) at [N, D] coordinates."""
