@@ -40,6 +40,7 @@ from sim.kv.block_pool import NULL_BLOCK
 #: the table of blocks taken for requests named later (``CachingBlockPool.move``)
 PENDING = -1
 _HOLE = NULL_BLOCK  # where a hit block left the free queue
+_LAZY = frozenset(("q", "qpos", "ref", "key"))  # made on first use (CachingBlockPool)
 _COMPACT = 4096  # drop the consumed head of ``q`` once it is this long and half the list
 
 
@@ -47,18 +48,27 @@ class CachingBlockPool:
     def __init__(self, num_usable_blocks: int):
         n = num_usable_blocks
         self.num_usable = n
-        self.q = list(range(1, n + 1))  # the free queue is q[h:], head first, holes skipped
+        # the per-block lists q, qpos, ref and key are made on first use (``__getattr__``):
+        # a pool counted by the fast core until a block can be found, or an idle fleet
+        # replica's, never needs them (a million ints for a large KV cache)
         self.h, self.base, self.holes = 0, 0, 0  # holes: 0 entries in q[h:]
         self.num_free = n
-        self.qpos = [0] * (n + 1)  # a queued keyed block's position (base + index in q)
-        self.ref = [0] * (n + 1)  # tables holding each block (kept for keyed blocks)
-        self.key = [0] * (n + 1)  # each block's hash key, 0 = none
         self.cached: dict[int, int] = {}
         self.dups: dict[int, list[int]] = {}
         self.tables: dict[int, list[int]] = {}
         self.refs_total = 0  # sum of reference counts = table entries (blocks)
         self.evictions = 0  # cached blocks whose key was dropped to reuse the block
         self.version = 0
+
+    def __getattr__(self, name: str):
+        if name not in _LAZY:
+            raise AttributeError(name)
+        n = self.num_usable
+        self.q = list(range(1, n + 1))  # the free queue is q[h:], head first, holes skipped
+        self.qpos = [0] * (n + 1)  # a queued keyed block's position (base + index in q)
+        self.ref = [0] * (n + 1)  # tables holding each block (kept for keyed blocks)
+        self.key = [0] * (n + 1)  # each block's hash key, 0 = none
+        return getattr(self, name)
 
     # ---- the free queue ------------------------------------------------------------------
     def _append(self, blocks: list[int], skip: int = 0) -> None:

@@ -28,9 +28,11 @@ class PagedKV(KVManager):
                    "engine.enable_prefix_caching adds vLLM's LRU prefix cache")
     Params = PagedParams
 
+    pool_class = BlockPool  # the physical pool (prefix caching: its LRU pool)
+
     def __init__(self, **kw):
         super().__init__(**kw)
-        self.pool = BlockPool(self.num_blocks)
+        self.pool = self.pool_class(self.num_blocks)
         watermark = getattr(self.params, "watermark", 0.0)
         self.admission_reserve = int(watermark * self.num_blocks)
         self._ceil_blocks = type(self).blocks_for is PagedKV.blocks_for

@@ -53,9 +53,10 @@ class PrefixCachingKV(PagedKV):
     # the generation point recomputed")
     drop_last_hit = False
 
+    pool_class = CachingBlockPool
+
     def __init__(self, **kw):
         super().__init__(**kw)
-        self.pool = CachingBlockPool(self.num_blocks)
         self.keys = BlockKeys(self.specs, self.block_size, self.prompt_tokens)
         n = len(self.held)
         self.published = np.zeros(n, dtype=np.int64)  # leading shareable blocks published
