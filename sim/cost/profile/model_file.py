@@ -89,6 +89,13 @@ class OpTable(BaseModel):
     heldout: Errors | None = Field(None, description="Error on rows held out of the fit.")
     _grid: np.ndarray | None = PrivateAttr(None)  # the decoded values (``grid``)
 
+    def __eq__(self, other) -> bool:  # the tables, not whether ``grid`` was decoded yet
+        if not isinstance(other, OpTable):
+            return NotImplemented
+        return all(getattr(self, f) == getattr(other, f) for f in type(self).model_fields)
+
+    __hash__ = None  # as a mutable pydantic model's
+
     def nodes(self) -> list[np.ndarray]:
         return [np.asarray(a.nodes, dtype=np.float64) for a in self.axes]
 
