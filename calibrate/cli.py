@@ -316,8 +316,11 @@ def validate_steps_cmd(
         raise InputError("validate-steps: give at least two recorded runs")
     for r in runs:
         if not is_recorded_run(r):
-            raise InputError(f"{clip_path(r)}: not a recorded engine run (a folder with "
-                             "run.json, as benchmarks/engine writes)")
+            why = ("its run.json is not the JSON benchmarks/engine writes"
+                   if (Path(r) / "run.json").is_file() else
+                   "not a recorded engine run (a folder with run.json, as benchmarks/engine "
+                   "writes)")
+            raise InputError(f"{clip_path(r)}: {why}")
     if len({r.resolve() for r in runs}) < len(runs):
         raise InputError("validate-steps: a run is given twice; give distinct runs")
     groups = cases(runs)

@@ -189,5 +189,12 @@ def import_hf_config(path: str | Path, name: str | None = None, source: str = ""
     except ValidationError as e:
         err = e.errors()[0]
         loc = ".".join(str(x) for x in err["loc"])
-        raise InputError(f"{p.name}: {loc + ': ' if loc else ''}"
-                         f"{err['msg'].removeprefix('Value error, ')}") from None
+        key = _CONFIG_KEYS.get(loc, loc)  # the config.json key the user can find
+        got = f" (got {err['input']!r})" if len(err["loc"]) == 1 and "input" in err else ""
+        raise InputError(f"{p.name}: {key + ': ' if key else ''}"
+                         f"{err['msg'].removeprefix('Value error, ')}{got}") from None
+
+
+# ModelSpec fields read from a config.json key of another name (the error names the key)
+_CONFIG_KEYS = {"num_layers": "num_hidden_layers", "num_kv_heads": "num_key_value_heads",
+                "mtp_layers": "num_nextn_predict_layers"}

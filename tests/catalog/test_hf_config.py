@@ -159,6 +159,11 @@ def test_unknown_architecture_and_missing_key_are_one_line(tmp_path):
     bad.write_text("{")
     with pytest.raises(InputError, match="^y.json: not JSON"):
         import_hf_config(bad)
+    cfg = json.loads((CONFIGS / "Qwen--Qwen3-30B-A3B_config.json").read_text())
+    cfg["num_hidden_layers"] = 10**9  # named by its config.json key, with the value
+    with pytest.raises(InputError, match=r"^x_config.json: num_hidden_layers: Input should be "
+                                         r"less than or equal to 1024 \(got 1000000000\)$"):
+        import_hf_config(_write(tmp_path, cfg))
 
 
 def test_zero_heads_fifos_and_a_non_file_sibling_are_one_line(tmp_path):

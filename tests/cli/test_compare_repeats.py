@@ -103,3 +103,8 @@ def test_validate_steps_cli_prints_the_spread_beside_the_error(tmp_path, capsys)
     assert "no repeats" in out  # light-short has none
     assert main(["calibrate", "validate-steps", str(runs[0]), str(runs[1])]) == 2
     assert "every run is a repeat of one case" in capsys.readouterr().err
+    (tmp_path / "cut").mkdir()
+    (tmp_path / "cut" / "run.json").write_text("{")  # there, but not JSON: said so
+    assert main(["calibrate", "validate-steps", str(runs[0]), str(tmp_path / "cut")]) == 2
+    assert "cut: its run.json is not the JSON benchmarks/engine writes" in \
+        capsys.readouterr().err
