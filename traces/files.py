@@ -44,6 +44,19 @@ def check_regular(path: Path, what: str) -> None:
     os.close(_open_regular(path, what))
 
 
+def read_parquet(path: Path, then: str = "", what: str = "Parquet file"):
+    """The Parquet table at ``path`` (a pandas DataFrame); InputError naming it when it is not
+    a regular file (a FIFO would block pyarrow) or not Parquet; ``then``: what to do."""
+    import pandas as pd
+
+    check_regular(path, path.name)
+    try:
+        return pd.read_parquet(path)
+    except Exception as e:  # pyarrow's errors share no base below Exception
+        raise InputError(f"{clip_path(path)}: not a readable {what} ({type(e).__name__})"
+                         f"{then}") from None
+
+
 def _open_regular(path: Path, what: str) -> int:
     name = clip_path(path)
     try:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
-from sim.cost.base import CostModel
+from sim.cost.base import COST_MODELS, CostModel
 from sim.cost.drafter import priced_steps
 from sim.cost.fitted import FittedCost
 from sim.engine.engine import Engine, RunStatus, admissible
@@ -108,8 +108,10 @@ def shared_cost(r) -> CostModel | None:
     shape, so one serves them all (its set-up, restricting every table to the model, is
     most of what an idle replica costs); a steps fit counts a run's steps outside its
     ranges, and live mode runs kernels: those stay one per replica."""
+    if COST_MODELS.get(r.scenario.cost.name) is not FittedCost:  # built per replica
+        return None
     cost = build_cost(r)
-    return cost if type(cost) is FittedCost and cost.file.kind == "ops" else None
+    return cost if cost.file.kind == "ops" else None
 
 
 def build(env: simpy.Environment, pool: PoolPlan, index: int, ps: PoolSpecs, stop_s: float,

@@ -90,6 +90,15 @@ def parse_value(raw: str) -> Any:
         return raw
 
 
+def _pieces(raw: str, what: str) -> list[str]:
+    """The values of a comma-separated list (none for a blank one); an empty value between
+    commas is refused, not dropped."""
+    pieces = raw.split(",")
+    if raw.strip() and not all(v.strip() for v in pieces):
+        raise InputError(f"{what}: an empty value between commas")
+    return [v for v in pieces if v.strip()]
+
+
 def parse_grid(specs: list[str] | None) -> list[tuple[str, list]]:
     """`KEY=V1,V2,...` (or a YAML list, `KEY=[{name: vllm}, {name: lanes}]`, for values
     that hold commas) -> [(key, [values])], in the order given."""
@@ -101,11 +110,8 @@ def parse_grid(specs: list[str] | None) -> list[tuple[str, list]]:
         if raw.strip().startswith("[") and not isinstance(listed, list):
             raise InputError(f"--grid {clip(spec)!r}: a value list in brackets must be a YAML "
                              "list, e.g. --grid 'scheduler=[{name: vllm}, {name: lanes}]'")
-        pieces = raw.split(",")
-        if listed is None and raw.strip() and not all(v.strip() for v in pieces):
-            raise InputError(f"--grid {clip(spec)!r}: an empty value between commas")
         values = (listed if isinstance(listed, list) else
-                  [parse_value(v) for v in pieces if v.strip()])
+                  [parse_value(v) for v in _pieces(raw, f"--grid {clip(spec)!r}")])
         if not sep or not key or not values:
             raise InputError(f"--grid {spec!r}: expected KEY=V1,V2,..., "
                              "e.g. --grid engine.max_num_seqs=64,256")
@@ -140,10 +146,7 @@ def parse_loads(raw: str, opt: str) -> list[float]:
         if n > MAX_POINTS:
             raise InputError(f"{opt} {raw!r}: {n:,} loads; at most {MAX_POINTS:,}")
         return [float(a + i * step) for i in range(n)]  # Decimal steps: 0.1 + 0.2 is 0.3
-    pieces = raw.split(",")
-    if raw.strip() and not all(v.strip() for v in pieces):
-        raise InputError(f"{opt} {raw!r}: an empty value between commas")
-    values = [float(_decimal(v, opt)) for v in pieces if v.strip()]
+    values = [float(_decimal(v, opt)) for v in _pieces(raw, f"{opt} {raw!r}")]
     if not values:
         raise InputError(f"{opt} {raw!r}: give loads as START:STOP:STEP or V1,V2,...")
     if len(set(values)) != len(values):

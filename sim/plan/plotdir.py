@@ -28,6 +28,7 @@ from sim.plan.store import load_points
 from sim.report import plots, sweep_plots
 from sim.report.outpath import OutPathError
 from traces.errors import InputError, clip, clip_path
+from traces.files import read_parquet
 
 FORMATS = ("svg",)  # besides the PNG
 CHOSEN = "chosen"
@@ -164,12 +165,8 @@ def plot_dir(out: Path, point_id: str | None = None) -> list[Path]:
 
 def _table(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
     """A parquet table the chosen point's run wrote, with the columns the plots read."""
-    try:
-        df = pd.read_parquet(path)
-    except Exception as e:  # pyarrow raises its own types for a file that is not parquet
-        raise InputError(f"{clip_path(path)}: not a readable parquet table "
-                         f"({type(e).__name__}); remove {path.parent.name}/ to simulate the "
-                         "point again") from None
+    df = read_parquet(path, f"; remove {path.parent.name}/ to simulate the point again",
+                      "parquet table")
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise InputError(f"{clip_path(path)}: no column {missing[0]!r}; not as servesim "

@@ -21,7 +21,7 @@ import pandas as pd
 from sim.report.lock import acquire
 from sim.report.outpath import SWEEP_MANIFEST, OutPathError, check_out, holds, is_result
 from traces.errors import InputError, clip_path
-from traces.files import read_bytes
+from traces.files import read_bytes, read_parquet
 
 MANIFEST = SWEEP_MANIFEST
 POINTS = "points"
@@ -196,11 +196,7 @@ def load_points(out: Path) -> tuple[dict, pd.DataFrame]:
     manifest = read_manifest(out)
     if not os.path.isfile(ppath):
         raise InputError(f"{clip_path(out)}: no finished points yet ({PARQUET} missing)")
-    try:
-        df = pd.read_parquet(ppath)
-    except Exception as e:  # pyarrow's errors have no common base below Exception
-        raise InputError(f"{clip_path(ppath)}: not a readable Parquet file "
-                         f"({type(e).__name__}); rerun the sweep with --resume") from None
+    df = read_parquet(ppath, "; rerun the sweep with --resume")
     missing = [c for c in FIXED if c not in df]
     if missing:
         raise InputError(f"{clip_path(ppath)}: not a servesim points table (no column "

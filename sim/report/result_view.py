@@ -20,7 +20,7 @@ import pandas as pd
 from sim.metrics.stats import describe_ms
 from sim.report import recorded
 from traces.errors import InputError, clip, clip_path
-from traces.files import check_regular, read_utf8
+from traces.files import read_parquet, read_utf8
 from traces.limits import MAX_TIME_S
 
 
@@ -68,8 +68,8 @@ def load_result(path: str | Path) -> ResultView:
         raise InputError(f"{clip_path(p)}: not a result folder (no {need[0]}; expected a "
                          "`servesim run` output or a recorded engine run)")
     summary = _summary(p / "summary.json") if (p / "summary.json").is_file() else {}
-    return check_tables(ResultView(p, "simulated", _parquet(p / "requests.parquet"),
-                                   _parquet(p / "steps.parquet"), summary))
+    return check_tables(ResultView(p, "simulated", read_parquet(p / "requests.parquet"),
+                                   read_parquet(p / "steps.parquet"), summary))
 
 
 def _no_constant(name: str):
@@ -85,15 +85,6 @@ def _summary(path: Path) -> dict:
     if not isinstance(doc, dict):
         raise InputError(f"{clip_path(path)}: expected a JSON object (a run's summary)")
     return doc
-
-
-def _parquet(path: Path) -> pd.DataFrame:
-    check_regular(path, path.name)  # a FIFO would block pyarrow
-    try:
-        return pd.read_parquet(path)
-    except Exception as e:  # pyarrow's errors share no base below Exception
-        raise InputError(f"{clip_path(path)}: not a readable Parquet file "
-                         f"({type(e).__name__})") from None
 
 
 def check_tables(v: ResultView) -> ResultView:

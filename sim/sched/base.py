@@ -139,7 +139,7 @@ class Scheduler(ABC):
 
     def enable_spec(self, cfg, seed: int) -> None:
         """Run with vLLM's speculative decoding (a ``SpeculativeConfig``)."""
-        self.spec = SpecState(cfg, len(self.prompt), seed, bound=self.output)
+        self.spec = SpecState(cfg, seed, bound=self.output)
         self.spec.async_ = self.async_scheduling  # set before (sim/runner.py)
         self._slots = self.spec.draft_slots
 

@@ -38,7 +38,6 @@ import numpy as np
 from sim.config.speculative import SpeculativeConfig
 
 _M64 = (1 << 64) - 1
-ACCEPT_CHUNK = 64  # verify steps of a request whose acceptance one vectorised pass draws
 # requests by id whose draws a draw makes ahead of need, beside the ones it was called for
 # (requests join the batch about in id order: one numpy pass serves the next ones too)
 DRAW_AHEAD = 64
@@ -98,8 +97,8 @@ def accepted(seed: int, rates, req: int, step: int, drafts: int) -> int:
 class SpecState:
     """Per-request drafts and the acceptance process of one run."""
 
-    def __init__(self, cfg: SpeculativeConfig, num_requests: int, seed: int,
-                 bound=None):
+    def __init__(self, cfg: SpeculativeConfig, seed: int, bound: np.ndarray):
+        num_requests = len(bound)
         self.cfg = cfg
         self.k = cfg.num_speculative_tokens
         self.lookahead = cfg.num_lookahead_tokens
@@ -110,12 +109,12 @@ class SpecState:
         self.rates = cfg.conditional_rates()
         self.drafts = np.zeros(num_requests, dtype=np.int64)  # drafts held (tokens)
         self.verifies = [0] * num_requests  # verify steps so far, per request
-        # each request's leading accepted drafts of K at its next verify steps, drawn a
-        # chunk at a time (``_draw``): req -> (the chunk's first verify step, one byte each)
+        # each request's leading accepted drafts of K at its next verify steps, drawn ahead
+        # (``_draw``): req -> (the first verify step drawn, one byte each)
         self._lead: dict[int, tuple[int, bytes]] = {}
         # each request's verify steps at most (its output tokens: a verify step emits one
-        # at least), an int array; None: draw ACCEPT_CHUNK steps at a time. A bound only
-        # sizes the draws (a request verifying past it is drawn again), never the outcome
+        # at least), an int array. A bound only sizes the draws (a request verifying past
+        # it is drawn again), never the outcome
         self.bound = bound
         self._drawn_to = 0  # requests below this id were drawn ahead once (DRAW_AHEAD)
         # whether the request's last scheduled chunk stopped short of its known tokens
@@ -173,18 +172,15 @@ class SpecState:
         return np.frombuffer(b"".join(rows), np.uint8).reshape(len(reqs), m).astype(np.int64)
 
     def _cover(self, reqs: list[int], m: int) -> None:
-        """Draw ahead for each of ``reqs`` whose drawn chunk does not hold its next ``m``
-        verify steps (from its next: ``m`` at least, up to its bound, or ``ACCEPT_CHUNK``
-        without one); with a bound, the next ``DRAW_AHEAD`` requests by id not drawn yet
-        come along."""
+        """Draw ahead for each of ``reqs`` whose draws do not hold its next ``m`` verify
+        steps (from its next: ``m`` at least, up to its bound); the next ``DRAW_AHEAD``
+        requests by id not drawn yet come along."""
         ver, lead = self.verifies, self._lead
         stale = [r for r in reqs if (c := lead.get(r)) is None
                  or not 0 <= ver[r] - c[0] <= len(c[1]) - m]
         if not stale:
             return
         bound = self.bound
-        if bound is None:
-            return self._draw(stale, [max(ACCEPT_CHUNK, m)] * len(stale))
         top = max(stale) + 1
         if top > self._drawn_to - DRAW_AHEAD // 2:  # the next ones, once each
             more = range(max(self._drawn_to, top), min(top + DRAW_AHEAD, len(bound)))

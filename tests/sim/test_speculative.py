@@ -102,20 +102,18 @@ def test_the_recorder_draws_what_servesim_draws():
 
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 5), st.integers(1, 3)), min_size=1, max_size=200),
-       st.integers(0, 2**20), st.none() | st.lists(st.integers(0, 9), min_size=6, max_size=6))
+       st.integers(0, 2**20), st.lists(st.integers(0, 9), min_size=6, max_size=6))
 def test_the_draws_ahead_are_the_draws_of_each_step(batches, seed, bound):
-    # SpecState draws each request's next ACCEPT_CHUNK verify steps at once (of all K
-    # drafts), or with a bound per request its next bound - verified, the next requests by
-    # id beside it, and cuts each at the step's drafts: the same counts as one draw per
-    # step, across chunk boundaries, past a bound, for requests that leave and come back
+    # SpecState draws each request's next bound - verified verify steps at once (of all K
+    # drafts), the next requests by id beside it, and cuts each at the step's drafts: the
+    # same counts as one draw per step, past a bound (drawn again), for requests that leave
+    # and come back
     rates, k = (0.9, 0.5, 0.2), 3
-    sp = spec_rules.SpecState(_spec(k, rates), 6, seed,
-                              bound=None if bound is None else np.array(bound))
+    sp = spec_rules.SpecState(_spec(k, rates), seed, bound=np.array(bound))
     seen, counts = [0] * 6, []
     for i, (r, d) in enumerate(batches):
         reqs = [r, (r + 1) % 6] if i % 3 else [r]
-        with patch.object(spec_rules, "ACCEPT_CHUNK", 5), \
-                patch.object(spec_rules, "DRAW_AHEAD", 2):  # many chunk boundaries
+        with patch.object(spec_rules, "DRAW_AHEAD", 2):  # many draws ahead
             got = sp.accept_many(np.array(reqs), np.array([d] * len(reqs))).tolist()
         for q, a in zip(reqs, got):
             assert a == spec_rules.accepted(seed, rates, q, seen[q], d)
