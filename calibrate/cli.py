@@ -195,6 +195,7 @@ def validate(
     if mf.kind != "ops":
         raise InputError(f"{model_path}: a kind '{mf.kind}' model has no per-operation tables")
     df = read_profile(profile_path)
+    _say_other_device(mf, df, model_path, profile_path)
     _print_errors(mf, df, str(model_path))
     if all_rows:
         _out.print(render(error_table(mf, df), f"{model_path}: all rows"))
@@ -205,6 +206,17 @@ def validate(
                              "(tables refitted without the rows held out)"))
     if noise_floor:
         _print_noise_floor(mf, df, model_path)
+
+
+def _say_other_device(mf, df, model_path: Path, profile_path: Path) -> None:
+    """One line when the profile was timed on none of the devices the model was fitted on:
+    its errors then compare two machines, not the fit with its own hardware."""
+    fitted = set(mf.provenance.device.split(", "))
+    timed = sorted(set(df["device"].astype(str)))
+    if fitted.isdisjoint(timed):
+        typer.echo(f"calibrate validate: {profile_path.name} was timed on {', '.join(timed)}, "
+                   f"{model_path.name} fitted on {mf.provenance.device}: the errors below "
+                   "compare two devices, not the fit with its own hardware", err=True)
 
 
 def _print_noise_floor(mf, df, model_path: Path) -> None:

@@ -182,18 +182,29 @@ def validate(data: dict, source: str, overrides: tuple[str, ...] = ()) -> Scenar
     try:
         return Scenario.model_validate(data)
     except ValidationError as e:
-        raise InputError(f"{_origin(e, source, overrides)}: {describe(e, Scenario)}") from None
+        message = describe(e, Scenario)
+        raise InputError(f"{_origin(e, message, source, overrides)}: {message}") from None
     except RecursionError:
         raise InputError(f"{source}: nested too deeply") from None
 
 
-def _origin(e: ValidationError, source: str, overrides: tuple[str, ...]) -> str:
+def _origin(e: ValidationError, message: str, source: str, overrides: tuple[str, ...]) -> str:
+    """The --set that set the failing field (the last one at or above it), else ``source``.
+    A check of a whole section (``workload``) fails at the section, below which several
+    --set may lie: the last whose own field the message names, else the last of them."""
     path = [str(p) for p in first_loc(e)]
+    below = []  # --set lines under the failing field, last first
     for o in reversed(overrides):
         key = o.partition("=")[0].strip().split(".")
-        if path[: len(key)] == key or key[: len(path)] == path:
-            return f"--set {clip(o)!r}"
-    return source
+        if len(key) > len(path) and key[: len(path)] == path:
+            below.append((o, key[-1]))
+        elif path[: len(key)] == key:
+            break
+    else:
+        o = None
+    named = [b for b, leaf in below if re.search(rf"(?<![\w]){re.escape(leaf)}(?!\w)", message)]
+    pick = named[0] if named else below[0][0] if below else o
+    return f"--set {clip(pick)!r}" if pick is not None else source
 
 
 #: what a workload may set besides its file that applies to any replay too

@@ -85,10 +85,22 @@ def test_the_fit_records_the_cpu_it_was_fitted_on(fitted):
 def test_validate_prints_errors_per_op_and_region(fitted, capsys):
     capsys.readouterr()
     assert main(["calibrate", "validate", str(fitted[1]), str(fitted[0]), "--all-rows"]) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert "held-out rows" in out and "all rows" in out
     for needle in ("gemm", "prefill_attn", "decode_attn", "m<=16", "median APE"):
         assert needle in out, needle
+    assert "compare two devices" not in err
+
+
+def test_validate_says_when_the_profile_is_another_device(fitted, capsys):
+    from sim.cost.profile.model_file import resolve_profile
+
+    capsys.readouterr()
+    h100 = resolve_profile("h100-sxm/vllm")
+    assert main(["calibrate", "validate", str(h100), str(fitted[0])]) == 0
+    err = capsys.readouterr().err
+    assert "profile.parquet was timed on cpu:" in err and (
+        "vllm.yaml fitted on NVIDIA H100 80GB HBM3: the errors below compare two devices" in err)
 
 
 def test_simulator_runs_with_the_fitted_model(fitted, tmp_path):

@@ -173,6 +173,22 @@ def test_a_bad_set_is_blamed_for_what_resolve_refuses(tmp_path):
                    ).startswith("--set 'engine.max_num_batched_tokens=2048': ")
 
 
+def test_a_section_check_blames_the_set_whose_field_it_names(tmp_path):
+    """A check of the whole workload fails at ``workload``, below which both --set lie: the
+    one whose field the message names is blamed, not the last (it was)."""
+    text = ("name: s\nmodel: llama-3-8b\ngpu: h100-sxm\nworkload:\n  mix:\n"
+            + "".join("    - {arrival: {process: poisson, rate: 2}, lengths: {dist: fixed, "
+                      "prompt: 64, output: 8}, num_requests: 10}\n" for _ in range(2)))
+    for bad in ("workload.mix.0.warmup_s=5", "workload.mix.0.arrival.concurrency=4"):
+        with pytest.raises(InputError) as e:
+            loaded(tmp_path, bad, "workload.mix.1.num_requests=20", text=text)
+        assert str(e.value).startswith(f"--set {bad!r}: workload: "), str(e.value)
+    with pytest.raises(InputError) as e:  # nothing named: the last under the section
+        loaded(tmp_path, "workload.mix.0.num_requests=1", "workload.mix.0.duration_s=2",
+               text=text)
+    assert str(e.value).startswith("--set 'workload.mix.0.duration_s=2': "), str(e.value)
+
+
 def test_a_policy_by_its_bare_name(tmp_path):
     sc = loaded(tmp_path, "cluster.router=least_outstanding", "cluster.replicas=2",
                 "scheduler=sarathi").scenario

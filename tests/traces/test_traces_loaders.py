@@ -141,6 +141,20 @@ def test_mooncake_bad_lines(write, line, expected):
     assert msg.startswith(f"{path}: {expected}"), msg
 
 
+def test_mooncake_rows_without_hash_ids_warn(write):
+    """hash_ids is optional per line; rows without it share no prefix: one line says so."""
+    first = MOONCAKE_JSONL.splitlines()[0]
+    bare = '{"timestamp": 0, "input_length": 5, "output_length": 1}'
+    path = write("trace.jsonl", f"{first}\n\n{bare}\n{bare}\n")
+    with pytest.warns(TraceWarning, match=r"2 of 3 rows \(the first at line 3\) have no "
+                      r"hash_ids: their prompts share no prefix"):
+        t = load_trace(path)
+    assert [h is None for h in t.prefix_hashes] == [False, True, True]
+    path = write("bare.jsonl", f"{bare}\n")
+    with pytest.warns(TraceWarning, match=r"bare.jsonl: no row has hash_ids: their"):
+        load_trace(path, "mooncake")
+
+
 def test_mooncake_blank_lines_keep_line_numbers(write):
     first = MOONCAKE_JSONL.splitlines()[0]
     bad = first.replace('"output_length": 5', '"output_length": -1')

@@ -14,13 +14,14 @@ file order is kept inside a bucket (see traces.arrivals.spread_buckets). Use spr
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from traces.arrivals import spread_buckets
-from traces.errors import TraceError
+from traces.errors import TraceError, TraceWarning
 from traces.loaders.common import check_text, one_line, row_ids
 from traces.rng import Streams
 from traces.schema import Trace, make_trace
@@ -101,6 +102,21 @@ def read(path: Path, *, streams: Streams, spread_s: float = 0.0) -> Trace:
         rules={"arrival_s": "must be a number of milliseconds >= 0"},
     )
     trace = make_trace(df, source=str(path), hash_block_size=HASH_BLOCK_SIZE, context=context)
+    _warn_unhashed(path, cols["prefix_hashes"], lines)
     if spread_s:
         trace = spread_buckets(trace, spread_s, streams.rng("arrivals"))
     return trace
+
+
+def _warn_unhashed(path: Path, chains: list, lines: list[int]) -> None:
+    """One line when rows carry no ``hash_ids`` (optional per line): their prompts share no
+    prefix with any request, so prefix caching cannot hit them."""
+    missing = [i for i, c in enumerate(chains) if c is None]
+    if not missing:
+        return
+    which = ("no row has hash_ids" if len(missing) == len(chains) else
+             f"{len(missing):,} of {len(chains):,} rows (the first at line {lines[missing[0]]}) "
+             "have no hash_ids")
+    warnings.warn(TraceWarning(f"{path}: {which}: their prompts share no prefix with any "
+                               "other request (prefix caching cannot hit them)"),
+                  stacklevel=3)
