@@ -50,11 +50,9 @@ def shared_prefix(
             "holds ~50 bytes each); shorten tokens, raise hash_block_size or use fewer requests")
     own = total - full
     own_start = count * full + np.concatenate(([0], np.cumsum(own)[:-1]))
-    starts = np.concatenate(([0], np.cumsum(total)[:-1]))
-    req = np.repeat(np.arange(n), total)
-    pos = np.arange(int(total.sum())) - starts[req]  # block position within its request
-    ids = np.where(pos < full, which[req] * full + pos, own_start[req] + pos - full).tolist()
-    chains = [ids[a : a + k] for a, k in zip(starts.tolist(), total.tolist(), strict=True)]
+    shared = [list(range(k * full, (k + 1) * full)) for k in range(count)]
+    chains = [shared[k] + list(range(a, a + m))  # list and range work at C speed
+              for k, a, m in zip(which.tolist(), own_start.tolist(), own.tolist(), strict=True)]
     df = trace.df.assign(prompt_tokens=prompt, prefix_hashes=chains)
     source = f"{trace.source} + shared_prefix({prefix} tokens x {count}, block {block})"
     return make_trace(df, source=source, hash_block_size=block)

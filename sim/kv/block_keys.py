@@ -19,6 +19,11 @@ positions mean equal tokens. So:
   block, all generated tokens) has no id to share: it gets a key private to its
   request, which only that request can hit again (a recompute-preempted request
   re-admitted, as in vLLM, whose generated tokens have ids).
+* So does every block from the first hash block whose id no other chain carries
+  (``first_solo``): its key covers that id, so no other request can hit it
+  either. Such blocks are published only if their request is preempted
+  (sim/kv/prefix_cache.py), not each time one fills (synthetic shared prefixes:
+  every block past the prefix; ~26 a request in 100,000 of them).
 
 Keys are uint64 values as Python ints; 0 means "no key". Collisions between
 distinct 64-bit keys are ignored (about n^2 / 2^65 for n keys: negligible).
@@ -80,6 +85,30 @@ def chain_hashes(ids: np.ndarray) -> np.ndarray:
     return mix(_P_POW(n) * np.cumsum(m * _Q_POW(n), dtype=np.uint64))
 
 
+def first_solo(chains, lens: np.ndarray) -> np.ndarray:
+    """Per request, the index of the first id of its chain that no other chain position
+    carries (the chain's length if none; 0 without a chain). An id twice in one chain counts
+    as shared (a safe side: its blocks are merely published)."""
+    out = lens.copy()
+    idx = np.flatnonzero(lens)
+    if not len(idx):
+        return out
+    flat = np.concatenate([np.asarray(chains[i], dtype=np.int64) for i in idx.tolist()])
+    if int(flat.max()) < 4 * len(flat) + 4096:  # small ids (Mooncake's, synthetic): a count
+        solo = np.flatnonzero((np.bincount(flat) == 1)[flat])
+    else:
+        _, inverse, per_id = np.unique(flat, return_inverse=True, return_counts=True)
+        solo = np.flatnonzero(per_id[inverse] == 1)
+    del flat
+    ends = np.cumsum(lens[idx])
+    owner = np.searchsorted(ends, solo, side="right")  # the chain of each solo id, ascending
+    first = np.ones(len(owner), dtype=bool)
+    first[1:] = owner[1:] != owner[:-1]
+    owner, solo = owner[first], solo[first]
+    out[idx[owner]] = solo - (ends[owner] - lens[idx[owner]])  # index within its chain
+    return out
+
+
 def _nonzero(keys: np.ndarray) -> list[int]:
     keys[keys == 0] = 1
     return keys.tolist()
@@ -102,7 +131,8 @@ class BlockKeys:
         hbs = specs.hash_block_size if specs is not None else None
         self.hbs = hbs or 1
         lens = np.fromiter((0 if c is None else len(c) for c in chains), np.int64, n)
-        covered = np.minimum(prompt_tokens, lens * self.hbs) if hbs else np.zeros(n, np.int64)
+        covered = (np.minimum(prompt_tokens, first_solo(chains, lens) * self.hbs) if hbs
+                   else np.zeros(n, np.int64))
         self.n_shared = covered // block_size  # shareable blocks per request
         self.counts = self.n_shared.tolist()  # the same, as Python ints
         self._chains = chains

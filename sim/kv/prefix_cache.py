@@ -12,7 +12,9 @@ pool is :class:`~sim.kv.caching_pool.CachingBlockPool` and block keys come from
   taken first, then new blocks are popped from the queue head (evicting).
 * Blocks are published (made findable) when a step's scheduled tokens fill them
   (``note_computed``, called by the scheduler as vLLM's ``cache_blocks``). Blocks
-  private to a request are published only when it is recompute-preempted: no
+  private to a request (its generated tokens, its prompt past its chain or from the
+  first hash id no other chain carries: sim/kv/block_keys.py) are published only
+  when it is recompute-preempted: no
   other request can hit them, and a finished request never looks them up again,
   so the result is the same as publishing them at once. When a request's blocks
   are freed, its full blocks (hashed in vLLM, published or not here) join the
@@ -26,14 +28,11 @@ admission, when the allocation succeeds, not in the steps the request spends blo
 the queue head ("Record at admission so unscheduled lookups are not counted",
 ``vllm/v1/core/sched/scheduler.py:1314-1318``). An eviction is a popped block that
 still had a key (``_maybe_evict_cached_block`` returning True, ``block_pool.py:686-689,
-729-750``).
+729-750``); vLLM keys every full block, so its count also has the private blocks' evictions,
+which say nothing about what other requests lose.
 """
 
 from __future__ import annotations
-
-from functools import partial
-from itertools import takewhile
-from operator import is_not
 
 import numpy as np
 
@@ -41,8 +40,6 @@ from sim.kv.base import KVUsage
 from sim.kv.block_keys import BlockKeys
 from sim.kv.caching_pool import PENDING, CachingBlockPool
 from sim.kv.paged import PagedKV
-
-_FOUND = partial(is_not, None)  # a key the cache maps to a block
 
 
 class PrefixCachingKV(PagedKV):
@@ -77,7 +74,9 @@ class PrefixCachingKV(PagedKV):
         limit = (n - 1) // self.block_size  # whole blocks, at least one token left to compute
         get = self.pool.cached.get
         shared = self.keys.shared(req)
-        hits = list(takewhile(_FOUND, map(get, shared[:limit])))  # the leading cached run
+        hits = list(map(get, shared[:limit]))  # every get at C speed (no side effects) ...
+        if None in hits:
+            del hits[hits.index(None):]  # ... then the leading cached run
         if len(hits) == min(len(shared), limit) and self.looked_up[req]:
             for key in self.keys.private(req, len(shared), limit):
                 b = get(key)
@@ -115,7 +114,7 @@ class PrefixCachingKV(PagedKV):
         """Too few free blocks for ``new`` blocks (if > 0) and ``hits`` (vLLM's
         ``get_num_blocks_to_allocate``: new blocks plus hit blocks that are evictable, i.e.
         sit in the free queue, ``single_type_kv_cache_manager.py:175``)."""
-        evictable = sum(1 for b in hits if not self.pool.ref[b]) if hits else 0
+        evictable = list(map(self.pool.ref.__getitem__, hits)).count(0) if hits else 0
         reserve = self.admission_reserve if admitting else 0
         return (new if new > 0 else 0) + evictable + reserve > self.pool.num_free
 

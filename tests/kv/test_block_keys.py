@@ -21,13 +21,27 @@ def test_keys_agree_exactly_up_to_the_first_differing_hash_block():
     specs = RequestSpecs.from_arrays(np.zeros(4), [96, 96, 90, 96], [1] * 4,
                                      prefix_hashes=chains, hash_block_size=32)
     keys = BlockKeys(specs, 16, specs.prompt_tokens)
-    assert keys.n_shared.tolist() == [6, 6, 5, 0]  # full 16-token blocks inside the chain
+    # full 16-token blocks inside the chain, up to an id no other chain carries (r1's 3)
+    assert keys.n_shared.tolist() == [6, 4, 5, 0]
     k0, k1, k2 = keys.shared(0), keys.shared(1), keys.shared(2)
-    assert [x == y for x, y in zip(k0, k1)] == [True] * 4 + [False] * 2
+    assert k1 == k0[:4]
     assert k2 == k0[:5] and len(set(k0)) == 6 and 0 not in k0
     own0, own1 = keys.private(0, 6, 9), keys.private(1, 6, 9)
     assert not set(own0) & set(own1) and not set(own0) & set(k0)
     assert keys.shared(3) == [] and keys.private(3, 0, 2) == keys.private(3, 0, 2)
+
+
+def test_first_solo_is_the_first_id_no_other_chain_carries():
+    from sim.kv.block_keys import first_solo
+
+    for big in (0, 1 << 40):  # small ids counted with bincount, large ones with unique
+        chains = [np.array([0, 1, 2]) + big, np.array([0, 1, 3]) + big, None,
+                  np.array([0, 5, 5, 1]) + big, np.array([9]) + big]
+        lens = np.array([3, 3, 0, 4, 1])
+        # r3: 5 twice in its own chain counts as shared (merely published); r0's 2 is
+        # carried by no other chain; r4's only id is its own
+        assert first_solo(chains, lens).tolist() == [2, 2, 0, 4, 0]
+    assert first_solo([None, None], np.zeros(2, np.int64)).tolist() == [0, 0]
 
 
 def _one_by_one(keys: BlockKeys, req: int) -> list[int]:

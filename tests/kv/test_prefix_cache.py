@@ -86,10 +86,11 @@ def test_a_hit_that_does_not_fit_changes_nothing():
 def test_mooncake_512_token_hash_blocks_map_to_16_token_kv_blocks():
     # chains of 512-token hash blocks: r1 agrees with r0 on its first two ids (1024 tokens =
     # 64 KV blocks); r2 has r0's whole chain, including the partial last hash block, so it
-    # shares every full KV block of it too (1100 // 16 = 68 blocks)
+    # shares every full KV block of it too (1100 // 16 = 68 blocks); r1's 8 is its own, so
+    # its blocks from there on are private (first_solo)
     kv = make_kv([1100, 1100, 1100, 900], [[0, 1, 7], [0, 1, 8], [0, 1, 7], None], hbs=512,
                  blocks=400)
-    assert kv.keys.n_shared.tolist() == [68, 68, 68, 0]
+    assert kv.keys.n_shared.tolist() == [68, 64, 68, 0]
     admit(kv, 0, 1100)
     assert admit(kv, 1, 1100) == 1024
     assert admit(kv, 2, 1100) == 1088
@@ -116,6 +117,22 @@ def test_preempted_request_finds_its_own_blocks_generated_tokens_included():
     assert kv.lookup_prefix(0, 71) == 64  # 4 whole blocks of its prompt + generated tokens
     assert kv.allocate(0, 71, admitting=True)
     assert kv.stats["preempted_queries"] == 71 and kv.stats["preempted_hits"] == 64
+
+
+def test_a_block_no_other_chain_shares_is_published_only_at_preemption():
+    # r0 and r1 share two hash blocks; r0's third id (7) is carried by no other chain, so no
+    # other request can hit that block: filling it publishes nothing (it has no key to evict
+    # when reused); preempting r0 publishes it under r0's own key, and r0 finds it again
+    kv = make_kv([48, 48], [[1, 2, 7], [1, 2, 8]], blocks=10)
+    assert kv.keys.n_shared.tolist() == [2, 2]
+    admit(kv, 0, 48)
+    table = kv.block_table(0)
+    assert [kv.pool.key[b] != 0 for b in table] == [True, True, False]
+    assert admit(kv, 1, 48) == 32
+    kv.preempt(0, 48)
+    kv.check_integrity()
+    assert kv.pool.key[table[2]] != 0
+    assert kv.lookup_prefix(0, 49) == 48  # the shared two, then its own third
 
 
 def test_preemption_keeps_the_hashes_of_a_step_that_never_ran():
