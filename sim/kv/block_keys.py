@@ -159,11 +159,18 @@ class BlockKeys:
         polynomial chain hash of ``chain_hashes`` restarted at each chain)."""
         n, shared, gone = self.counts, self._shared, self._gone
         stop = min(req + CHUNK, len(n))
-        reqs = [req] + [r for r in range(req + 1, stop)
-                        if n[r] and not gone[r] and r not in shared]
+        todo = [req] + [r for r in range(req + 1, stop) if n[r] and not gone[r] and r not in shared]
+        last = self._last(max(n[r] for r in todo))
+        # requests whose keys depend on the same ids (a shared prefix and nothing of their
+        # own before it) share one key list, computed once
+        one: dict[tuple[int, bytes], list[int]] = {}
+        for r in todo:
+            h = int(last[n[r] - 1]) + 1  # chain ids its keys depend on
+            ids = np.asarray(self._chains[r][:h], np.int64).tobytes()
+            one.setdefault((n[r], ids), []).append(r)
+        reqs = [group[0] for group in one.values()]
         sizes = [n[r] for r in reqs]  # keys per request
-        last = self._last(max(sizes))
-        hashed = [int(last[k - 1]) + 1 for k in sizes]  # chain ids each key depends on
+        hashed = [int(last[k - 1]) + 1 for k in sizes]
         ids = np.concatenate([self._chains[r][:h] for r, h in zip(reqs, hashed)])
         starts = np.cumsum([0] + hashed[:-1])
         pos = np.arange(len(ids)) - np.repeat(starts, hashed)  # index within its chain
@@ -175,8 +182,10 @@ class BlockKeys:
         kpos = np.arange(sum(sizes)) - np.repeat(np.cumsum([0] + sizes[:-1]), sizes)
         keys = _nonzero(mix(h[np.repeat(starts, sizes) + last[kpos]] ^ _SALTED(max(sizes))[kpos]))
         at = 0
-        for r, k in zip(reqs, sizes):
-            shared[r] = keys[at:at + k]
+        for group, k in zip(one.values(), sizes):
+            mine = keys[at:at + k]  # read-only by every caller (they slice it)
+            for r in group:
+                shared[r] = mine
             at += k
 
     def private(self, req: int, start: int, stop: int) -> list[int]:
