@@ -176,37 +176,42 @@ class CachingBlockPool:
         self.refs_total += len(blocks)
         self.version += 1
 
-    def release(self, req: int, hashed: int, pending: int = 0) -> None:
+    def release(self, req: int, hashed: int, pending: int = 0, lead: int | None = None) -> None:
         """Drop ``req``'s references; blocks nobody holds join the free queue, tail block
         first: at its tail if they hold reusable content (a key, or among the table's first
         ``hashed`` blocks), else at its head. ``pending``: the last blocks of the PENDING
-        table join ``req``'s table first (``move``)."""
+        table join ``req``'s table first (``move``). ``lead``: the table's keyed blocks are
+        exactly its first ``lead`` (the caller knows; None: read each block's key)."""
         table = self.tables.pop(req, None)
         if pending > 0:
             more = self._cut(PENDING, pending)
             table = more if table is None else table + more
         if not table:
             return
-        key = self.key
-        if not self.cached or not any(map(key.__getitem__, table)):  # none shared: all free
+        key, k = self.key, lead
+        if k is None:
+            if not self.cached or not any(map(key.__getitem__, table)):
+                k = 0
+            else:
+                keyed = list(map(key.__getitem__, table))
+                k = keyed.index(0) if 0 in keyed else len(table)
+                if any(keyed[k:]):  # a keyed block after an unkeyed one
+                    k = None
+        if k is None:  # block by block
+            (last, first), skip = self._split(table, hashed), 0
+        elif not k:  # none shared: all free
             last = table[hashed - 1::-1] if hashed > 0 else []  # reversed table[:hashed]
             first = table[:hashed - 1:-1] if hashed > 0 else table[::-1]  # the rest, reversed
             skip = len(last)  # none has a key
-        else:
-            keyed = list(map(key.__getitem__, table))
-            k = keyed.index(0) if 0 in keyed else len(table)
-            if any(keyed[k:]):  # a keyed block after an unkeyed one: block by block
-                (last, first), skip = self._split(table, hashed), 0
-            else:  # keyed blocks lead the table (hits and published prompt blocks come
-                # first): the unkeyed rest in slices, then the keyed run block by block
-                first = table[max(hashed, k):][::-1]
-                last = table[k:hashed][::-1]
-                skip = len(last)
-                ref = self.ref
-                for b in reversed(table[:k]):
-                    ref[b] -= 1
-                    if not ref[b]:
-                        last.append(b)
+        else:  # keyed blocks lead the table (hits and published prompt blocks come first):
+            first = table[max(hashed, k):][::-1]  # the unkeyed rest in slices, then the
+            last = table[k:hashed][::-1]  # keyed run block by block
+            skip = len(last)
+            ref = self.ref
+            for b in reversed(table[:k]):
+                ref[b] -= 1
+                if not ref[b]:
+                    last.append(b)
         if last:
             self._append(last, skip)
         if first:

@@ -58,6 +58,10 @@ class PrefixCachingKV(PagedKV):
         n = len(self.held)
         self.published = np.zeros(n, dtype=np.int64)  # leading shareable blocks published
         self.looked_up = bytearray(n)  # 1: admitted before (a later lookup = preempted)
+        # 1: recompute-preempted once. Until then a request's keyed blocks are exactly the
+        # first ``published`` of its table (hits and published shareable blocks lead it;
+        # blocks taken from the queue have no key), so freeing it reads no keys
+        self.preempted = bytearray(n)
         self.upto = np.zeros(n, dtype=np.int64)  # tokens [0, upto) scheduled so far (tokens)
         self._stash = None  # (req, pool version, hit blocks, num_tokens) of the last lookup
         # full blocks of a finished request (its last token has no KV)
@@ -203,6 +207,7 @@ class PrefixCachingKV(PagedKV):
         as soon as a step is scheduled to fill it (``cache_blocks`` in ``allocate_slots``,
         ``vllm/v1/core/kv_cache_manager.py:607-616``), so a victim already scheduled in this
         step keeps the keys of the blocks that step would have filled."""
+        self.preempted[req] = 1  # its own blocks get keys; hits on them may follow
         table = self.pool.tables.get(req, [])
         upto = max(int(computed_tokens), int(self.upto[req]))
         self._publish(req, upto)
@@ -228,7 +233,8 @@ class PrefixCachingKV(PagedKV):
     def _release(self, req: int, hashed: int, pending: int = 0) -> None:
         """Return ``req``'s blocks (its first ``hashed`` hold reusable content; ``pending``
         more taken for it, see ``CachingBlockPool.release``) and forget its progress."""
-        self.pool.release(req, hashed, pending)
+        lead = None if self.preempted[req] else int(self.published[req])
+        self.pool.release(req, hashed, pending, lead)
         self.held[req] = 0
         self.published[req] = 0
         self.upto[req] = 0
@@ -255,5 +261,11 @@ class PrefixCachingKV(PagedKV):
 
     def check_integrity(self):
         self.pool.check(int(self.held.sum()))
+        key = self.pool.key
+        for req, table in self.pool.tables.items():  # what ``_release`` tells the pool
+            if req != PENDING and not self.preempted[req]:
+                lead = int(self.published[req])
+                assert all(key[b] for b in table[:lead]) and not any(
+                    key[b] for b in table[lead:]), "keyed blocks != the first published"
         if self.host is not None:
             self.host.check()
