@@ -53,6 +53,7 @@ class CachingBlockPool:
         # replica's, never needs them (a million ints for a large KV cache)
         self.h, self.base, self.holes = 0, 0, 0  # holes: 0 entries in q[h:]
         self.num_free = n
+        self.keyed_free = 0  # queued blocks with a key (cached free blocks: a take evicts)
         self.cached: dict[int, int] = {}
         self.dups: dict[int, list[int]] = {}
         self.tables: dict[int, list[int]] = {}
@@ -82,6 +83,7 @@ class CachingBlockPool:
             for i in range(skip, len(blocks)):
                 if key[b := blocks[i]]:
                     qpos[b] = start + i
+                    self.keyed_free += 1
         self.num_free += len(blocks)
 
     def _prepend(self, blocks: list[int]) -> None:
@@ -101,6 +103,7 @@ class CachingBlockPool:
         self.q[self.qpos[b] - self.base] = _HOLE
         self.holes += 1
         self.num_free -= 1
+        self.keyed_free -= 1
 
     def free_order(self) -> list[int]:
         """The free queue, head (taken next) first."""
@@ -129,7 +132,7 @@ class CachingBlockPool:
             h = 0
         self.h = h
         key = self.key
-        if self.cached and any(map(key.__getitem__, popped)):  # no key anywhere: none here
+        if self.keyed_free and any(map(key.__getitem__, popped)):  # none queued: none here
             self._evict([b for b in popped if key[b]])
         self.tables.setdefault(req, []).extend(popped)
         self.refs_total += n
@@ -154,6 +157,7 @@ class CachingBlockPool:
 
     def _evict(self, blocks: list[int]) -> None:
         self.evictions += len(blocks)
+        self.keyed_free -= len(blocks)
         key, cached, dups = self.key, self.cached, self.dups
         for b in blocks:
             k = key[b]
@@ -290,8 +294,7 @@ class CachingBlockPool:
         return out
 
     def num_cached_free(self) -> int:
-        key = self.key
-        return sum(1 for b in self.free_order() if key[b])
+        return self.keyed_free
 
     def check(self, held_total: int) -> None:
         """Conservation, reference counts, queue membership and positions, the key map."""
@@ -305,6 +308,7 @@ class CachingBlockPool:
         assert (counts[~keyed] <= 1).all(), "a block without a key in two tables"
         free = np.array(self.free_order(), dtype=np.int64)
         assert len(free) == self.num_free, "free count != queue"
+        assert sum(1 for b in free.tolist() if self.key[b]) == self.keyed_free, "keyed free"
         assert self.q[self.h:].count(_HOLE) == self.holes, "holes"
         assert counts[NULL_BLOCK] == 0 and NULL_BLOCK not in free, "null block used"
         assert len(set(free.tolist())) == len(free), "a block twice in the free queue"
