@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
@@ -29,6 +30,9 @@ PARQUET = "points.parquet"
 MANIFEST_MAX_BYTES = 64 << 20  # a manifest holds the scenario and the plan
 MANIFEST_KEYS = ("kind", "scenario", "source", "base_dir", "load_key", "seeds")
 FIXED = ("point_id", "config_id", "config")  # first columns, then parameters, then metrics
+
+
+_OWN_TMP = re.compile(r"\.[^/]+\.json\.[0-9]+\.tmp")  # write_atomic's temp names
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -77,7 +81,12 @@ class PointStore:
         --out is (sim.report.outpath): a user's folder, a file, a device, under a file."""
         path = self.out / MANIFEST
         if is_sweep(self.out):
-            self._lock = acquire(self.out)
+            try:
+                self._lock = acquire(self.out)
+            except OSError as e:  # its lock file goes beside it: a parent it cannot write
+                raise OutPathError(f"--out {clip_path(self.out)!r}: cannot lock it from "
+                                   f"{clip_path(self.out.parent)} ({e.strerror or e}); the "
+                                   "folder that holds a sweep must be writable") from None
             try:
                 self._same_sweep(manifest, resume)
             except BaseException:
@@ -96,8 +105,9 @@ class PointStore:
                 _not_a_run(self.out)
                 check_out(self.out)  # again, now that no other sweep can change it
             self.dir.mkdir(parents=True, exist_ok=True)
-            for tmp in self.dir.glob(".*.tmp"):  # a write cut by a kill: that point reruns
-                tmp.unlink()
+            for tmp in self.dir.glob(".*.json.*.tmp"):  # write_atomic's, cut by a kill:
+                if _OWN_TMP.fullmatch(tmp.name):  # that point reruns (a user's file stays)
+                    tmp.unlink()
             write_atomic(path, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
         except BaseException as e:
             self.close()

@@ -96,10 +96,30 @@ def test_temp_files_left_by_a_kill_are_removed_on_resume(tmp_path):
     store = PointStore(tmp_path / "s")
     store.open({"kind": "sweep"}, resume=False)
     (store.dir / ".abc.json.123.tmp").write_text("{half")
+    (store.dir / ".mine.tmp").write_text("a user's")  # not servesim's: it stays
     store.close()
     store.open({"kind": "sweep"}, resume=True)
-    assert not list(store.dir.iterdir())
+    assert [p.name for p in store.dir.iterdir()] == [".mine.tmp"]
     assert (tmp_path / "s" / MANIFEST).exists()
+
+
+def test_a_sweep_it_cannot_lock_is_refused_in_one_line(tmp_path, monkeypatch):
+    """--resume locks an existing sweep from its parent folder; one the user cannot write
+    was a PermissionError traceback."""
+    import sim.plan.store as store_module
+    from sim.report.outpath import OutPathError
+
+    store = PointStore(tmp_path / "s")
+    store.open({"kind": "sweep"}, resume=False)
+    store.close()
+
+    def denied(out):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(store_module, "acquire", denied)
+    with pytest.raises(OutPathError, match=r"cannot lock it from .* \(Permission denied\); "
+                       "the folder that holds a sweep must be writable"):
+        PointStore(tmp_path / "s").open({"kind": "sweep"}, resume=True)
 
 
 def test_plot_redraws_the_timeline_of_another_point(swept, capsys):
