@@ -7,7 +7,8 @@ The verdict judges every request that arrived in the run: a request that was rej
 its user got no first token within the budget, and no complete answer. A budget is met
 when the scenario's percentile of its metric over the judged requests is within it; the
 value is None when that percentile falls among the failures (more than 100 - percentile
-% of the judged requests failed).
+% of the judged requests failed). A metric no judged request has (TPOT when every output
+is one token, none failed) meets its budget, as goodput counts it, with a note.
 
 ``with_failures_ms`` has every statistic a capacity budget may name (mean, median, p90,
 p95, p99, max) of TTFT, TPOT and E2EL over the judged requests, counted the same way
@@ -56,6 +57,10 @@ def slo_verdict(res, lat: dict, judged: np.ndarray) -> dict:
         if budget is None:
             continue
         value = percentile_with_failures(_judged(lat[key], failed, judged), slo.percentile)
+        if value is not None and np.isnan(value):  # no judged request has one (TPOT of
+            out[f"{key}_ms"] = {"budget": budget, "value": None, "met": True,  # 1-token
+                                "note": "no judged request has one"}  # outputs): as goodput
+            continue
         ok = value is not None and value * 1e3 <= budget
         out[f"{key}_ms"] = {"budget": budget, "value": None if value is None else value * 1e3,
                             "met": bool(ok)}

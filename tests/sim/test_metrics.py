@@ -102,6 +102,19 @@ def test_goodput_counts_requests_within_every_budget():
     assert s["slo"]["met"] is True
 
 
+def test_a_budget_no_request_has_a_value_for_is_met_as_goodput_counts_it():
+    # one output token each: no TPOT anywhere. Goodput counted all 4 as good while the
+    # verdict read the TPOT budget as missed (value None)
+    lengths = {"dist": "fixed", "prompt": 8, "output": 1}
+    _, s = run(scenario(slo={"ttft_ms": 18.5, "tpot_ms": 50},
+                        workload={"arrival": {"process": "constant", "rate": 1.0},
+                                  "lengths": lengths, "num_requests": 4}))
+    assert s["slo"]["good"] == s["slo"]["judged"] == 4
+    assert s["slo"]["tpot_ms"] == {"budget": 50, "value": None, "met": True,
+                                   "note": "no judged request has one"}
+    assert s["slo"]["met"] is True
+
+
 def test_overload_is_unstable_and_still_finishes():
     # 400 req/s of 2000-token prompts against ~1 s of prefill per 1000 tokens: hopeless
     sc = scenario(workload={"arrival": {"process": "poisson", "rate": 400.0},
