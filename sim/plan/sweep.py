@@ -21,7 +21,7 @@ import pandas as pd
 from sim.config.load import LoadedScenario
 from sim.pipeline import prepare, resolve_loaded
 from sim.plan.executors import Executor
-from sim.plan.grid import Plan, Point
+from sim.plan.grid import SCALE_KEY, Plan, Point
 from sim.plan.point import Base
 from sim.plan.progress import PointProgress
 from sim.plan.store import PointStore
@@ -57,7 +57,9 @@ def check_configs(base: Base, points: Sequence[Point]) -> None:
         try:
             loaded = base.load(p.overrides)
             if first:
-                prepare(loaded)  # the workload builds (trace readable, lengths valid)
+                _, specs, source = prepare(loaded)  # the workload builds (trace readable,
+                if p.load_key == SCALE_KEY:  # lengths valid)
+                    _scalable(specs, source)
                 first = False
             else:
                 resolve_loaded(loaded)
@@ -66,6 +68,16 @@ def check_configs(base: Base, points: Sequence[Point]) -> None:
                 raise
             given = ", ".join(f"{k}={v}" for k, v in p.config)
             raise InputError(f"--grid {given}: {e}") from None
+
+
+def _scalable(specs, source: str) -> None:
+    """A rate_scale axis needs arrivals spread over time: scaling a burst (every request at
+    one instant) changes nothing, and its rate is no number."""
+    t = specs.arrival_s
+    if len(t) < 2 or float(t[-1] - t[0]) <= 0:
+        raise InputError(f"{source}: all {len(t):,} request(s) arrive at {float(t[0]):g} s: "
+                         "no rate for workload.rate_scale to scale (give them arrival times, "
+                         "or set workload.arrival={process: poisson, rate: R} and search --rate)")
 
 
 class Runner:

@@ -183,6 +183,22 @@ def test_a_trace_answers_in_mean_and_peak_minute_rates(tmp_path, capsys):
     assert row["rate_peak_minute_req_s"] > row["rate_mean_req_s"]
 
 
+@pytest.mark.parametrize("cmd", [("capacity", "--seeds", "1"), ("sweep", "--rate-scale", "1,2")])
+def test_a_burst_trace_has_no_rate_to_scale(tmp_path, capsys, cmd):
+    """Every request at one instant: capacity wrote NaN rates (then `check` refused its own
+    chosen.yaml); now refused up front, nothing written."""
+    trace = tmp_path / "burst.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n" + "0,100,10\n" * 3)
+    out = tmp_path / "o"
+    assert cli(*cmd, "--trace", trace, "--out", out, "--no-plots", "-q") == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("burst.csv: all 3 request(s) arrive at 0 s: no rate for "
+                        "workload.rate_scale to scale (give them arrival times, or set "
+                        "workload.arrival={process: poisson, rate: R} and search --rate)"), err
+    assert "\n" not in err
+    assert not out.exists()
+
+
 def test_rejected_requests_bind_at_every_load(tmp_path, capsys):
     """14.7% of the requests have prompts >= max_model_len: no load holds p95 budgets."""
     out = tmp_path / "r"
