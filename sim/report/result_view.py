@@ -130,7 +130,9 @@ def pooled_itl_ms(v: ResultView) -> dict:
     r = finished(v)
     times = r["token_times_s"] if "token_times_s" in r else None
     if times is None or any(t is None for t in times):
-        return v.summary.get("latency_ms", {}).get("itl", {"count": 0})
+        lat = v.summary.get("latency_ms") if v.summary else None
+        itl = lat.get("itl") if isinstance(lat, dict) else None
+        return itl if isinstance(itl, dict) else {"count": 0}  # an edited summary: none
     gaps = [np.diff(np.asarray(t, dtype=np.float64)) for t in times]
     return describe_ms(np.concatenate(gaps) if gaps else np.zeros(0))
 
@@ -163,6 +165,7 @@ def metrics(v: ResultView) -> dict:
     kv = s["kv_used_fraction"].to_numpy(np.float64) * 100 if "kv_used_fraction" in s else None
     out["KV used mean %"] = float(kv.mean()) if kv is not None and len(kv) else np.nan
     out["KV used peak %"] = float(kv.max()) if kv is not None and len(kv) else np.nan
-    met = v.summary.get("slo", {}).get("met") if v.summary else None
+    slo = v.summary.get("slo") if v.summary else None
+    met = slo.get("met") if isinstance(slo, dict) else None  # an edited summary: no verdict
     out["SLO met (1 = yes)"] = float(met) if isinstance(met, bool) else np.nan
     return out

@@ -116,3 +116,15 @@ def test_the_summary_shows_rejections_kv_use_and_the_slo_verdict(tmp_path):
     assert (t.loc["requests rejected", "a"], t.loc["requests rejected", "b"]) == (0, 2)
     assert (t.loc["SLO met (1 = yes)", "a"], t.loc["SLO met (1 = yes)", "b"]) == (1, 0)
     assert 0 < t.loc["KV used mean %", "a"] <= t.loc["KV used peak %", "a"] < 100
+
+
+def test_an_edited_summary_without_a_verdict_compares(tmp_path):
+    """``"slo": "met"`` or ``"latency_ms": []`` in a hand-edited summary.json: no verdict
+    and no ITL figures (an AttributeError traceback before)."""
+    rows = [(0.1 * i, 50, 20) for i in range(5)]
+    a, b = sim_run(tmp_path, "a", rows), sim_run(tmp_path, "b", rows)
+    path = b / "summary.json"
+    summary = json.loads(path.read_text())
+    path.write_text(json.dumps({**summary, "slo": "met", "latency_ms": []}))
+    t = compare(load_result(a), load_result(b)).summary.set_index("metric")
+    assert t.loc["SLO met (1 = yes)", "a"] == 1 and t.loc["SLO met (1 = yes)", "b"] != 1
