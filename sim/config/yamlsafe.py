@@ -68,6 +68,19 @@ class _Loader(yaml.SafeLoader):
             seen[key] = key_node.start_mark.line + 1
         return super().construct_mapping(node, deep)
 
+    def construct_yaml_int(self, node):
+        """Integers as YAML 1.2 reads them: 064 is 64 (YAML 1.1, PyYAML's, reads a leading
+        zero as octal: engine.max_num_seqs=064 ran 52); 0o100 and 0x40 keep their base."""
+        text = self.construct_scalar(node).replace("_", "")
+        digits = text.lstrip("+-")
+        if len(digits) > 1 and digits[0] == "0" and digits.isdigit():
+            return int(text, 10)
+        return super().construct_yaml_int(node)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
+Loader = _Loader  # for a value given on the command line (sim/plan/grid.py)
+
 
 def _expanded_size(root: yaml.Node, where: str) -> None:
     """Count values after alias expansion (memoised per node, so linear in the graph)."""

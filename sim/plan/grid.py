@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from sim.config import yamlsafe
 from sim.config.scenario import Scenario
 from traces.errors import InputError, clip
 
@@ -85,7 +86,7 @@ class Point:
 def parse_value(raw: str) -> Any:
     raw = raw.strip()
     try:
-        return yaml.safe_load(raw) if raw else None
+        return yaml.load(raw, Loader=yamlsafe.Loader) if raw else None  # a SafeLoader
     except yaml.YAMLError:
         return raw
 

@@ -189,6 +189,16 @@ def test_a_section_check_blames_the_set_whose_field_it_names(tmp_path):
     assert str(e.value).startswith("--set 'workload.mix.0.duration_s=2': "), str(e.value)
 
 
+def test_a_leading_zero_is_decimal_as_yaml_1_2_reads_it(tmp_path):
+    """PyYAML (YAML 1.1) read 064 as octal: max_num_seqs=064 ran 52, block_size=032 was
+    refused as 26. The --set, the scenario file and a grid value read it as 64."""
+    from sim.plan.grid import parse_value
+
+    sc = loaded(tmp_path, "engine.max_num_seqs=064", "engine.block_size=032").scenario
+    assert (sc.engine.max_num_seqs, sc.engine.block_size) == (64, 32)
+    assert [parse_value(v) for v in ("064", "-07", "0x40", "0b11", "0")] == [64, -7, 64, 3, 0]
+
+
 def test_a_policy_by_its_bare_name(tmp_path):
     sc = loaded(tmp_path, "cluster.router=least_outstanding", "cluster.replicas=2",
                 "scheduler=sarathi").scenario
