@@ -27,8 +27,23 @@ _HF = re.compile(r"huggingface\.co/([^/]+/[^/]+)/")
 
 def hf_model(r: Resolved) -> str:
     """The Hugging Face id in the model's source URL, else the catalog name."""
-    m = _HF.search(r.model.source or "")
-    return m[1] if m else r.model.name
+    return _hf_id(r.model)
+
+
+def _hf_id(model: ModelSpec) -> str:
+    m = _HF.search(model.source or "")
+    return m[1] if m else model.name
+
+
+def _speculative_json(spec) -> str:
+    """vLLM's --speculative-config value: a draft model by its Hugging Face id (servesim
+    names it by its catalog name, which vLLM cannot load)."""
+    out = spec.vllm_json()
+    if spec.method == "draft_model" and spec.model:
+        from sim.catalog import get_model
+
+        out["model"] = _hf_id(get_model(spec.model))
+    return json.dumps(out, separators=(",", ":"))
 
 
 def _dtype_flags(m: ModelSpec) -> tuple[list[str], list[str]]:
@@ -88,8 +103,7 @@ def _engine_flags(r: Resolved) -> list[str]:
         quant = json.dumps({"moe": {"activation": e.moe_activation}}, separators=(",", ":"))
         flags.append(f"--quantization-config {shlex.quote(quant)}")
     if e.speculative_config is not None:  # vLLM's keys only (the acceptance is servesim's)
-        spec = json.dumps(e.speculative_config.vllm_json(), separators=(",", ":"))
-        flags.append(f"--speculative-config {shlex.quote(spec)}")
+        flags.append(f"--speculative-config {shlex.quote(_speculative_json(e.speculative_config))}")
     return flags
 
 

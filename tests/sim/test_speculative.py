@@ -285,6 +285,10 @@ def test_the_emitted_server_runs_the_simulated_drafts():
     assert ("--speculative-config '{\"method\":\"eagle3\",\"num_speculative_tokens\":3,"
             "\"model\":\"RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3\"}'") in line
     assert "acceptance" not in line
+    # a draft model named by its catalog name deploys by its Hugging Face id
+    r = _resolved("{method: draft_model, model: qwen2.5-0.5b, num_speculative_tokens: 3}",
+                  model="qwen2.5-7b")
+    assert "\"model\":\"Qwen/Qwen2.5-0.5B\"}'" in vllm_serve(r)
 
 
 @pytest.mark.parametrize("bad,says", [
