@@ -32,6 +32,7 @@ from sim.plan.sweep import Runner, check_configs, manifest
 from traces.errors import InputError
 
 MAX_STEPS = 10  # doublings (or halvings) from the starting load before giving up
+MAX_SEARCHES = 10_000  # configurations x seeds: a typo in --seeds must not queue days of work
 
 
 @dataclass(frozen=True)
@@ -187,6 +188,10 @@ def run_capacity(loaded: LoadedScenario, grid, budgets: tuple[Budget, ...], seed
     key, start = load_axis(loaded.scenario)
     plan = Plan(tuple((k, tuple(v)) for k, v in grid), key, (), seeds)
     searches = [Search(c, start, tol, integer=key == CONC_KEY) for c in plan.configs()]
+    if len(searches) * len(seeds) > MAX_SEARCHES:
+        raise InputError(f"{len(searches):,} configuration(s) x {len(seeds):,} seed(s) make "
+                         f"{len(searches) * len(seeds):,} searches of ~10 loads each; at most "
+                         f"{MAX_SEARCHES:,} (fewer --seeds or --grid values)")
     check_configs(base, [Point(s.config, key, start, seeds[0]) for s in searches])
     store = PointStore(out)
     store.open(manifest("capacity", base, plan, slo=[b.name + f"={b.ms:g}ms" for b in budgets],

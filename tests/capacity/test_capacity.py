@@ -199,6 +199,15 @@ def test_a_burst_trace_has_no_rate_to_scale(tmp_path, capsys, cmd):
     assert not out.exists()
 
 
+def test_seeds_are_bounded_as_a_sweeps_points_are(tmp_path, capsys):
+    out = tmp_path / "c"
+    assert cli("capacity", TINY, "--seeds", "10001", "--out", out, "-q") == 2
+    assert capsys.readouterr().err.strip().endswith(
+        "1 configuration(s) x 10,001 seed(s) make 10,001 searches of ~10 loads each; at most "
+        "10,000 (fewer --seeds or --grid values)")
+    assert not out.exists()
+
+
 def test_rejected_requests_bind_at_every_load(tmp_path, capsys):
     """14.7% of the requests have prompts >= max_model_len: no load holds p95 budgets."""
     out = tmp_path / "r"
