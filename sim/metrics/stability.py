@@ -128,7 +128,8 @@ def assess_stability(res, areas: dict | None = None, lat: dict | None = None) ->
                  "kv": _step_area(steps, steps["kv_blocks_used"], edges)}
     busy = areas["busy"]
     running = areas["running"] / width
-    queue = _queue_area(res, edges) / width
+    # integrals of counts are >= 0; cumulative sums of times leave ~1e-10 below (-6.8e-10)
+    queue = np.maximum(_queue_area(res, edges) / width, 0.0)
     rate = (len(arrival) - 1) / span
     slope = _theil_sen((edges[:-1] + edges[1:]) / 2, queue)
     drain = _drain_s(res, t1)
