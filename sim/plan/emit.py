@@ -50,7 +50,10 @@ def _dtype_flags(m: ModelSpec) -> tuple[list[str], list[str]]:
     """Weights, activations and KV cache as vLLM's --dtype, --quantization, --kv-cache-dtype."""
     flags = ["--dtype float32" if m.act_bytes == 4 else "--dtype auto"]
     notes = []
-    if m.quantization:  # the checkpoint's method (ModelSpec.quantization)
+    other = _other_bits(m)
+    if other:  # the method names a checkpoint of other precisions than those simulated
+        notes.append(other)
+    elif m.quantization:  # the checkpoint's method (ModelSpec.quantization)
         flags.append(f"--quantization {m.quantization}")
     elif m.dtype_bits == 8:  # fp8 linear weights, 16-bit activations: online fp8
         flags.append("--quantization fp8")
@@ -68,6 +71,24 @@ def _dtype_flags(m: ModelSpec) -> tuple[list[str], list[str]]:
         notes.append(f"a {m.kv_bytes}-byte KV cache with {m.act_bytes}-byte activations has no "
                      "vLLM flag: --kv-cache-dtype auto stores KV in the model's dtype")
     return flags, notes
+
+
+#: weight bits (dense, routed experts) a --quantization method's checkpoints store
+#: (sim/catalog/hf_quant.py; 16: left unquantized, as an ignore list may keep attention)
+_METHOD_BITS = {"fp8": ((8,), (8,)), "mxfp4": ((16, 32), (4,)), "awq": ((4, 8), (4, 8)),
+                "gptq": ((4, 8), (4, 8)), "modelopt_fp4": ((4, 16), (4,)),
+                "modelopt": ((8, 16), (8,))}
+
+
+def _other_bits(m: ModelSpec) -> str:
+    """Why ``--quantization`` would not deploy the simulated weights ('' = it would)."""
+    allowed = _METHOD_BITS.get(m.quantization or "")
+    if allowed is None or (m.dtype_bits in allowed[0] and m.moe_bits in allowed[1]):
+        return ""
+    experts = f", {m.moe_bits}-bit experts" if m.is_moe else ""
+    return (f"model.quantization {m.quantization} names a checkpoint of other precisions than "
+            f"the {m.dtype_bits}-bit weights{experts} simulated: no --quantization written; "
+            "deploy a checkpoint of the simulated precisions")
 
 
 def _engine_flags(r: Resolved) -> list[str]:

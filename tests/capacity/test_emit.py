@@ -154,6 +154,20 @@ def test_expert_and_data_parallel_and_quantization_methods_are_flagged():
     assert not any(x.startswith(("--data-parallel", "--enable-expert")) for x in dense)
 
 
+@pytest.mark.parametrize("sets,bits", [
+    (("model.quantization=awq",), "16-bit weights"),
+    (("model=gpt-oss-20b", "model.moe_dtype_bits=16"), "16-bit weights, 16-bit experts"),
+    (("model=gpt-oss-20b", "model.dtype_bytes=1"), "8-bit weights, 4-bit experts"),
+])
+def test_a_quantization_method_of_other_precisions_is_not_written(sets, bits):
+    """--quantization names a checkpoint's precisions: with others simulated it would deploy
+    another memory plan and speed (awq's 4-bit weights for 16-bit ones simulated)."""
+    f, notes = flags(*sets, "cost=roofline", "engine.max_model_len=8192")
+    assert not any(x.startswith("--quantization") for x in f)
+    assert any(n.startswith("model.quantization ") and f"the {bits} simulated: no "
+               "--quantization written" in n for n in notes), notes
+
+
 def test_the_serve_line_is_shell_quoted():
     """A model named with a space (an inline spec's name) stays one argument when the line is
     pasted into a shell."""
