@@ -8,7 +8,8 @@
 
 The chosen point is simulated again (results in DIR/chosen, as `servesim run` writes
 them): the best configuration at its capacity for a capacity search; for a sweep the
-highest load where the engine kept up and every budget held (or ``--point ID``).
+highest load where the engine kept up and every budget held (or ``--point ID``). A capacity
+folder's ``--point ID`` runs into DIR/point-ID: its chosen/ stays the search's answer.
 """
 
 from __future__ import annotations
@@ -77,9 +78,10 @@ def default_point(df: pd.DataFrame, budgets) -> str:
     return str(pick["point_id"])
 
 
-def simulate_chosen(out: Path, base: Base, point: Point) -> pipeline.RunOutput:
-    """Run ``point`` again with every output (requests, steps) into DIR/chosen."""
-    dest = Path(out) / CHOSEN
+def simulate_chosen(out: Path, base: Base, point: Point, folder: str = CHOSEN
+                    ) -> pipeline.RunOutput:
+    """Run ``point`` again with every output (requests, steps) into DIR/``folder``."""
+    dest = Path(out) / folder
     meta = json.dumps({"id": point.id, "overrides": point.overrides, "label": point.label},
                       indent=2) + "\n"
     return pipeline.run(base.load(point.overrides), dest, plots=False,
@@ -94,8 +96,11 @@ def _chosen(out: Path, df: pd.DataFrame, manifest: dict, base: Base, point_id: s
         return dest, json.loads(meta.read_text())
     pid = point_id or default_point(df, budgets)
     point = point_of(_point_record(out, pid), manifest["load_key"])
-    simulate_chosen(out, base, point)
-    return dest, json.loads(meta.read_text())
+    # a capacity search's chosen/ is its answer (chosen.yaml runs to it again): another
+    # point's run goes beside it
+    folder = f"point-{pid}" if point_id and manifest.get("kind") == "capacity" else CHOSEN
+    simulate_chosen(out, base, point, folder)
+    return out / folder, json.loads((out / folder / "point.json").read_text())
 
 
 def _point_record(out: Path, pid: str) -> dict:

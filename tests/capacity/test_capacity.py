@@ -140,6 +140,25 @@ def test_chosen_yaml_and_config_json_run_again_to_the_same_summary(capacity_dir,
     same_summary(capacity_dir / "chosen", tmp_path / "b")
 
 
+def test_another_points_timeline_leaves_the_answer_in_chosen(capacity_dir, tmp_path):
+    """`plot --point ID` on a capacity folder ran the point into chosen/, replacing the
+    search's answer (what chosen.yaml runs to again and the report shows)."""
+    import shutil
+
+    out = tmp_path / "c"
+    shutil.copytree(capacity_dir, out)
+    answer = json.loads((out / "chosen" / "point.json").read_text())["id"]
+    other = pd.read_parquet(out / "points.parquet")["point_id"]
+    other = next(p for p in other if p != answer)
+    assert cli("plot", out, "--point", other) == 0
+    assert json.loads((out / "chosen" / "point.json").read_text())["id"] == answer
+    assert json.loads((out / f"point-{other}" / "point.json").read_text())["id"] == other
+    same_summary(capacity_dir / "chosen", out / "chosen")
+    assert cli("capacity", TINY, "--grid", "engine.max_num_seqs=8,64", "--seeds", "1", "--tol",
+               "1", "--gpu-hour-price", "2.5", "--out", out, "--no-plots", "-q",
+               "--resume") == 0  # the folder beside chosen/ is servesim's own
+
+
 def test_a_trace_chosen_yaml_runs_from_anywhere(tmp_path, monkeypatch):
     out = tmp_path / "t"
     assert cli("capacity", CHAT, "--set", "workload.window_s=[0,120]", "--set",
