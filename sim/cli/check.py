@@ -13,6 +13,7 @@ from rich.table import Table
 
 from sim.cli.run import SetOpt
 from sim.cli.sweep import JobsOpt, executor
+from sim.config.load import format_sets
 from sim.plan.drift import Check, _num
 from sim.plan.drift import check as run_check
 from sim.report.plan_tables import show
@@ -58,7 +59,7 @@ def check(
     Exits 0 whether it holds or not (the verdict is in the output), 2 on bad input.
     Example: servesim check out/chosen.yaml --trace new.csv --set workload.prompt_scale=4
     """
-    sets = tuple(set_ or ()) + ((f"workload.format={fmt}",) if fmt else ())
+    sets = tuple(set_ or ()) + format_sets(fmt)
     if not with_capacity:
         c = run_check(chosen, trace, sets)
     else:

@@ -11,7 +11,7 @@ from rich.console import Console
 from calibrate import hardware_check
 from sim.cli.live import DEVICES, live_bar, live_sets
 from sim.cli.run import SetOpt, say_hardware
-from sim.config.load import load_scenario
+from sim.config.load import format_sets, load_scenario
 from traces.errors import InputError
 
 
@@ -53,7 +53,7 @@ def fidelity(
         if not torch.cuda.is_available():
             raise InputError("--device cuda: no CUDA device is visible (torch "
                              f"{torch.__version__}); use --device cpu")
-    sets = tuple(set_ or ()) + ((f"workload.format={fmt}",) if fmt else ())
+    sets = tuple(set_ or ()) + format_sets(fmt)
     loaded = load_scenario(scenario, live_sets(scenario, True, device) + sets,
                            str(trace) if trace else None)  # the live variant
     notes = hardware_check.machine_notes(str(profile)) if profile is not None and \

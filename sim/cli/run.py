@@ -14,7 +14,7 @@ from sim import pipeline
 from sim.cli import live as live_cli
 from sim.cli.report import ReportOpt
 from sim.cli.report import write as write_report
-from sim.config.load import load_scenario
+from sim.config.load import format_sets, load_scenario
 from sim.report.console import print_summary
 from sim.report.outpath import check_out, default_out
 from sim.timing import PhaseTimer, format_wall
@@ -66,7 +66,7 @@ def run(
     report: ReportOpt = False,
 ) -> None:
     """Simulate SCENARIO and write summary.json, requests/steps parquet, config.json, plots."""
-    sets = tuple(set_ or ()) + ((f"workload.format={fmt}",) if fmt else ())
+    sets = tuple(set_ or ()) + format_sets(fmt)
     timer = PhaseTimer()
     with timer.phase("load"):
         loaded = load_scenario(scenario, live_cli.live_sets(scenario, live, device) + sets,

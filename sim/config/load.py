@@ -207,6 +207,18 @@ def _origin(e: ValidationError, message: str, source: str, overrides: tuple[str,
     return f"--set {clip(pick)!r}" if pick is not None else source
 
 
+def format_sets(fmt: str | None) -> tuple[str, ...]:
+    """The ``--set`` a command's ``--format`` option stands for, checked as the option (a
+    bad value was blamed on a ``--set workload.format=...`` the user never wrote)."""
+    if fmt is None:
+        return ()
+    from traces.loaders import FORMATS
+
+    if fmt != "auto" and fmt not in FORMATS:
+        raise InputError(f"--format {clip(fmt)!r}: one of auto, {', '.join(FORMATS)}")
+    return (f"workload.format={fmt}",)
+
+
 #: what a workload may set besides its file that applies to any replay too
 _REPLAY_KEYS = ("max_requests", "shared_prefix", "lane", "priority", "tenant", "prompt_scale",
                 "output_scale")

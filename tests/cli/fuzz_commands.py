@@ -777,7 +777,7 @@ def check_cases() -> list[Case]:
         Case("check", "check-set-bad", _check(None, "--set", "workload.prompt_scale=-1"),
              ("prompt_scale",)),
         Case("check", "check-format-bad", _check(None, "--format", "bogus"),
-             ("workload.format",)),
+             ("--format 'bogus': one of auto, azure",)),  # the option, not a --set
         Case("check", "check-ok-json", _check(None, "--json"), ok=True,
              writes=("chosen.yaml", "new.csv"), stdout_json=True),
         Case("check", "check-ok-capacity", _check(None, "--json", "--capacity", "-j", "1"),

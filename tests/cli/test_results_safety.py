@@ -207,17 +207,6 @@ def test_planted_lock_link_is_not_followed(tmp_path, capsys):
     assert victim.read_text() == "precious" and not (tmp_path / "r").exists()
 
 
-def test_a_lock_file_that_cannot_be_made_is_one_line(tmp_path):
-    """--resume locks an existing result from its parent: a parent the user cannot write
-    (here: one that is gone) was a PermissionError traceback."""
-    from sim.report.outpath import OutPathError
-
-    gone = tmp_path / "gone"
-    with pytest.raises(OutPathError, match=r"gone: cannot create the lock file "
-                       r"\.sw\.servesim-lock there \(No such file or directory\)"):
-        lock.OutLock(lock.lock_path(gone / "sw")).try_acquire()
-
-
 def test_a_result_holding_a_users_files_is_not_replaced(tmp_path, capsys):
     """Replacing a result deletes it whole: with a user's note or folder in it, the run is
     refused before simulating (exit 2, one line naming them) and both stay; servesim's own
