@@ -193,9 +193,9 @@ def capacity(
         "--target-rate", min=MIN_RATE, help="Size a fleet instead: the fewest cluster.replicas "
         "(with the scenario's router) that hold the SLOs at this rate (requests/s); prints "
         "GPUs and, with --gpu-hour-price, cost per hour.")] = None,
-    max_replicas: Annotated[int, typer.Option(
+    max_replicas: Annotated[int | None, typer.Option(
         "--max-replicas", min=1, max=4096, help="Largest fleet --target-rate tries "
-        "(replicas).")] = 256,
+        "(replicas; default 256).")] = None,
     spread: Annotated[int, typer.Option(
         "--spread", help="An uncertainty: search the best configuration "
         "again on K disjoint windows of a replayed trace, or K seeds one at a time, and "
@@ -230,12 +230,15 @@ def capacity(
     out = out or Path("results") / f"{loaded.scenario.name}-capacity"
     if target_rate is not None and grid:
         raise InputError("--target-rate searches cluster.replicas itself; drop --grid")
+    if max_replicas is not None and target_rate is None:
+        raise InputError(f"--max-replicas {max_replicas}: bounds the fleet --target-rate "
+                         "sizes; give --target-rate too, or drop it")
     check_folder(out)  # before anything runs
     seed_list = tuple(loaded.scenario.seed + i for i in range(seeds))
     if target_rate is not None:
         from sim.cli.sizing import size
 
-        size(loaded, target_rate, budgets, seed_list, out, max_replicas,
+        size(loaded, target_rate, budgets, seed_list, out, max_replicas or 256,
              (executor_name, jobs, ray_address), resume, quiet, sets)
         say_stand_in(loaded)
         if report:

@@ -106,9 +106,12 @@ def _budget(item: str) -> Budget:
 
 
 def parse_slo(text: str) -> tuple[Budget, ...]:
-    budgets = tuple(_budget(item) for item in text.split(",") if item.strip())
-    if not budgets:
+    items = text.split(",")
+    if not text.strip():
         raise InputError("--slo: give at least one budget, e.g. ttft_p95=500ms")
+    if not all(item.strip() for item in items):  # as --grid and --rate: not dropped
+        raise InputError(f"--slo {clip(text)!r}: an empty budget between commas")
+    budgets = tuple(_budget(item) for item in items)
     names = [b.name for b in budgets]
     if len(set(names)) != len(names):
         raise InputError(f"--slo {text!r}: a budget is given twice")

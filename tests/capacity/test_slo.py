@@ -22,7 +22,8 @@ def test_parse_units_and_stats():
 
 
 @pytest.mark.parametrize("bad", ["ttft=500", "ttft_p97=5", "foo_p95=5", "ttft_p95=-5ms",
-                                 "ttft_p95=5min", "ttft_p95=", "", "ttft_p95=1,ttft_p95=2"])
+                                 "ttft_p95=5min", "ttft_p95=", "", "ttft_p95=1,ttft_p95=2",
+                                 "tpot_mean=20ms,,ttft_p50=1s", "ttft_p95=5ms,"])
 def test_bad_slo_is_one_input_error(bad):
     with pytest.raises(InputError, match="--slo"):
         parse_slo(bad)

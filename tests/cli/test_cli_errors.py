@@ -186,6 +186,8 @@ def test_bad_sweep_flags_are_one_line_before_any_warning(tmp_path, capsys, args,
     (["capacity", "--gpu-hour-price", "inf"], ["--gpu-hour-price inf"]),
     (["capacity", "--target-rate", "inf"], ["--target-rate inf"]),
     (["capacity", "--target-rate", "1e30"], ["--target-rate 1e+30"]),
+    (["capacity", "--max-replicas", "4"], ["--max-replicas 4", "give --target-rate"]),
+    (["capacity", "--slo", "ttft_p95=1s,,tpot_p95=50ms"], ["an empty budget"]),
 ])
 def test_capacity_flags_are_named_as_given(tmp_path, capsys, args, needles):
     """A bad flag is named as the user gave it, not as the --set or scenario field it
