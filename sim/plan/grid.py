@@ -24,6 +24,7 @@ import yaml
 
 from sim.config import yamlsafe
 from sim.config.scenario import Scenario
+from traces.arrival_spec import MAX_RATE, MIN_RATE
 from traces.errors import InputError, clip
 
 RATE_KEY = "workload.arrival.rate"
@@ -223,6 +224,10 @@ def make_plan(sc: Scenario, grid: list[str] | None, rate: str | None, rate_scale
                     "the workload generates arrivals: use --rate")
             raise InputError(f"{opt}: {hint}")
         loads = parse_loads(rate or rate_scale, opt)
+        out = [x for x in loads if not MIN_RATE <= x <= MAX_RATE] if rate else []
+        if out:  # the option, not the scenario's field, is at fault
+            raise InputError(f"--rate {clip(rate)!r}: {out[0]:g} req/s; rates run from "
+                             f"{MIN_RATE:g} to {MAX_RATE:g} req/s")
     if key in dict(parsed):
         if loads:
             raise InputError(f"--grid {key}: the load is already set by --rate/--rate-scale")

@@ -51,6 +51,9 @@ def test_an_empty_load_option_is_refused_not_ignored():
     sc = load_scenario(TINY).scenario
     with pytest.raises(InputError, match="--rate: empty"):
         make_plan(sc, None, " ", None, 1)
+    # the option is named, not the scenario's rate field it becomes
+    with pytest.raises(InputError, match=r"--rate '1e-9,5': 1e-09 req/s; rates run from "):
+        make_plan(sc, None, "1e-9,5", None, 1)
 
 
 def test_plan_is_the_cross_product_of_configs_loads_and_seeds():
