@@ -19,7 +19,7 @@ from typing import Annotated
 import typer
 import yaml
 
-from sim.cli.report import ReportOpt
+from sim.cli.report import ReportOpt, check_room
 from sim.cli.report import write as write_report
 from sim.cli.run import SetOpt
 from sim.cli.sweep import (
@@ -234,6 +234,7 @@ def capacity(
         raise InputError(f"--max-replicas {max_replicas}: bounds the fleet --target-rate "
                          "sizes; give --target-rate too, or drop it")
     check_folder(out)  # before anything runs
+    check_room(out, report)
     seed_list = tuple(loaded.scenario.seed + i for i in range(seeds))
     if target_rate is not None:
         from sim.cli.sizing import size

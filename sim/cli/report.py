@@ -19,6 +19,14 @@ def write(out: Path) -> None:
     typer.echo(f"report: {write_report(out)}")
 
 
+def check_room(out: Path, report: bool) -> None:
+    """With --report, refuse a foreign report.html in ``out`` before anything runs."""
+    if report:
+        from sim.report.html.write import check_room as check
+
+        check(out)
+
+
 def report(
     folder: Annotated[Path, typer.Argument(
         metavar="DIR", help="A results folder servesim wrote: servesim run's --out, a sweep's or a "

@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from sim.cli.report import ReportOpt
+from sim.cli.report import ReportOpt, check_room
 from sim.cli.report import write as write_report
 from sim.cli.run import SetOpt
 from sim.config.load import LoadedScenario, load_scenario
@@ -103,6 +103,7 @@ def sweep(
     plan = make_plan(loaded.scenario, grid, rate, rate_scale, seeds)
     out = out or Path("results") / f"{loaded.scenario.name}-sweep"
     check_folder(out)  # before anything runs
+    check_room(out, report)
     try:
         with executor(executor_name, jobs, ray_address) as ex:
             res = run_sweep(loaded, plan, out, ex, resume=resume, quiet=quiet, sets=sets)

@@ -122,6 +122,20 @@ def test_a_sweep_it_cannot_lock_is_refused_in_one_line(tmp_path, monkeypatch):
         PointStore(tmp_path / "s").open({"kind": "sweep"}, resume=True)
 
 
+@pytest.mark.parametrize("cmd", [("sweep", "--rate", "4"), ("capacity", "--seeds", "1")])
+def test_a_users_report_html_is_refused_before_anything_runs(tmp_path, capsys, cmd):
+    out = tmp_path / "o"
+    assert cli(cmd[0], TINY, *cmd[1:], "--out", out, "-q", "--no-plots") == 0
+    (out / "report.html").write_text("mine")
+    before = sorted(p.name for p in out.iterdir())
+    capsys.readouterr()
+    assert cli(cmd[0], TINY, *cmd[1:], "--out", out, "--resume", "--report", "-q",
+               "--no-plots") == 2  # was: the whole search again, then this refusal
+    assert "a file servesim did not write is in the way" in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == before
+    assert (out / "report.html").read_text() == "mine"
+
+
 def test_plot_redraws_the_timeline_of_another_point(swept, capsys):
     df = pd.read_parquet(swept / "points.parquet")
     other = df[(df["engine.max_num_seqs"] == 8) & (df["load"] == 6) & (df["seed"] == 1)]

@@ -60,6 +60,12 @@ def _render(found: folder.Folder) -> str:
                          "them: rerun the command that wrote the folder") from None
 
 
+def check_room(out: str | Path) -> None:
+    """Before a sweep or capacity search runs with --report: a foreign report.html in its
+    folder is refused now, not after the work."""
+    _check_target(Path(out) / REPORT)
+
+
 def _check_target(target: Path) -> None:
     if os.path.lexists(target) and not is_servesim_file(target, SIGNATURE):
         raise OutPathError(f"{clip_path(target)}: a file servesim did not write is in the way "
