@@ -291,7 +291,8 @@ def capacity(
         typer.echo(f"chosen: {out / 'chosen.yaml'}")
     if plots:
         typer.echo(f"plots: {out / 'plots'} ({len(plot_dir(out))} PNG + SVG)")
-    typer.echo(f"probes: {out / 'points.parquet'} ({res.ran:,} simulated, {res.wall_s:.1f} s)")
+    typer.echo(f"probes: {out / 'points.parquet'} ({res.ran:,} simulated, {res.reused:,} "
+               f"reused, {res.wall_s:.1f} s)")
     say_stand_in(loaded)
     if sp is not None:
         typer.echo(f"spread probes: {out / 'spread' / 'points.parquet'}")

@@ -178,6 +178,7 @@ class CapacityResult:
     out: Path
     ran: int
     wall_s: float
+    reused: int = 0  # probes found in the folder (--resume)
 
 
 def run_capacity(loaded: LoadedScenario, grid, budgets: tuple[Budget, ...], seeds: tuple[int, ...],
@@ -205,7 +206,7 @@ def run_capacity(loaded: LoadedScenario, grid, budgets: tuple[Budget, ...], seed
     results = tuple(ConfigCapacity(s.config, s.status, s.lo, s.hi, len(s.probes))
                     for s in searches)
     return CapacityResult(key, budgets, tol, seeds, results, out, runner.ran,
-                          time.perf_counter() - t0)
+                          time.perf_counter() - t0, len(runner.order) - runner.ran)
 
 
 def run_searches(runner: Runner, searches: list[Search], key: str, seeds: tuple[int, ...],

@@ -22,8 +22,12 @@ UNLOADED_REQUESTS = 200  # the first requests of the workload, one at a time
 CLOSE = 0.10  # a budget within 10 % of its zero-load value is "close"
 
 
+SENT = "requests"  # unloaded()'s count of the requests it sent
+
+
 def unloaded(base: Base, config, budgets: tuple[Budget, ...]) -> dict[str, float] | None:
-    """Budget name -> its statistic (ms) over the first requests sent one at a time; None
+    """Budget name -> its statistic (ms) over the first requests sent one at a time (and
+    ``SENT``: how many); None
     for a fleet with pools (they may differ in engine and GPU: no single floor). A fleet of
     identical replicas is measured on one of them (a fleet runs open loops only, and one
     request in flight meets an idle replica whatever the router)."""
@@ -35,7 +39,8 @@ def unloaded(base: Base, config, budgets: tuple[Budget, ...]) -> dict[str, float
                  ("workload.max_requests", UNLOADED_REQUESTS))
     run = pipeline.run(base.load(overrides), None, plots=False)
     metrics = flatten(run.summary)
-    return {b.name: b.value(metrics) for b in budgets}
+    sent = int(run.summary["requests"]["total"])  # fewer when the workload has fewer
+    return {b.name: b.value(metrics) for b in budgets} | {SENT: sent}
 
 
 def bunched_share(base: Base, config) -> float:
@@ -66,7 +71,7 @@ def explain_none(base: Base, config, budgets: tuple[Budget, ...]) -> str:
     if values is None:
         return "zero load: not measured for a fleet with pools (each pool has its own floor)"
     over, _ = verdict(values, budgets)
-    head = f"zero load (the first {UNLOADED_REQUESTS} requests, one at a time): "
+    head = f"zero load (the first {values[SENT]:,} requests, one at a time): "
     if over:
         return head + "; ".join(over) + ": no load can meet it (a faster configuration or " \
             "a looser budget)"

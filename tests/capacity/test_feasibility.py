@@ -28,6 +28,13 @@ def test_a_budget_no_load_can_meet_is_named(tmp_path, capsys):
     assert any(ln.startswith("no configuration sustains any load") for ln in lines)
     assert ("zero load (the first 200 requests, one at a time): TTFT p95 20.0 ms > budget "
             "15 ms: no load can meet it (a faster configuration or a looser budget)") in lines
+    # a workload of fewer requests says how many it sent (it said 200 of 100)
+    assert cli("capacity", TINY, "--slo", "ttft_p95=15ms", "--seeds", "1", "--tol", "20%",
+               "--set", "workload.num_requests=100", "--out", tmp_path / "d", "--no-plots",
+               "-q") == 0
+    assert "zero load (the first 100 requests, one at a time): TTFT p95 20.0 ms > budget " \
+        "15 ms: no load can meet it (a faster configuration or a looser budget)" in \
+        capsys.readouterr().out.splitlines()
 
 
 def test_a_budget_close_to_zero_load_is_announced(tmp_path, capsys):
