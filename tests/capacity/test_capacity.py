@@ -140,7 +140,7 @@ def test_chosen_yaml_and_config_json_run_again_to_the_same_summary(capacity_dir,
     same_summary(capacity_dir / "chosen", tmp_path / "b")
 
 
-def test_another_points_timeline_leaves_the_answer_in_chosen(capacity_dir, tmp_path):
+def test_another_points_timeline_leaves_the_answer_in_chosen(capacity_dir, tmp_path, capsys):
     """`plot --point ID` on a capacity folder ran the point into chosen/, replacing the
     search's answer (what chosen.yaml runs to again and the report shows)."""
     import shutil
@@ -157,6 +157,8 @@ def test_another_points_timeline_leaves_the_answer_in_chosen(capacity_dir, tmp_p
     assert cli("capacity", TINY, "--grid", "engine.max_num_seqs=8,64", "--seeds", "1", "--tol",
                "1", "--gpu-hour-price", "2.5", "--out", out, "--no-plots", "-q",
                "--resume") == 0  # the folder beside chosen/ is servesim's own
+    probes = len(pd.read_parquet(out / "points.parquet"))
+    assert f"(0 simulated, {probes} reused, " in capsys.readouterr().out
 
 
 def test_a_trace_chosen_yaml_runs_from_anywhere(tmp_path, monkeypatch):
