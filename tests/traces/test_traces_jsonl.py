@@ -61,6 +61,18 @@ def test_truncated_gzip_is_one_line(write):
     assert "gunzip" not in str(e.value) and "\n" not in str(e.value)
 
 
+def test_gzipped_json_lines_of_no_known_format_are_not_told_to_gunzip(write):
+    """A gzip of JSON lines servesim reads but does not recognise (an engine recording's
+    requests.jsonl.gz): the format is what is missing, not gunzipping; a gzipped CSV is
+    still told to gunzip."""
+    path = write("r.jsonl.gz", gzip.compress(b'{"request_id": "0", "send_s": 0.1}\n'))
+    with pytest.raises(TraceError, match=r"cannot detect the trace format \(first line "):
+        load_trace(path)
+    path = write("t.csv.gz", gzip.compress(b"arrival_s,prompt_tokens,output_tokens\n0,1,1\n"))
+    with pytest.raises(TraceError, match="gunzip it first"):
+        load_trace(path)
+
+
 record = st.fixed_dictionaries({
     "arrival_s": st.floats(0, 1e6, allow_nan=False),
     "prompt_len": st.integers(1, 10**6), "max_tokens": st.integers(1, 10**5)})

@@ -76,7 +76,7 @@ def detect_format(path: str | Path) -> str:
     for name, fmt in FORMATS.items():
         if fmt.sniff(suffix, line):
             return name
-    if gzipped(path):  # its first line was read inside the gzip stream
+    if gzipped(path) and not line.startswith("{"):  # read inside the gzip stream: not JSONL
         raise TraceError(f"{path}: {GZIP_TEXT}")
     what = "the file is empty" if not line else f"first line {line[:60]!r}"
     raise TraceError(
