@@ -54,6 +54,7 @@ from traces.arrival_spec import MAX_RATE, MIN_RATE
 from traces.errors import InputError
 
 MAX_SPREAD = 16  # parts of --spread: each is one more capacity search
+MAX_REPLICAS = 256  # --max-replicas default: the largest fleet --target-rate tries
 
 CHOSEN_HEAD = ("# The best configuration at its capacity, as a scenario: `servesim run\n"
                "# chosen.yaml` simulates it again (chosen/ holds that run). `locked` is what was\n"
@@ -195,7 +196,7 @@ def capacity(
         "GPUs and, with --gpu-hour-price, cost per hour.")] = None,
     max_replicas: Annotated[int | None, typer.Option(
         "--max-replicas", min=1, max=4096, help="Largest fleet --target-rate tries "
-        "(replicas; default 256).")] = None,
+        f"(replicas; default {MAX_REPLICAS}).")] = None,
     spread: Annotated[int, typer.Option(
         "--spread", help="An uncertainty: search the best configuration "
         "again on K disjoint windows of a replayed trace, or K seeds one at a time, and "
@@ -239,7 +240,7 @@ def capacity(
     if target_rate is not None:
         from sim.cli.sizing import size
 
-        size(loaded, target_rate, budgets, seed_list, out, max_replicas or 256,
+        size(loaded, target_rate, budgets, seed_list, out, max_replicas or MAX_REPLICAS,
              (executor_name, jobs, ray_address), resume, quiet, sets)
         say_stand_in(loaded)
         if report:

@@ -193,17 +193,16 @@ def _origin(e: ValidationError, message: str, source: str, overrides: tuple[str,
     A check of a whole section (``workload``) fails at the section, below which several
     --set may lie: the last whose own field the message names, else the last of them."""
     path = [str(p) for p in first_loc(e)]
-    below = []  # --set lines under the failing field, last first
-    for o in reversed(overrides):
+    below, above = [], None  # --set lines under the failing field (last first); the last at
+    for o in reversed(overrides):  # or above it, which set everything after it
         key = o.partition("=")[0].strip().split(".")
         if len(key) > len(path) and key[: len(path)] == path:
             below.append((o, key[-1]))
         elif path[: len(key)] == key:
+            above = o
             break
-    else:
-        o = None
-    named = [b for b, leaf in below if re.search(rf"(?<![\w]){re.escape(leaf)}(?!\w)", message)]
-    pick = named[0] if named else below[0][0] if below else o
+    named = [o for o, leaf in below if re.search(rf"(?<!\w){re.escape(leaf)}(?!\w)", message)]
+    pick = named[0] if named else below[0][0] if below else above
     return f"--set {clip(pick)!r}" if pick is not None else source
 
 

@@ -100,7 +100,7 @@ def test_prompts_4x_longer_do_not_hold(chosen, capsys):
     (["{bad_rate}", "--trace", CHAT],
      "locked.capacity.rate_mean_req_s: -40 is not a finite number >= 0"),
     (["{chosen}", "--trace", CHAT, "--format", "mooncake"], "line 1: malformed JSON"),
-    (["{chosen}", "--trace", CHAT, "--format", "bogus"], "--set 'workload.format=bogus'"),
+    (["{chosen}", "--trace", CHAT, "--format", "bogus"], "--format 'bogus': one of auto, "),
     (["{chosen}", "--trace", CHAT, "--set", "workload.prompt_scale=0"],
      "workload.prompt_scale: must be >= 1e-06 times"),
 ])
