@@ -120,7 +120,9 @@ def parse_grid(specs: list[str] | None) -> list[tuple[str, list]]:
         if key in dict(out):
             raise InputError(f"--grid {key}: given twice; put every value in one --grid")
         if len(set(map(repr, values))) != len(values):
-            raise InputError(f"--grid {spec!r}: a value appears twice")
+            why = (" (YAML reads yes / no / on / off as true / false)"
+                   if any(isinstance(v, bool) for v in values) else "")
+            raise InputError(f"--grid {spec!r}: a value appears twice{why}")
         out.append((key, values))
     return out
 

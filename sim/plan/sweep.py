@@ -66,8 +66,10 @@ def check_configs(base: Base, points: Sequence[Point]) -> None:
         except InputError as e:  # the scenario itself loaded: the grid's values are at fault
             if not p.config:
                 raise
-            given = ", ".join(f"{k}={v}" for k, v in p.config)
-            raise InputError(f"--grid {given}: {e}") from None
+            given = ", ".join(f"{k}={json.dumps(v) if isinstance(v, bool) else v}"
+                              for k, v in p.config)  # true as given, not Python's True
+            why = str(e).removeprefix(f"{base.source}: ")  # the grid's value, not the file
+            raise InputError(f"--grid {given}: {why}") from None
 
 
 def _scalable(specs, source: str) -> None:

@@ -207,6 +207,16 @@ def test_a_bad_grid_value_names_the_grid(tmp_path, capsys):
     assert_one_line_error(code, capsys.readouterr().err, "--grid engine.max_num_seqs=0:",
                           "must be > 0")
     assert not (tmp_path / "out").exists()
+    # the value as given (true, not Python's True), the grid blamed (not the file)
+    code = main(["sweep", str(sc), "--grid", "engine.max_num_seqs=true,4", "-o",
+                 str(tmp_path / "out"), "-q", "-j", "1"])
+    err = capsys.readouterr().err
+    assert_one_line_error(code, err, "--grid engine.max_num_seqs=true: engine.max_num_seqs: ")
+    assert "s.yaml" not in err
+    code = main(["sweep", str(sc), "--grid", "engine.enable_prefix_caching=true,false,yes",
+                 "-o", str(tmp_path / "out"), "-q", "-j", "1"])
+    assert_one_line_error(code, capsys.readouterr().err, "a value appears twice (YAML reads "
+                          "yes / no / on / off as true / false)")
 
 
 @pytest.mark.parametrize("sets,needles", [
