@@ -84,8 +84,12 @@ def simulate_chosen(out: Path, base: Base, point: Point, folder: str = CHOSEN
     dest = Path(out) / folder
     meta = json.dumps({"id": point.id, "overrides": point.overrides, "label": point.label},
                       indent=2) + "\n"
-    return pipeline.run(base.load(point.overrides), dest, plots=False,
-                        files={"point.json": meta})
+    try:
+        return pipeline.run(base.load(point.overrides), dest, plots=False,
+                            files={"point.json": meta})
+    except OutPathError as e:  # the folder is servesim's choice here, not an --out given
+        raise OutPathError(str(e).replace(f"--out {clip_path(dest)!r}: ", f"{clip_path(dest)}: ",
+                                          1).removesuffix(" or choose another --out")) from None
 
 
 def _chosen(out: Path, df: pd.DataFrame, manifest: dict, base: Base, point_id: str | None,

@@ -145,3 +145,11 @@ def test_plot_redraws_the_timeline_of_another_point(swept, capsys):
     assert chosen["id"] == pid and chosen["label"] == "max_num_seqs=8"
     assert "kv_timeline.png" in capsys.readouterr().out
     assert cli("plot", swept, "--point", "0000") == 2
+    (swept / "chosen" / "mine.txt").write_text("a user's")  # plot has no --out to name
+    try:
+        assert cli("plot", swept, "--point", pid) == 2
+        err = capsys.readouterr().err
+        assert "chosen: is a servesim result that also holds mine.txt" in err
+        assert "--out" not in err and err.rstrip().endswith("move them out")
+    finally:
+        (swept / "chosen" / "mine.txt").unlink()
