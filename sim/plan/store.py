@@ -32,6 +32,7 @@ MANIFEST_KEYS = ("kind", "scenario", "source", "base_dir", "load_key", "seeds")
 FIXED = ("point_id", "config_id", "config")  # first columns, then parameters, then metrics
 
 
+_POINT_FILE = re.compile(r"[0-9a-f]{16}\.json")  # a point's record: its digest id
 _OWN_TMP = re.compile(r"\.[^/]+\.json\.[0-9]+\.tmp")  # write_atomic's temp names
 
 
@@ -137,6 +138,10 @@ class PointStore:
         edited) is left to be run again (and replaced) with a warning."""
         out = {}
         for f in sorted(self.dir.glob("*.json")):
+            if not _POINT_FILE.fullmatch(f.name):  # not a point's name: not servesim's
+                warnings.warn(f"{clip_path(f)}: not a point file (points are named by their "
+                              "16-hex-digit id); left alone", stacklevel=2)
+                continue
             try:
                 rec = json.loads(f.read_text(encoding="utf-8"))
                 if not isinstance(rec, dict) or rec.get("id") != f.stem:

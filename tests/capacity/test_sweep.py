@@ -97,9 +97,12 @@ def test_temp_files_left_by_a_kill_are_removed_on_resume(tmp_path):
     store.open({"kind": "sweep"}, resume=False)
     (store.dir / ".abc.json.123.tmp").write_text("{half")
     (store.dir / ".mine.tmp").write_text("a user's")  # not servesim's: it stays
+    (store.dir / "mine.json").write_text("{}")  # not a point's name: left alone, said so
     store.close()
     store.open({"kind": "sweep"}, resume=True)
-    assert [p.name for p in store.dir.iterdir()] == [".mine.tmp"]
+    assert sorted(p.name for p in store.dir.iterdir()) == [".mine.tmp", "mine.json"]
+    with pytest.warns(UserWarning, match=r"mine.json: not a point file .*; left alone"):
+        assert store.done() == {}
     assert (tmp_path / "s" / MANIFEST).exists()
 
 
