@@ -31,6 +31,8 @@ distinct 64-bit keys are ignored (about n^2 / 2^65 for n keys: negligible).
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 _P = 0x100000001B3  # odd multiplier of the polynomial chain hash (invertible mod 2^64)
@@ -109,6 +111,21 @@ def first_solo(chains, lens: np.ndarray) -> np.ndarray:
     return out
 
 
+_SOLO: dict[int, tuple[weakref.ref, np.ndarray]] = {}  # id(specs) -> (specs, first_solo)
+
+
+def _first_solo_of(specs, lens: np.ndarray) -> np.ndarray:
+    """``first_solo`` of a workload's chains, once per workload (a fleet's replicas each
+    build a pool over the same requests); a weak reference: nothing is kept alive."""
+    hit = _SOLO.get(id(specs))
+    if hit is not None and hit[0]() is specs:
+        return hit[1]
+    out = first_solo(specs.prefix_hashes, lens)
+    _SOLO.clear()
+    _SOLO[id(specs)] = (weakref.ref(specs), out)
+    return out
+
+
 def _nonzero(keys: np.ndarray) -> list[int]:
     keys[keys == 0] = 1
     return keys.tolist()
@@ -131,7 +148,7 @@ class BlockKeys:
         hbs = specs.hash_block_size if specs is not None else None
         self.hbs = hbs or 1
         lens = np.fromiter((0 if c is None else len(c) for c in chains), np.int64, n)
-        covered = (np.minimum(prompt_tokens, first_solo(chains, lens) * self.hbs) if hbs
+        covered = (np.minimum(prompt_tokens, _first_solo_of(specs, lens) * self.hbs) if hbs
                    else np.zeros(n, np.int64))
         self.n_shared = covered // block_size  # shareable blocks per request
         self.counts = self.n_shared.tolist()  # the same, as Python ints
