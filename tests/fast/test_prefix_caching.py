@@ -10,6 +10,7 @@ random knobs and random prefix chains.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -21,8 +22,9 @@ from sim.config.load import LoadedScenario, load_scenario, validate
 from sim.config.resolve import ConfigError
 from sim.engine.requests import RequestSpecs
 from sim.fast.caching import CachingScheduler
+from sim.kv import block_keys
 from sim.pipeline import prepare, resolve_loaded
-from tests.fast.equivalence import prepared, same_runs, same_scenario
+from tests.fast.equivalence import assert_same, prepared, run_both, same_runs, same_scenario
 from tests.fast.test_properties import knobs
 from tests.shared_data import MOONCAKE
 
@@ -174,3 +176,27 @@ def test_fast_core_equals_general_engine_with_prefix_caching(sets, specs):
         reject()
     a, b = same_runs(r, specs)
     assert (a.core, b.core) == ("general", "fast")
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(knobs(), shared_requests())
+def test_private_blocks_past_a_solo_id_change_nothing_but_evictions(sets, specs):
+    """Blocks from the first hash id no other chain carries are private (first_solo): every
+    step, request and hit is what publishing them as they fill gave; evictions only fewer."""
+    try:
+        r = resolve_loaded(load_scenario(None, (*sets, ON)))
+    except ConfigError:
+        reject()
+    private, _ = run_both(r, specs)
+    real = block_keys.first_solo
+    block_keys._SOLO.clear()
+    block_keys.first_solo = lambda chains, lens: lens.copy()  # every chain id shareable
+    try:
+        published, _ = run_both(r, specs)
+    finally:
+        block_keys.first_solo = real
+        block_keys._SOLO.clear()
+    assert private.counters["prefix_evictions"] <= published.counters["prefix_evictions"]
+    assert_same(*(dataclasses.replace(res, counters={
+        k: v for k, v in res.counters.items() if k != "prefix_evictions"})
+        for res in (published, private)))
