@@ -7,6 +7,7 @@ per point as it finishes (so ``--resume`` continues a killed sweep), the plots o
 
 from __future__ import annotations
 
+import json
 import os
 import warnings
 from pathlib import Path
@@ -62,6 +63,18 @@ def say_stand_in(loaded: LoadedScenario) -> None:
         warnings.warn(msg, stacklevel=1)
 
 
+def say_too_short(df) -> None:
+    """Once, the points too short to judge (their runs warned in the workers, unseen)."""
+    if "stability.long_enough" not in df:
+        return
+    short = df[df["stability.long_enough"].eq(False)]
+    if len(short):
+        said = json.loads(short["sim.warnings"].iloc[0] or "[]")
+        what = next((w for w in said if "too short" in w), "the run is too short to judge")
+        warnings.warn(f"{len(short):,} of {len(df):,} points; the first of them: {what}",
+                      stacklevel=1)
+
+
 def executor(name: str, jobs: int | None, address: str | None):
     return make_executor(name, jobs if jobs is not None else os.cpu_count() or 1, address)
 
@@ -112,8 +125,10 @@ def sweep(
     manifest, df = load_points(out)
     if not quiet:
         show(sweep_table(df, budgets_of(manifest), plan.load_key, len(plan.seeds)))
-    if plots:
+    if plots:  # the chosen point's run, simulated again here, says what it warns of
         typer.echo(f"plots: {out / 'plots'} ({len(plot_dir(out))} PNG + SVG)")
+    else:
+        say_too_short(df)
     typer.echo(f"points: {out / 'points.parquet'} ({res.ran:,} simulated, {res.reused:,} "
                f"reused, {res.wall_s:.1f} s)")
     say_stand_in(loaded)

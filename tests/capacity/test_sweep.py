@@ -49,6 +49,16 @@ def test_a_row_holds_what_a_single_run_reports(swept, tmp_path):
     assert row["stability.verdict"] == summary["stability"]["verdict"]
 
 
+def test_points_too_short_to_judge_are_said_once_without_plots(tmp_path, capsys):
+    """Without plots no point runs in this process, so nothing said the workload was too
+    short to judge (with plots the chosen point's run says it)."""
+    assert cli("sweep", TINY, "--set", "workload.num_requests=30", "--rate", "4,8",
+               "--out", tmp_path / "s", "-q", "--no-plots") == 0
+    err = capsys.readouterr().err
+    assert err.count("too short to judge") == 1
+    assert "warning: 2 of 2 points; the first of them: the run is too short to judge: " in err
+
+
 def test_plots_are_written_as_png_and_svg(swept):
     names = {p.name for p in (swept / "plots").iterdir()}
     for stem in ("rate_curves", "frontier", "kv_timeline", "ttft_cdf", "tpot_cdf"):
