@@ -10,7 +10,6 @@ with ``--spread K``, the best's capacity on K windows or seeds (DIR/spread/).
 
 from __future__ import annotations
 
-import json
 import math
 import warnings
 from pathlib import Path
@@ -45,7 +44,7 @@ from sim.plan.emit import chosen_doc
 from sim.plan.frontier import best, frontier
 from sim.plan.grid import LOAD_UNITS, RATE_KEY, Point, deterministic_workload, parse_grid
 from sim.plan.plotdir import plot_dir, simulate_chosen
-from sim.plan.point import Base
+from sim.plan.point import Base, too_short_said
 from sim.plan.slo import as_overrides, describe, parse_slo, scenario_slo
 from sim.plan.spread import Spread, run_spread
 from sim.plan.store import check_folder
@@ -139,8 +138,7 @@ def _too_short(probe) -> str:
     enough): a count fixed whatever the rate gets shorter as the search raises the rate."""
     for r in probe.records if probe else ():
         if r["metrics"].get("stability.long_enough") is False:
-            said = json.loads(r["metrics"].get("sim.warnings") or "[]")
-            return next((w for w in said if "too short" in w), "the run is too short to judge")
+            return too_short_said(r["metrics"].get("sim.warnings"))
     return ""
 
 

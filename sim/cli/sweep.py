@@ -7,7 +7,6 @@ per point as it finishes (so ``--resume`` continues a killed sweep), the plots o
 
 from __future__ import annotations
 
-import json
 import os
 import warnings
 from pathlib import Path
@@ -23,6 +22,7 @@ from sim.plan.executors import EXECUTORS, make_executor
 from sim.plan.grid import make_plan
 from sim.plan.peaks import stand_in_warning
 from sim.plan.plotdir import budgets_of, plot_dir
+from sim.plan.point import too_short_said
 from sim.plan.store import check_folder, load_points
 from sim.plan.sweep import run_sweep
 from sim.report.plan_tables import show, sweep_table
@@ -69,8 +69,7 @@ def say_too_short(df) -> None:
         return
     short = df[df["stability.long_enough"].eq(False)]
     if len(short):
-        said = json.loads(short["sim.warnings"].iloc[0] or "[]")
-        what = next((w for w in said if "too short" in w), "the run is too short to judge")
+        what = too_short_said(short["sim.warnings"].iloc[0])
         warnings.warn(f"{len(short):,} of {len(df):,} points; the first of them: {what}",
                       stacklevel=1)
 

@@ -39,6 +39,12 @@ _BITS = (4, 8, 16, 32)
 #: vLLM --quantization methods a spec may name (vllm/model_executor/layers/quantization)
 QUANTIZATIONS = ("fp8", "modelopt", "modelopt_fp4", "mxfp4", "compressed-tensors", "awq",
                  "gptq", "bitsandbytes")
+#: weight bits (dense, routed experts) a method's checkpoints store, as
+#: sim/catalog/hf_quant.py reads them (16: left unquantized, as an ignore list may keep
+#: attention); compressed-tensors and bitsandbytes vary per checkpoint: not listed
+METHOD_BITS = {"fp8": ((8,), (8,)), "mxfp4": ((16, 32), (4,)), "awq": ((4, 8), (4, 8)),
+               "gptq": ((4, 8), (4, 8)), "modelopt_fp4": ((4, 16), (4,)),
+               "modelopt": ((8, 16), (8,))}
 
 
 def _count(desc: str, le: int = 1 << 22, default: int = 0):

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from sim.config.hardware import ModelSpec
+from sim.config.model_spec import METHOD_BITS
 from sim.config.resolve import Resolved
 from sim.config.runnable import scenario_as_run
 from sim.engine.requests import RequestSpecs
@@ -73,16 +74,9 @@ def _dtype_flags(m: ModelSpec) -> tuple[list[str], list[str]]:
     return flags, notes
 
 
-#: weight bits (dense, routed experts) a --quantization method's checkpoints store
-#: (sim/catalog/hf_quant.py; 16: left unquantized, as an ignore list may keep attention)
-_METHOD_BITS = {"fp8": ((8,), (8,)), "mxfp4": ((16, 32), (4,)), "awq": ((4, 8), (4, 8)),
-                "gptq": ((4, 8), (4, 8)), "modelopt_fp4": ((4, 16), (4,)),
-                "modelopt": ((8, 16), (8,))}
-
-
 def _other_bits(m: ModelSpec) -> str:
     """Why ``--quantization`` would not deploy the simulated weights ('' = it would)."""
-    allowed = _METHOD_BITS.get(m.quantization or "")
+    allowed = METHOD_BITS.get(m.quantization or "")
     if allowed is None or (m.dtype_bits in allowed[0] and m.moe_bits in allowed[1]):
         return ""
     experts = f", {m.moe_bits}-bit experts" if m.is_moe else ""

@@ -94,6 +94,13 @@ def derived(summary: dict, gpus: int, arrival_s) -> dict:
     }
 
 
+def too_short_said(said: str | None) -> str:
+    """The "too short to judge" warning among a point's ``sim.warnings`` (its run's
+    warnings as a JSON list), else that phrase alone."""
+    return next((w for w in json.loads(said or "[]") if "too short" in w),
+                "the run is too short to judge")
+
+
 def record(point: Point, summary: dict, gpus: int, arrival_s, wall_s: float) -> dict:
     return {
         "id": point.id, "config_id": point.config_id, "config": point.label,
