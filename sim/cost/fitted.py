@@ -183,6 +183,7 @@ class FittedCost(ScalarPricing, CostModel):
         self.over_tok = (f.step_overhead_per_token_ms if ms is None else 0.0) * 1e-3
         self.over_by_req = f.step_overhead_by_requests if ms is None else None
         self._memo: dict[tuple[int, int], float] = {}
+        self._pure_memo: dict[int, tuple[float, float, bool]] = {}  # sim/cost/scalar.py
         # a step of more tokens than the CUDA graphs hold runs eager: the host launches
         # every block's kernels while the GPU runs them (seconds for all blocks)
         self.graph_max = r.cuda_graph_max_tokens if r is not None else 512

@@ -67,6 +67,12 @@ def _ns(times: list[float]) -> list[int]:
     return [round(t * 1_000_000_000) for t in times]
 
 
+def _async_overlap(host: float, times: list[float]) -> list[float]:
+    """FittedCost._overlap of a graph decode run's step times with async scheduling, in
+    floats (the same subtraction and comparison as numpy's, so the same values)."""
+    return [k if (k := t - host) > host else host for t in times]
+
+
 def interp1(x: float, xs: list[float], ys: list[float]) -> float:
     """``np.interp(x, xs, ys)`` for one finite ``x`` (xs ascending)."""
     if x > xs[-1]:
@@ -96,9 +102,31 @@ def bilinear1(table: tuple, x0: float, x1: float) -> float:
             + a * ((1 - b) * vals[i + 1][j] + b * vals[i + 1][j + 1]))
 
 
+# the coefficients a pure decode step's constants read (ScalarPricing._pure): setting one
+# (a test, the drafter's async_host) forgets them
+_PURE_INPUTS = frozenset(("overhead", "over_req", "over_tok", "over_by_req", "async_host",
+                          "eager_s", "graph_max"))
+
+
 class ScalarPricing:
     """Mixed into FittedCost (ops profiles): its attributes heads, kv_heads, head_dim,
-    attn_e, kv_e, norm, layers, dec_grid/dec_nodes, pre_grid/pre_nodes, _dec_memo."""
+    attn_e, kv_e, norm, layers, dec_grid/dec_nodes, pre_grid/pre_nodes, _dec_memo,
+    _pure_memo."""
+
+    def __setattr__(self, name, value):
+        if name in _PURE_INPUTS and self.__dict__.get("_pure_memo"):
+            self._pure_memo.clear()
+        super().__setattr__(name, value)
+
+    def _pure(self, n: int) -> tuple[float, float, bool]:
+        """(``_fixed``, ``_host_s``, ``_eager``) of a pure decode step of ``n`` requests:
+        the same for every such step (its token and request counts are both ``n``), so
+        computed once per batch size."""
+        t = self._pure_memo.get(n)
+        if t is None:
+            t = self._pure_memo[n] = (self._fixed(n, n, _NONE, _NONE), self._host_s(n, n),
+                                      self._eager(n))
+        return t
 
     def _dec_table(self, n: int) -> tuple:
         """Per ``n`` decoding sequences: (kv-length nodes, log2 ratios) as lists, then the
@@ -121,32 +149,31 @@ class ScalarPricing:
 
     # ---- the fast core's pricing calls (sim/cost/base.py) --------------------------------
     def run_times(self, n, decode_ctx0, num_steps):
-        if self._eager(n) or (self.async_host and num_steps > SCALAR_RUN_MAX):  # numpy's path
+        fixed, host, eager = self._pure(n)
+        if eager or (self.async_host and num_steps > SCALAR_RUN_MAX):  # numpy's path
             return self.shape_times(n, n, _NONE, _NONE, n, decode_ctx0, num_steps).tolist()
-        fixed = self._fixed(n, n, _NONE, _NONE)
         if num_steps <= SCALAR_RUN_MAX:
             t = self.decode_run_times(n, decode_ctx0, num_steps, fixed)
-            return self._async_overlap(n, t) if self.async_host else t
+            return _async_overlap(host, t) if self.async_host else t
         ctx = decode_contexts(decode_ctx0, n, num_steps)
         return (self.attn_layers * self._decode(n, ctx) + fixed).tolist()
 
     def run_ns(self, n, decode_ctx0, num_steps):
-        if num_steps > SCALAR_RUN_MAX or self._eager(n):  # to_ns of the vectorised run
+        fixed, host, eager = self._pure(n)
+        if num_steps > SCALAR_RUN_MAX or eager:  # to_ns of the vectorised run
             t = self.shape_times(n, n, _NONE, _NONE, n, decode_ctx0, num_steps)
             return np.rint(np.minimum(t, 4.611686018427388e9) * 1e9).astype(np.int64).tolist()
-        fixed = self._fixed(n, n, _NONE, _NONE)
         if self.async_host:
-            return _ns(self._async_overlap(n, self.decode_run_times(n, decode_ctx0, num_steps,
-                                                                     fixed)))
+            return _ns(_async_overlap(host, self.decode_run_times(n, decode_ctx0, num_steps,
+                                                                   fixed)))
         return self.decode_run_times(n, decode_ctx0, num_steps, fixed, to_ns=True)
 
-    def _async_overlap(self, n: int, times: list[float]) -> list[float]:
-        """FittedCost._overlap of a graph decode run's step times, in floats (the same
-        subtraction and comparison as numpy's, so the same values)."""
-        h = self._host_s(n, n)
-        return [k if (k := t - h) > h else h for t in times]
-
     def shape_time1(self, total, reqs, prefill_q, prefill_ctx, num_decode, decode_ctx0):
+        if total == reqs == num_decode and not len(prefill_q):  # pure decode (``_pure``)
+            fixed, host, eager = self._pure(total)
+            out = self.attn_layers * self._decode_one(num_decode, decode_ctx0) + fixed
+            # FittedCost._with_host, its host and eager known
+            return self._overlap(out - host, host, eager) if eager or self.async_host else out
         out = self._fixed(total, reqs, prefill_q, prefill_ctx)
         if num_decode:
             out = self.attn_layers * self._decode_one(num_decode, decode_ctx0) + out
@@ -184,9 +211,13 @@ class ScalarPricing:
         kv = [(ctx0 + n * j) / n + 1.0 for j in range(k)]
         if bound:  # memory-bound (_dec_table): max(FLOPs/peak, bytes/bw) is bytes/bw
             c_flops = 0.0
-        lo, hi = _log2_1(kv[0]), _log2_1(kv[-1])
-        i = bisect_right(xs, lo) - 1
-        if not (0 <= i < len(xs) - 1 and xs[i] < lo and hi < xs[i + 1] and LIBM_IS_NUMPY):
+        i = -1  # the segment of the table the whole run lies in (-1: none, or numpy's log2
+        if LIBM_IS_NUMPY:  # is not libm's, which the one-pass form below calls)
+            lo, hi = math.log2(kv[0]), math.log2(kv[-1])
+            i = bisect_right(xs, lo) - 1
+            if not (0 <= i < len(xs) - 1 and xs[i] < lo and hi < xs[i + 1]):
+                i = -1
+        if i < 0:
             ex = _exp2_list([interp1(x, xs, ys) for x in _log2_list(kv)])
             t = [layers * (((a if (a := c_flops * s / peak) > (m := b * (c_kv * s + c_act) / bw)
                              else m) + floor) * r) + fixed for s, r in zip(kv, ex)]
