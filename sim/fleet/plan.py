@@ -132,10 +132,12 @@ def plan_fleet(sc: Scenario, base: Resolved | None = None) -> FleetPlan:
 def warn_cache_blind(plan: FleetPlan) -> None:
     """prefix_affinity aims requests at the replica that cached their prefix: without a
     prefix cache it only balances (a configuration the planner likely did not mean). Said
-    once, where the scenario is prepared (sim.pipeline.prepare)."""
+    once, where the scenario is prepared (sim.pipeline.prepare). Whether a pool caches is
+    ``Scenario.prefix_caching``: engine.enable_prefix_caching unset is vLLM's default (on
+    for paged KV with the v1 schedulers), not off."""
     for p in plan.pools:
-        if p.router.name == "prefix_affinity" and \
-                not p.resolved.scenario.engine.enable_prefix_caching:
+        if p.router.name == "prefix_affinity" and not p.resolved.scenario.prefix_caching:
             warnings.warn(f"cluster: pool {p.name!r} routes by prefix_affinity but its "
-                          "replicas cache no prefix (engine.enable_prefix_caching false): "
-                          "its requests are only balanced", RunWarning, stacklevel=2)
+                          "replicas cache no prefix (engine.enable_prefix_caching false, or "
+                          "unset with a KV policy, scheduler or preemption mode that has it "
+                          "off): its requests are only balanced", RunWarning, stacklevel=2)

@@ -34,3 +34,18 @@ def test_prefix_affinity_without_a_prefix_cache_warns(tmp_path, capsys):
                  "workload.num_requests=50", "-o", str(tmp_path / "r"), "-q"]) == 0
     err = capsys.readouterr().err
     assert err.count("routes by prefix_affinity but its replicas cache no prefix") == 1
+
+
+@pytest.mark.parametrize("settings,warned", [
+    ((), False),  # unset: vLLM v1's default, on for paged KV with the vllm scheduler
+    (("engine.enable_prefix_caching=true",), False),
+    (("scheduler=sarathi",), True),  # unset: off for the v0-era schedulers
+])
+def test_prefix_affinity_warns_only_where_no_prefix_is_cached(settings, warned, tmp_path,
+                                                              capsys):
+    sets = [x for s in settings for x in ("--set", s)]
+    assert main(["run", "--set", "cluster={replicas: 2, router: {name: prefix_affinity}}",
+                 *sets, "--set", "workload.num_requests=20", "-o", str(tmp_path / "r"), "-q",
+                 "--no-plots"]) == 0
+    err = capsys.readouterr().err
+    assert ("routes by prefix_affinity but its replicas cache no prefix" in err) is warned
