@@ -113,10 +113,15 @@ def assess_stability(res, areas: dict | None = None, lat: dict | None = None) ->
     arrival = res.specs.arrival_s
     failure = _failure(res)
     if len(arrival) < 2 or arrival[-1] <= arrival[0]:
+        # no span to cut into windows: nothing to judge a trend by (too_short says so
+        # always: a zero span is under a minute); the drain is still measured (a burst
+        # at one instant waits for it), its fraction of a zero span is left 0
         verdict = UNSTABLE if failure else STABLE
-        reason = failure or "fewer than two arrival times"
-        return Stability(verdict, reason, verdict == STABLE, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
-                         0.0, 0.0, (), ())
+        short = too_short(res, lat)
+        drain = _drain_s(res, float(arrival[-1])) if len(arrival) else 0.0
+        reason = (failure or "fewer than two arrival times") + (f"; {short}" if short else "")
+        return Stability(verdict, reason, verdict == STABLE, 0.0, 0.0, 0.0, drain, 0.0, 0.0,
+                         0.0, 0.0, (), (), long_enough=not short)
     t0, t1 = float(arrival[0]), float(arrival[-1])
     span = t1 - t0
     edges = t0 + span * np.arange(WINDOWS + 1) / WINDOWS

@@ -196,3 +196,17 @@ def test_a_run_too_short_to_judge_says_so(tmp_path):
     full = run(load_scenario(None), None, plots=False)  # the default duration: 300 s
     assert full.summary["stability"]["long_enough"] is True
     assert "too short" not in full.summary["stability"]["reason"]
+
+
+def test_a_burst_at_one_instant_is_too_short_to_judge_and_says_its_drain():
+    # 20 requests at t = 0, one at a time (max_num_seqs 1): no span to judge by, which the
+    # block says as the warning does (long_enough false), and the last one started only
+    # after the 19 before it were served (the drain), not at the last arrival
+    n = 20
+    res, s = run(linear(engine={"max_num_seqs": 1}),
+                 RequestSpecs.from_arrays(np.zeros(n), np.full(n, 200), np.full(n, 100)))
+    st = s["stability"]
+    assert st["long_enough"] is False
+    assert st["reason"].startswith("fewer than two arrival times; too short to judge: 0.0 s")
+    assert st["drain_s"] == pytest.approx(float(np.nanmax(res.recorder.first_scheduled_s)))
+    assert st["drain_s"] > 1.0
