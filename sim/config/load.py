@@ -39,6 +39,9 @@ from traces.spec import LENGTH_FIELDS
 MAX_SET_BYTES = 64 * 1024  # one --set value
 _KEY = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*|[0-9]+)$")
 _CATALOG = {"model": get_model, "gpu": get_gpu}
+#: sections that are registry choices (sim.config.choice): a bare name there is
+#: ``{name: <it>}``, so ``--set scheduler=sarathi --set scheduler.chunk_size=256`` works
+_CHOICES = frozenset({"scheduler", "kv", "admission", "cost", "router"})
 #: model keys that spell the same value (ModelSpec: dtype_bytes is legacy for dtype_bits)
 _ALIASES = {"dtype_bytes": "dtype_bits", "dtype_bits": "dtype_bytes"}
 
@@ -113,6 +116,8 @@ def _child(node: Any, part: str, path: list[str], assignment: str):
                 child = node[part] = _CATALOG[part](child).model_dump(mode="json")
             except CatalogError as e:
                 raise _bad_set(assignment, f"{part}: {e}") from None
+        elif isinstance(child, str) and part in _CHOICES:
+            child = node[part] = {"name": child}  # the bare name, as RegistryChoice reads it
     if not isinstance(child, dict | list):
         raise _bad_set(assignment, f"{where} is not a section (it is {clip_repr(child)})")
     return child

@@ -203,3 +203,13 @@ def test_a_policy_by_its_bare_name(tmp_path):
     sc = loaded(tmp_path, "cluster.router=least_outstanding", "cluster.replicas=2",
                 "scheduler=sarathi").scenario
     assert sc.cluster.router.name == "least_outstanding" and sc.scheduler.name == "sarathi"
+
+
+def test_a_bare_policy_name_then_its_parameters(tmp_path):
+    # the bare name is {name: sarathi}, so a later --set reaches its parameters (it was
+    # "scheduler is not a section (it is 'sarathi')")
+    sc = loaded(tmp_path, "scheduler=sarathi", "scheduler.chunk_size=256", "kv=paged",
+                "kv.watermark=0.01", "cost=roofline", "cost.step_overhead_ms=1").scenario
+    assert (sc.scheduler.name, sc.scheduler.params.chunk_size) == ("sarathi", 256)
+    assert (sc.kv.name, sc.kv.params.watermark) == ("paged", 0.01)
+    assert (sc.cost.name, sc.cost.params.step_overhead_ms) == ("roofline", 1)
