@@ -206,10 +206,15 @@ def _check_memory(sc: Scenario, model, gpu, tp, mem: MemoryPlan, limits,
             "figures, raise engine.block_size or set engine.num_gpu_blocks_override")
     per_seq = -(-limits.max_model_len // sc.engine.block_size)
     if per_seq > mem.usable_blocks:
+        # an override fixes the pool whatever the memory: name it (and its --set)
+        override = sc.engine.num_gpu_blocks_override
+        more = ("give the KV cache more memory" if override is None else
+                f"raise engine.num_gpu_blocks_override ({override} blocks, one of them vLLM's "
+                "null block)")
         raise ConfigError(
             f"one request of max_model_len {limits.max_model_len} tokens needs {per_seq} KV "
             f"blocks but only {mem.usable_blocks} fit ({mem.usable_blocks * sc.engine.block_size}"
-            " tokens); lower engine.max_model_len or give the KV cache more memory")
+            f" tokens); lower engine.max_model_len or {more}")
 
 
 def resolve(sc: Scenario) -> Resolved:

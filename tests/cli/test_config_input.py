@@ -213,3 +213,17 @@ def test_a_bare_policy_name_then_its_parameters(tmp_path):
     assert (sc.scheduler.name, sc.scheduler.params.chunk_size) == ("sarathi", 256)
     assert (sc.kv.name, sc.kv.params.watermark) == ("paged", 0.01)
     assert (sc.cost.name, sc.cost.params.step_overhead_ms) == ("roofline", 1)
+
+
+def test_a_kv_override_below_one_request_names_the_override(tmp_path, capsys):
+    # the advice was "give the KV cache more memory", which an override ignores, and the
+    # message blamed the scenario file rather than the --set that fixed the pool
+    from sim.cli import main
+
+    out = tmp_path / "r"
+    assert main(["run", str(write(tmp_path, GOOD)), "--set", "engine.num_gpu_blocks_override=5",
+                 "-o", str(out), "-q"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("servesim: error: --set 'engine.num_gpu_blocks_override=5': ")
+    assert err.endswith("raise engine.num_gpu_blocks_override (5 blocks, one of them vLLM's "
+                        "null block)") and len(err.splitlines()) == 1 and not out.exists()
