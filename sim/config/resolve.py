@@ -71,6 +71,9 @@ class Resolved:
             "max_num_batched_tokens": lim.max_num_batched_tokens,
             "max_model_len": lim.max_model_len,
             "enable_chunked_prefill": lim.enable_chunked_prefill,
+            # engine.enable_prefix_caching unset stays null in the scenario (a --set of
+            # another scheduler or KV policy re-derives it); what this run uses:
+            "enable_prefix_caching": self.scenario.prefix_caching,
             "weights_gib_per_gpu": round(m.weight_bytes / GIB, 3),
             "activation_reserve_gib": round((m.activation_bytes + m.non_torch_bytes) / GIB, 3),
             "kv_cache_gib_per_gpu": round(max(m.kv_bytes, 0) / GIB, 3),

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from typer.testing import CliRunner
 
 from sim.cli import app, main
@@ -107,6 +108,23 @@ def test_scenario_validate_and_show(tmp_path, capsys):
     assert main(["scenario", "show", str(sc)]) == 0
     shown = capsys.readouterr().out
     assert "usable_kv_blocks" in shown and "max_num_batched_tokens: 8192" in shown
+
+
+@pytest.mark.parametrize("sets,on", [
+    ((), True),  # unset: vLLM v1's default for paged KV with the vllm scheduler
+    (("scheduler=sarathi",), False),  # unset: off for the v0-era schedulers
+    (("kv=contiguous-max",), False),
+    (("engine.enable_prefix_caching=false",), False),
+])
+def test_scenario_show_says_whether_prefix_caching_is_on(sets, on, tmp_path, capsys):
+    # engine.enable_prefix_caching stays null when unset; derived says what the run uses
+    # (it said nothing, so `show` left a planner guessing)
+    import yaml
+
+    args = [x for s in sets for x in ("--set", s)]
+    assert main(["scenario", "show", str(write(tmp_path, SMALL)), *args]) == 0
+    shown = yaml.safe_load(capsys.readouterr().out)
+    assert shown["derived"]["enable_prefix_caching"] is on
 
 
 def test_default_scenario_validates(capsys):
