@@ -37,16 +37,20 @@ def latency_block(res: RunResult, mask: np.ndarray, *, itl: bool = True,
 
 
 def run_duration(res: RunResult, done: np.ndarray, mask: np.ndarray | None = None) -> float:
-    """First arrival to last finish, seconds; to the end of the run when some request did
-    not finish (cut by the horizon or the safety limit, or aborted by a stopped engine).
-    With ``mask``, of those requests only (a lane's own duration, as a benchmark of that
-    lane alone would measure it)."""
+    """First arrival to the last answer, seconds: a finish, or a refusal (a prompt over
+    max_model_len, answered as it arrives: ``vllm bench serve`` times the benchmark to its
+    last response, failed ones included); to the end of the run when some request did not
+    finish (cut by the horizon or the safety limit, or aborted by a stopped engine). With
+    ``mask``, of those requests only (a lane's own duration, as a benchmark of that lane
+    alone would measure it)."""
     mask = np.ones(len(res.specs), dtype=bool) if mask is None else mask
     done = done & mask
     first = float(res.specs.arrival_s[mask].min()) if mask.any() else 0.0
     end = float(res.run.end_s)
-    if done.any():
-        last = float(np.nanmax(res.recorder.finish_s[done]))
+    refused = (res.status == Status.REJECTED) & mask
+    if done.any() or refused.any():
+        last = max(float(np.nanmax(res.recorder.finish_s[done])) if done.any() else -np.inf,
+                   float(res.specs.arrival_s[refused].max()) if refused.any() else -np.inf)
         end = max(end, last) if (unresolved(res) & mask).any() else last
     return max(end - first, 1e-12)
 

@@ -4,8 +4,9 @@
 * TPOT  = (E2E - TTFT) / (output tokens - 1), requests with more than one output token
 * ITL   = every gap between consecutive output tokens of a request
 * E2EL  = finish time - arrival
-* duration = last finish - first arrival (to the end of the run when some request did
-  not finish); throughputs divide by it
+* duration = last answer - first arrival (a finish, or a refusal as it arrives: vllm bench
+  serve times failed requests too; to the end of the run when some request did not
+  finish); throughputs divide by it
 * goodput = finished requests meeting every SLO budget / duration; the SLO verdict counts
   requests that were rejected or did not finish as failures (``sim.metrics.slo``)
 * time-weighted means (waiting, KV used, running) cover the whole run, idle time included

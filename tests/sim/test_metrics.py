@@ -77,6 +77,21 @@ def run(sc):
     return res, summarize(res)
 
 
+def test_a_refusal_sent_last_ends_the_duration(tmp_path):
+    # vllm bench serve times the benchmark to its last response, failed ones included: two
+    # requests at 0 s finish within 0.1 s, a prompt over max_model_len (64) sent at 2 s is
+    # refused as it arrives, so the duration is 2 s and 2 requests / 2 s are served
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"arrival_s": 0.0, "prompt_len": 8, "max_tokens": 3}\n'
+                     '{"arrival_s": 0.0, "prompt_len": 8, "max_tokens": 3}\n'
+                     '{"arrival_s": 2.0, "prompt_len": 100, "max_tokens": 3}\n')
+    res, s = run(scenario(workload={"trace": str(trace)}, engine={"max_model_len": 64}))
+    assert s["requests"]["rejected"] == 1 and s["requests"]["finished"] == 2
+    assert float(res.recorder.finish_s[:2].max()) < 0.1
+    assert s["duration_s"] == pytest.approx(2.0)
+    assert s["throughput"]["request_per_s"] == pytest.approx(1.0)
+
+
 def test_vllm_bench_definitions_by_hand():
     # 4 isolated requests (1 s apart), P=8 O=3: TTFT 18 ms, E2E 38 ms, TPOT (38-18)/2 = 10 ms,
     # two ITLs of 10 ms each; duration = last finish 3.038 s - first arrival 0.
