@@ -23,7 +23,7 @@ from collections import deque
 from sim.fast.blocks import BlockCount
 from sim.fast.state import Progress, cdiv
 from sim.sched.base import SchedulerLimits
-from sim.sched.vllm import BUDGET, EMPTY, MEMORY, SEQS
+from sim.sched.vllm import BUDGET, EMPTY, MEMORY, SEQS, capped_demand, long_prefill_cap
 
 
 class Planned:
@@ -69,23 +69,14 @@ class FastScheduler(BlockCount, Progress):
         # general scheduler's rule, VllmScheduler.blocked_persists, asked once per reason)
         self.persists = persists
 
-    # ---- the long-prefill cap (sim/sched/vllm.py: long_prefill_cap) --------------------
+    # ---- vLLM's per-request rules (sim/sched/vllm.py) --------------------------------------
     def cap(self, eligible: int | None = None) -> int:
-        """The cap for ``eligible`` running + waiting requests (default: all of them)."""
-        lim = self.lim
-        if eligible is None:
-            eligible = len(self.running) + len(self.waiting)
-        if lim.long_prefill_token_threshold <= 0 or eligible <= 1:
-            return 0
-        if lim.long_prefill_token_threshold_adaptive:
-            return max(lim.long_prefill_token_threshold, lim.max_num_batched_tokens // eligible)
-        return lim.long_prefill_token_threshold
+        """The long-prefill cap for ``eligible`` running + waiting requests (default: all)."""
+        return long_prefill_cap(self.lim, len(self.running) + len(self.waiting)
+                                if eligible is None else eligible)
 
     def demand(self, r: int, c: int, cap: int) -> int:
-        need = self.known_of(r) - c
-        if cap > 0 and need > cap:
-            need = cap
-        return min(need, self.lim.max_model_len - 1 - c)
+        return capped_demand(self.known_of(r) - c, c, cap, self.lim.max_model_len)
 
     # ---- the step -----------------------------------------------------------------------
     def schedule(self) -> Planned | None:

@@ -38,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 
 from sim.engine.plan import StepPlan
-from sim.sched.base import _RUNNING, SCHEDULERS, Scheduler
+from sim.sched.base import _RUNNING, SCHEDULERS, Scheduler, SchedulerLimits
 from sim.sched.batch import BatchBuilder
 
 MAX_RUN_STEPS = 4096  # bound on one decode run (steps): bounds per-plan arrays
@@ -47,6 +47,25 @@ MAX_VERIFY_RUN = 32  # bound on one speculative verify run (steps): the draws on
 # Why admission stopped. Persistent reasons cannot change during a decode run.
 EMPTY, SEQS, BUDGET, MEMORY = "", "max_num_seqs", "token_budget", "kv_memory"
 ADMISSION, POLICY = "admission", "policy"
+
+
+# ---- vLLM's per-request rules in ints: this scheduler's and the fast core's (sim/fast) --
+def long_prefill_cap(lim: SchedulerLimits, eligible: int) -> int:
+    """Most tokens one request may compute this step (0 = no cap) with ``eligible``
+    running + waiting (+ swapped) requests; see the module docstring."""
+    if lim.long_prefill_token_threshold <= 0 or eligible <= 1:
+        return 0
+    if lim.long_prefill_token_threshold_adaptive:  # scheduler.py:650-655
+        return max(lim.long_prefill_token_threshold, lim.max_num_batched_tokens // eligible)
+    return lim.long_prefill_token_threshold
+
+
+def capped_demand(need: int, comp: int, cap: int, max_model_len: int) -> int:
+    """A request's ``need`` tokens under the long-prefill ``cap`` (0: none) and
+    ``max_model_len - 1 - computed`` (never binding for an admitted request: parity)."""
+    if 0 < cap < need:
+        need = cap
+    return min(need, max_model_len - 1 - comp)
 
 
 @SCHEDULERS.register("vllm")
@@ -154,15 +173,9 @@ class VllmScheduler(Scheduler):
                               **self._take_swap_bytes())
 
     def long_prefill_cap(self) -> int:
-        """Most tokens one request may compute this step (0 = no cap); see module docstring."""
-        lim = self.limits
-        eligible = len(self.running) + len(self.waiting) + len(self.swapped)
-        if lim.long_prefill_token_threshold <= 0 or eligible <= 1:
-            return 0
-        if lim.long_prefill_token_threshold_adaptive:  # scheduler.py:650-655
-            return max(lim.long_prefill_token_threshold,
-                       lim.max_num_batched_tokens // eligible)
-        return lim.long_prefill_token_threshold
+        """Most tokens one request may compute this step (0 = no cap)."""
+        return long_prefill_cap(self.limits,
+                                len(self.running) + len(self.waiting) + len(self.swapped))
 
     def _demand(self, ids: np.ndarray, comp: np.ndarray) -> np.ndarray:
         need = self.known_tokens[ids] - comp
@@ -186,10 +199,7 @@ class VllmScheduler(Scheduler):
             need = self.spec_pad(req, comp, budget)
             if need < 0:
                 return need
-        cap = self.long_prefill_cap()
-        if cap > 0:
-            need = min(need, cap)
-        return min(need, self.limits.max_model_len - 1 - comp)
+        return capped_demand(need, comp, self.long_prefill_cap(), self.limits.max_model_len)
 
     def _schedule_running(self, budget: int, batch: BatchBuilder, preempted: list) -> int:
         order = self.running_order()
