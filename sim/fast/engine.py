@@ -507,7 +507,7 @@ class FastEngine:
         the new blocks per step repeat with that period."""
         s = self.s
         i = (g + 1) % s.bs
-        used = list(accumulate(islice(cycle(s.phase[i:] + s.phase[:i]), k - 1), initial=s.used))
+        used = list(accumulate(islice(cycle(s.phase), i, i + k - 1), initial=s.used))
         if used[-1] > s.num_blocks:
             del used[bisect_right(used, s.num_blocks):]
         return used if len(used) > 1 else None
