@@ -110,7 +110,13 @@ def _engine_flags(r: Resolved) -> list[str]:
     # only a choice away from them is spelled out
     if e.enforce_eager:
         flags.append("--enforce-eager")
-    if e.max_cudagraph_capture_size is not None:
+    if e.max_cudagraph_capture_size == 0 and not e.enforce_eager:
+        # no step from a graph: vLLM 0.32 asserts a capture size >= 1 while CUDA graphs are
+        # on (vllm/config/vllm.py:2448, _set_cudagraph_sizes), so they are turned off by mode
+        # (the sizes are skipped under cudagraph_mode NONE, vllm/config/vllm.py:2341-2345)
+        graphs = json.dumps({"cudagraph_mode": "NONE"}, separators=(",", ":"))
+        flags.append(f"--compilation-config {shlex.quote(graphs)}")
+    elif e.max_cudagraph_capture_size is not None:
         flags.append(f"--max-cudagraph-capture-size {e.max_cudagraph_capture_size}")
     if e.moe_backend != "auto":
         flags.append(f"--moe-backend {e.moe_backend}")

@@ -178,3 +178,18 @@ def test_the_serve_line_is_shell_quoted():
             "max_position_embeddings: 4096}", "engine.num_gpu_blocks_override=1024")
     argv = shlex.split(vllm_serve(resolve_loaded(load_scenario(None, sets))))
     assert argv[:4] == ["vllm", "serve", "my model", "--dtype"]
+
+
+def test_a_capture_size_of_0_turns_cuda_graphs_off_by_mode():
+    """engine.max_cudagraph_capture_size=0 simulates every step without a graph. vLLM 0.32's
+    --max-cudagraph-capture-size 0 does not deploy that: with CUDA graphs on it fails its
+    start-up assert 'Maximum cudagraph size should be greater than or equal to 1'
+    (vllm/config/vllm.py:2448, _set_cudagraph_sizes); cudagraph_mode NONE skips the sizes
+    (vllm/config/vllm.py:2341-2345; -cc/--compilation-config, vllm/engine/arg_utils.py:1853)."""
+    f = flags("engine.max_cudagraph_capture_size=0")[0]
+    assert "--max-cudagraph-capture-size 0" not in f
+    assert "--compilation-config '{\"cudagraph_mode\":\"NONE\"}'" in f
+    assert "--enforce-eager" not in f
+    # under --enforce-eager vLLM sets the size to 0 itself (vllm/config/vllm.py:1928-1933)
+    eager = flags("engine.max_cudagraph_capture_size=0", "engine.enforce_eager=true")[0]
+    assert "--enforce-eager" in eager and not any("cudagraph_mode" in x for x in eager)
