@@ -106,18 +106,21 @@ def _engine_flags(r: Resolved) -> list[str]:
     # previous step's tokens are known); on GPUs vLLM 0.32 turns async scheduling on unless
     # told not to, so both values are spelled out
     flags.append(on("async-scheduling", e.async_scheduling))
-    # CUDA graphs: vLLM's default sizes follow from the --max-num-seqs written above, so
-    # only a choice away from them is spelled out
+    # CUDA graphs: the largest step run from a graph is spelled out as simulated
+    # (Resolved.cuda_graph_max_tokens: min(2 x max_num_seqs, 512) unless set); vLLM 0.32's
+    # own default is not that on Blackwell (capped at 1024) nor with speculative decoding
+    # (2 x max_num_seqs x (1 + num_speculative_tokens)), vllm/config/vllm.py:2354-2364
     if e.enforce_eager:
         flags.append("--enforce-eager")
-    if e.max_cudagraph_capture_size == 0 and not e.enforce_eager:
+    graphs = e.max_cudagraph_capture_size if e.enforce_eager else r.cuda_graph_max_tokens
+    if graphs == 0 and not e.enforce_eager:
         # no step from a graph: vLLM 0.32 asserts a capture size >= 1 while CUDA graphs are
         # on (vllm/config/vllm.py:2448, _set_cudagraph_sizes), so they are turned off by mode
         # (the sizes are skipped under cudagraph_mode NONE, vllm/config/vllm.py:2341-2345)
         graphs = json.dumps({"cudagraph_mode": "NONE"}, separators=(",", ":"))
         flags.append(f"--compilation-config {shlex.quote(graphs)}")
-    elif e.max_cudagraph_capture_size is not None:
-        flags.append(f"--max-cudagraph-capture-size {e.max_cudagraph_capture_size}")
+    elif graphs is not None:
+        flags.append(f"--max-cudagraph-capture-size {graphs}")
     if e.moe_backend != "auto":
         flags.append(f"--moe-backend {e.moe_backend}")
     if e.moe_activation != "auto":

@@ -39,7 +39,8 @@ def test_default_spells_out_every_engine_value():
         "--max-num-seqs 1024 --max-num-batched-tokens 8192 --block-size 16 "
         "--gpu-memory-utilization 0.9 --enable-chunked-prefill --enable-prefix-caching "
         "--long-prefill-token-threshold 0 --no-long-prefill-token-threshold-adaptive "
-        "--scheduler-reserve-full-isl --async-scheduling --scheduling-policy fcfs")
+        "--scheduler-reserve-full-isl --async-scheduling --max-cudagraph-capture-size 512 "
+        "--scheduling-policy fcfs")
 
 
 @pytest.mark.parametrize("sets, want, absent", [
@@ -64,11 +65,33 @@ def test_async_scheduling_is_flagged_both_ways():
     assert "--no-async-scheduling" in ngram
 
 
-def test_cuda_graph_choices_are_flagged_only_when_made():
-    default = flags()[0]
-    assert not any("eager" in x or "cudagraph" in x for x in default)
+def test_cuda_graph_choices_are_flagged():
     f = flags("engine.enforce_eager=true", "engine.max_cudagraph_capture_size=256")[0]
     assert "--enforce-eager" in f and "--max-cudagraph-capture-size 256" in f
+    assert not any("eager" in x for x in flags()[0])
+    assert "--max-cudagraph-capture-size 96" in flags("engine.max_cudagraph_capture_size=96")[0]
+
+
+@pytest.mark.parametrize("sets, simulated", [
+    ((), 512),
+    (("engine.max_num_seqs=64",), 128),
+    # vLLM 0.32's default: 1024 on data-center Blackwell (vllm/config/vllm.py:2357-2359)
+    (("gpu=b200",), 512),
+    (("gpu=b300", "engine.max_num_seqs=384"), 512),
+    # vLLM 0.32's default: 2 x max_num_seqs x (1 + K) with K drafts (vllm/config/vllm.py:
+    # 2360-2364, uniform_decode_query_len): 512 here, 128 simulated
+    (("model=llama-3.1-8b", "engine.max_model_len=8192", "engine.max_num_seqs=64",
+      "engine.speculative_config={method: eagle3, num_speculative_tokens: 3, model: a/b, "
+      "acceptance_rates: [0.8, 0.6, 0.4]}"), 128),
+])
+def test_the_simulated_cuda_graph_ceiling_is_spelled_out(sets, simulated):
+    """Steps above Resolved.cuda_graph_max_tokens are priced eager (sim/cost/fitted.py).
+    vLLM 0.32's default ceiling is not servesim's min(2 x max_num_seqs, 512) on B200/B300 or
+    with speculative decoding, so the simulated one is written out
+    (--max-cudagraph-capture-size, vllm/engine/arg_utils.py:1790)."""
+    r = resolve_loaded(load_scenario(None, sets))
+    assert r.cuda_graph_max_tokens == simulated
+    assert f"--max-cudagraph-capture-size {simulated}" in vllm_flags(r)[0]
 
 
 def test_a_checkpoint_naming_fp8_kv_is_asked_for_16_bit_kv_by_name():
