@@ -148,6 +148,12 @@ def _policy_flags(sc) -> tuple[list[str], list[str]]:
         notes.append(f"admission {sc.admission.name!r} has no vLLM flag")
     if sc.engine.strict_max_model_len:
         notes.append("strict_max_model_len has no vLLM flag: its server shortens max_tokens")
+    if not sc.engine.ingress_serial and sc.engine.ingress_per_token_us != 0:
+        # vLLM 0.32's API server renders (tokenizes) on --renderer-num-workers threads, 1 by
+        # default (vllm/config/model.py:408, vllm/renderers/base.py:142)
+        notes.append("engine.ingress_serial false tokenizes every prompt beside the others; "
+                     "vLLM's API server tokenizes one at a time (--renderer-num-workers 1): "
+                     "raise --renderer-num-workers or --api-server-count to deploy it")
     if sc.engine.preemption_mode == "swap":
         notes.append("preemption_mode swap is vLLM v0's; v1 always recomputes")
     spec = sc.engine.speculative_config

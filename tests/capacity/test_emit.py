@@ -216,3 +216,17 @@ def test_a_capture_size_of_0_turns_cuda_graphs_off_by_mode():
     # under --enforce-eager vLLM sets the size to 0 itself (vllm/config/vllm.py:1928-1933)
     eager = flags("engine.max_cudagraph_capture_size=0", "engine.enforce_eager=true")[0]
     assert "--enforce-eager" in eager and not any("cudagraph_mode" in x for x in eager)
+
+
+def test_parallel_tokenization_is_noted():
+    """engine.ingress_serial false simulates prompts tokenized side by side; vLLM 0.32's API
+    server tokenizes on --renderer-num-workers threads, 1 by default (vllm/config/model.py:408,
+    the flag vllm/engine/arg_utils.py:1047): no flag value says 'unbounded', so it is noted."""
+    f, notes = flags("engine.ingress_serial=false")
+    assert f == flags()[0]
+    assert [n for n in notes if "--renderer-num-workers" in n] == [
+        "engine.ingress_serial false tokenizes every prompt beside the others; vLLM's API "
+        "server tokenizes one at a time (--renderer-num-workers 1): raise "
+        "--renderer-num-workers or --api-server-count to deploy it"]
+    assert flags("engine.ingress_serial=false", "engine.ingress_per_token_us=0")[1] == []
+    assert flags()[1] == []
