@@ -74,6 +74,20 @@ def scenario(row: Row, p: Protocol, trace: Path) -> dict:
     }
 
 
+def _graph_ceiling(r, p: Protocol) -> str | None:
+    """The CUDA-graph capture ceiling of the rows' vLLM where the script set none: every row
+    ran a vLLM of spring 2026 at the latest (0.11-0.19, nightlies; measured by 2026-04), whose
+    default was min(2 x max_num_seqs, 512) on every GPU. vLLM 0.32's (servesim's default) is
+    1,024 on data-center Blackwell since PR 49390 (July 2026), so B200 / B300 rows are pinned
+    to theirs (None: nothing to pin)."""
+    if p.max_cudagraph_capture_size is not None or r.scenario.engine.enforce_eager:
+        return None
+    cc = r.gpu.compute_capability
+    if cc is None or int(cc) != 10:
+        return None
+    return f"engine.max_cudagraph_capture_size={min(2 * r.limits.max_num_seqs, 512)}"
+
+
 def replay(row: Row, p: Protocol | None = None, overrides: tuple[str, ...] = ()) -> dict:
     """Simulated TTFT/TPOT (mean and median, ms) of ROW, with the run's preemptions."""
     p = p or protocol(row)
@@ -86,7 +100,11 @@ def replay(row: Row, p: Protocol | None = None, overrides: tuple[str, ...] = ())
         path.write_text(yaml.safe_dump(scenario(row, p, trace), sort_keys=False))
         with warnings.catch_warnings(record=True) as caught:  # said once per row, in rows.csv
             warnings.simplefilter("always")
-            res = pipeline.run(load_scenario(path, overrides), None, plots=False)
+            loaded = load_scenario(path, overrides)
+            pin = _graph_ceiling(pipeline.resolve_loaded(loaded), p)
+            if pin is not None:
+                loaded = load_scenario(path, (*overrides, pin))
+            res = pipeline.run(loaded, None, plots=False)
     lat = res.summary["latency_ms"]
     return {"ttft_mean": lat["ttft"]["mean"], "ttft_median": lat["ttft"]["median"],
             "tpot_mean": lat["tpot"]["mean"], "tpot_median": lat["tpot"]["median"],

@@ -27,6 +27,7 @@ _TFLOPS = 1e12
 _ENTRIES: tuple[GpuSpec, ...] = (
     GpuSpec(
         name="a100-80gb",  # A100-SXM4-80GB
+        compute_capability=8.0,  # CUDA compute capability (NVIDIA's CUDA GPUs table)
         hbm_bytes=81050 * _MiB,  # torch OOM text "total capacity of 79.15 GiB" (nvidia-smi 81920)
         mem_bandwidth=2.039 * _TB,  # datasheet, HBM2e
         bf16_flops=312 * _TFLOPS,  # datasheet dense (624 with sparsity)
@@ -44,6 +45,7 @@ _ENTRIES: tuple[GpuSpec, ...] = (
     ),
     GpuSpec(
         name="h100-sxm",  # H100 80GB HBM3 (SXM5)
+        compute_capability=9.0,  # CUDA compute capability (NVIDIA's CUDA GPUs table)
         hbm_bytes=81089 * _MiB,  # torch total_memory=81089MB (torch 2.7, CUDA 12.8); smi 81559
         mem_bandwidth=3.35 * _TB,  # datasheet, HBM3
         bf16_flops=989.4 * _TFLOPS,  # dense (datasheet 1,979 with sparsity)
@@ -62,6 +64,7 @@ _ENTRIES: tuple[GpuSpec, ...] = (
     ),
     GpuSpec(
         name="h100-pcie",  # H100 PCIe 80GB (HBM2e, 350 W)
+        compute_capability=9.0,  # CUDA compute capability (NVIDIA's CUDA GPUs table)
         hbm_bytes=81008 * _MiB,  # torch total_memory=81008MB printed for 'NVIDIA H100 PCIe'
         mem_bandwidth=2.0 * _TB,  # datasheet "2,000 GB/s"
         bf16_flops=756.5 * _TFLOPS,  # dense (datasheet 1,513 with sparsity)
@@ -81,6 +84,7 @@ _ENTRIES: tuple[GpuSpec, ...] = (
     ),
     GpuSpec(
         name="h200-sxm",  # H200 141GB HBM3e (SXM5)
+        compute_capability=9.0,  # CUDA compute capability (NVIDIA's CUDA GPUs table)
         hbm_bytes=143156 * _MiB,  # torch total_memory=143156MB; OOM text 139.80 GiB; smi 143771
         mem_bandwidth=4.8 * _TB,  # datasheet, HBM3e
         bf16_flops=989.4 * _TFLOPS,  # same GH100 compute as H100 SXM (datasheet 1,979 sparse)
@@ -98,6 +102,7 @@ _ENTRIES: tuple[GpuSpec, ...] = (
     ),
     GpuSpec(
         name="l40s",  # L40S 48GB GDDR6 (Ada, PCIe, no NVLink)
+        compute_capability=8.9,  # CUDA compute capability (NVIDIA's CUDA GPUs table)
         hbm_bytes=45589 * _MiB,  # torch total_memory=45589MB; nvidia-smi 46068 MiB
         mem_bandwidth=864 * _GB,  # datasheet, GDDR6 (not HBM)
         bf16_flops=362.05 * _TFLOPS,  # datasheet dense (733 with sparsity)
@@ -115,6 +120,7 @@ _ENTRIES: tuple[GpuSpec, ...] = (
     ),
     GpuSpec(
         name="b200",  # HGX B200 (SXM6, 1000 W)
+        compute_capability=10.0,  # CUDA compute capability (NVIDIA's CUDA GPUs table)
         hbm_bytes=182631 * _MiB,  # torch total_memory=182631MB (another print: 182642); smi 183359
         mem_bandwidth=7.7 * _TB,  # HGX B200 per-GPU spec 7.7 TB/s (launch material said 8 TB/s)
         bf16_flops=2250 * _TFLOPS,  # dense (HGX B200 table 4.5 PFLOPS with sparsity)
@@ -132,6 +138,7 @@ _ENTRIES: tuple[GpuSpec, ...] = (
     ),
     GpuSpec(
         name="b300",  # HGX B300 (Blackwell Ultra, SXM)
+        compute_capability=10.3,  # CUDA compute capability (NVIDIA's CUDA GPUs table)
         hbm_bytes=275040 * _MiB,  # nvidia-smi 275040 MiB (aiconfigurator-core b300_sxm.yaml)
         mem_bandwidth=7.75 * _TB,  # 62 TB/s per 8-GPU board / 8 (Blackwell Ultra datasheet)
         bf16_flops=2250 * _TFLOPS,  # dense (4.5 PFLOPS with sparsity)

@@ -33,6 +33,12 @@ class GpuSpec(Validated):
         "cuda", description="What vLLM runs on: cuda (every catalog GPU) or cpu (vLLM's CPU "
         "build, as the engine recordings of benchmarks/engine). Sets vLLM's defaults that "
         "differ by platform: async scheduling is on for cuda, off for cpu.")
+    compute_capability: float | None = Field(
+        None, ge=1.0, le=20.0, json_schema_extra=why("CUDA's compute capabilities run 1.0 to "
+                                                    "12.x", "major.minor"),
+        description="CUDA compute capability (8.0 A100, 9.0 Hopper, 10.0 B200, 10.3 B300): "
+        "vLLM's defaults that differ by it (a CUDA-graph capture ceiling of 1,024 tokens on "
+        "data-center Blackwell, 10.x, else 512). None: not a 10.x GPU.")
     hbm_bytes: PositiveInt = Field(
         ge=1 << 30, le=1 << 42, json_schema_extra=why("1 GiB to 4 TiB per device", "bytes"),
         description="Device memory (bytes) as the driver reports it.")

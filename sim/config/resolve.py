@@ -50,14 +50,21 @@ class Resolved:
     @property
     def cuda_graph_max_tokens(self) -> int:
         """The largest step (tokens) vLLM runs from a captured CUDA graph; a step with more
-        runs eager (0 under --enforce-eager). vLLM's default capture size is
-        min(2 x max_num_seqs, 512) (vllm/config/vllm.py, set_cudagraph_sizes)."""
+        runs eager (0 under --enforce-eager). vLLM 0.32's default (vllm/config/vllm.py
+        _set_cudagraph_sizes, 2354-2437): min(2 x max_num_seqs x (1 + num_speculative_tokens),
+        1,024 on data-center Blackwell (compute capability 10.x, vLLM PR 49390) else 512),
+        and never above max_num_batched_tokens."""
         e = self.scenario.engine
         if e.enforce_eager:
             return 0
-        if e.max_cudagraph_capture_size is not None:
-            return e.max_cudagraph_capture_size
-        return min(2 * self.limits.max_num_seqs, 512)
+        cap = e.max_cudagraph_capture_size
+        if cap is None:
+            spec = e.speculative_config
+            query = 1 + (spec.num_speculative_tokens if spec is not None else 0)
+            cc = self.gpu.compute_capability
+            ceiling = 1024 if cc is not None and int(cc) == 10 else 512
+            cap = min(2 * self.limits.max_num_seqs * query, ceiling)
+        return min(cap, self.limits.max_num_batched_tokens)
 
     @property
     def kv_capacity_tokens(self) -> int:

@@ -172,10 +172,10 @@ class EngineConfig(Validated):
     max_cudagraph_capture_size: int | None = Field(
         None, ge=0, le=MAX_TOKENS, json_schema_extra=why(TOKENS_WHY, "tokens"),
         description="vLLM's --max-cudagraph-capture-size: the largest step (tokens) run from "
-        "a captured CUDA graph; a step with more runs eager. Unset: "
-        "min(2 x max_num_seqs, 512), vLLM's default on Hopper and Ampere without speculative "
-        "decoding (vllm/config/vllm.py, set_cudagraph_sizes; 1024-capped on Blackwell, x (1 + "
-        "num_speculative_tokens) with drafts); the emitted flags spell the simulated one out.",
+        "a captured CUDA graph; a step with more runs eager. Unset: vLLM 0.32's default, "
+        "min(2 x max_num_seqs x (1 + num_speculative_tokens), 1024 on data-center Blackwell "
+        "(gpu.compute_capability 10.x) else 512), at most max_num_batched_tokens "
+        "(vllm/config/vllm.py, _set_cudagraph_sizes); the emitted flags spell it out.",
     )
     moe_backend: MoeBackend = Field(
         "auto", description="vLLM's --moe-backend: the kernels of a mixture-of-experts "

@@ -107,9 +107,8 @@ def _engine_flags(r: Resolved) -> list[str]:
     # told not to, so both values are spelled out
     flags.append(on("async-scheduling", e.async_scheduling))
     # CUDA graphs: the largest step run from a graph is spelled out as simulated
-    # (Resolved.cuda_graph_max_tokens: min(2 x max_num_seqs, 512) unless set); vLLM 0.32's
-    # own default is not that on Blackwell (capped at 1024) nor with speculative decoding
-    # (2 x max_num_seqs x (1 + num_speculative_tokens)), vllm/config/vllm.py:2354-2364
+    # (Resolved.cuda_graph_max_tokens: vLLM 0.32's default unless set), so that a server of
+    # a vLLM whose default differs (512 on Blackwell before PR 49390) deploys it too
     if e.enforce_eager:
         flags.append("--enforce-eager")
     graphs = e.max_cudagraph_capture_size if e.enforce_eager else r.cuda_graph_max_tokens

@@ -172,6 +172,34 @@ def test_the_frontend_of_each_protocol(rows):
         assert load_model_file(path).frontend_us_per_token == FRONTEND_US_PER_TOKEN, name
 
 
+def test_blackwell_rows_keep_the_cuda_graph_ceiling_of_their_vllm(rows, tmp_path):
+    """The rows ran vLLM of spring 2026 at the latest, whose capture ceiling was
+    min(2 x max_num_seqs, 512) everywhere; vLLM 0.32's (servesim's default) is 1,024 on
+    B200 / B300 (PR 49390), so a Blackwell row without a script value is pinned to its own."""
+    import yaml
+
+    from benchmarks.silicon.replay import _graph_ceiling
+    from sim.config.load import load_scenario
+    from sim.pipeline import resolve_loaded
+
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,100,10\n")
+
+    def pinned(row):
+        p = protocol(row)
+        path = tmp_path / "scenario.yaml"
+        path.write_text(yaml.safe_dump(scenario(row, p, trace)))
+        return _graph_ceiling(resolve_loaded(load_scenario(path)), p)
+
+    b200 = rows["kimik2_5_b200_vllm_fp4_agg_1024x1024_c4_cfg636"]
+    assert protocol(b200).max_cudagraph_capture_size is None
+    got = pinned(b200)
+    assert got is not None and got.startswith("engine.max_cudagraph_capture_size=")
+    assert int(got.split("=")[1]) <= 512  # vLLM 0.32 alone would capture up to 1,024
+    h100 = rows["2026_04_06_llama_3_1_70b_h100_sxm_vllm_fp8_agg_1024x1024_c4_tp4_ep1_653"]
+    assert pinned(h100) is None  # Hopper: 512 then and now
+
+
 def test_the_kimi_gap_analysis_file_is_inferencex_measurements(rows):
     """Its rows equal InferenceX rows (rows.KIMI_GAP_FILE): replayed as InferenceX ran them."""
     k = rows["kimi_k2_5_gap_analysis_kimi_k2_5_gap_analysis_h200_sxm_vllm_int4_agg_1024x1024"

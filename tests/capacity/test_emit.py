@@ -76,19 +76,20 @@ def test_cuda_graph_choices_are_flagged():
     ((), 512),
     (("engine.max_num_seqs=64",), 128),
     # vLLM 0.32's default: 1024 on data-center Blackwell (vllm/config/vllm.py:2357-2359)
-    (("gpu=b200",), 512),
-    (("gpu=b300", "engine.max_num_seqs=384"), 512),
+    (("gpu=b200",), 1024),
+    (("gpu=b300", "engine.max_num_seqs=384"), 768),
     # vLLM 0.32's default: 2 x max_num_seqs x (1 + K) with K drafts (vllm/config/vllm.py:
-    # 2360-2364, uniform_decode_query_len): 512 here, 128 simulated
+    # 2360-2364, uniform_decode_query_len): min(64 x 4 x 2, 512)
     (("model=llama-3.1-8b", "engine.max_model_len=8192", "engine.max_num_seqs=64",
       "engine.speculative_config={method: eagle3, num_speculative_tokens: 3, model: a/b, "
-      "acceptance_rates: [0.8, 0.6, 0.4]}"), 128),
+      "acceptance_rates: [0.8, 0.6, 0.4]}"), 512),
+    # never above max_num_batched_tokens (vllm/config/vllm.py:2439-2440)
+    (("engine.max_num_batched_tokens=300",), 300),
 ])
 def test_the_simulated_cuda_graph_ceiling_is_spelled_out(sets, simulated):
-    """Steps above Resolved.cuda_graph_max_tokens are priced eager (sim/cost/fitted.py).
-    vLLM 0.32's default ceiling is not servesim's min(2 x max_num_seqs, 512) on B200/B300 or
-    with speculative decoding, so the simulated one is written out
-    (--max-cudagraph-capture-size, vllm/engine/arg_utils.py:1790)."""
+    """Steps above Resolved.cuda_graph_max_tokens are priced eager (sim/cost/fitted.py). The
+    ceiling is vLLM 0.32's default, and is written out so that a server of another vLLM
+    deploys it too (--max-cudagraph-capture-size, vllm/engine/arg_utils.py:1790)."""
     r = resolve_loaded(load_scenario(None, sets))
     assert r.cuda_graph_max_tokens == simulated
     assert f"--max-cudagraph-capture-size {simulated}" in vllm_flags(r)[0]
