@@ -49,8 +49,8 @@ def run_duration(res: RunResult, done: np.ndarray, mask: np.ndarray | None = Non
     end = float(res.run.end_s)
     refused = (res.status == Status.REJECTED) & mask
     if done.any() or refused.any():
-        last = max(float(np.nanmax(res.recorder.finish_s[done])) if done.any() else -np.inf,
-                   float(res.specs.arrival_s[refused].max()) if refused.any() else -np.inf)
+        last = float(np.nanmax(np.concatenate((res.recorder.finish_s[done],
+                                               res.specs.arrival_s[refused]))))
         end = max(end, last) if (unresolved(res) & mask).any() else last
     return max(end - first, 1e-12)
 

@@ -116,8 +116,8 @@ def _engine_flags(r: Resolved) -> list[str]:
         # no step from a graph: vLLM 0.32 asserts a capture size >= 1 while CUDA graphs are
         # on (vllm/config/vllm.py:2448, _set_cudagraph_sizes), so they are turned off by mode
         # (the sizes are skipped under cudagraph_mode NONE, vllm/config/vllm.py:2341-2345)
-        graphs = json.dumps({"cudagraph_mode": "NONE"}, separators=(",", ":"))
-        flags.append(f"--compilation-config {shlex.quote(graphs)}")
+        mode = json.dumps({"cudagraph_mode": "NONE"}, separators=(",", ":"))
+        flags.append(f"--compilation-config {shlex.quote(mode)}")
     elif graphs is not None:
         flags.append(f"--max-cudagraph-capture-size {graphs}")
     if e.moe_backend != "auto":
