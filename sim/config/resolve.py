@@ -81,6 +81,7 @@ class Resolved:
             # engine.enable_prefix_caching unset stays null in the scenario (a --set of
             # another scheduler or KV policy re-derives it); what this run uses:
             "enable_prefix_caching": self.scenario.prefix_caching,
+            "block_size": self.block_size,  # engine.block_size unset: vLLM's choice
             "weights_gib_per_gpu": round(m.weight_bytes / GIB, 3),
             "activation_reserve_gib": round((m.activation_bytes + m.non_torch_bytes) / GIB, 3),
             "kv_cache_gib_per_gpu": round(max(m.kv_bytes, 0) / GIB, 3),
@@ -192,9 +193,25 @@ def _check_parallel(model: ModelSpec, tp: int) -> None:
             "one must divide the other")
 
 
-def _check_memory(sc: Scenario, model, gpu, tp, mem: MemoryPlan, limits,
+def default_block_size(model: ModelSpec, gpu: GpuSpec) -> int:
+    """vLLM 0.32's KV block size when --block-size is not given: the preferred size of the
+    attention backend it picks (vllm/platforms/interface.py _preferred_block_size_for_backends:
+    16 where the backend takes it, else its smallest). MLA on data-center Blackwell runs
+    FlashInfer MLA first (vllm/platforms/cuda.py _get_backend_priorities), which takes 32 or
+    64; the CPU backend takes multiples of 32 (vllm/v1/attention/backends/cpu_attn.py);
+    Hopper's FlashAttention MLA and every dense backend take 16."""
+    if gpu.platform == "cpu":
+        return 32
+    cc = gpu.compute_capability
+    if model.is_mla and cc is not None and int(cc) == 10:
+        return 32
+    return 16
+
+
+def _check_memory(sc: Scenario, model, gpu, tp, mem: MemoryPlan, limits, block_size: int,
                   drafter: int = 0) -> None:
-    """``drafter``: the speculative drafter's weight bytes per GPU (in ``mem``'s weights)."""
+    """``block_size``: the resolved one (tokens); ``drafter``: the speculative drafter's
+    weight bytes per GPU (in ``mem``'s weights)."""
     util = sc.engine.gpu_memory_utilization
     if sc.engine.num_gpu_blocks_override is None and mem.kv_bytes <= 0:
         need = (mem.weight_bytes + mem.activation_bytes + mem.non_torch_bytes) / GIB
@@ -210,11 +227,11 @@ def _check_memory(sc: Scenario, model, gpu, tp, mem: MemoryPlan, limits,
             "raise tensor_parallel_size or use a larger GPU")
     if mem.num_gpu_blocks > MAX_KV_BLOCKS:
         raise ConfigError(
-            f"the KV cache would have {mem.num_gpu_blocks:,} blocks of {sc.engine.block_size} "
+            f"the KV cache would have {mem.num_gpu_blocks:,} blocks of {block_size} "
             f"tokens ({mem.kv_bytes / GIB:,.1f} GiB at {mem.block_bytes:,} bytes per block), "
             f"more than the {MAX_KV_BLOCKS:,} the simulator holds; check the model and GPU "
             "figures, raise engine.block_size or set engine.num_gpu_blocks_override")
-    per_seq = -(-limits.max_model_len // sc.engine.block_size)
+    per_seq = -(-limits.max_model_len // block_size)
     if per_seq > mem.usable_blocks:
         # an override fixes the pool whatever the memory: name it (and its --set)
         override = sc.engine.num_gpu_blocks_override
@@ -223,7 +240,7 @@ def _check_memory(sc: Scenario, model, gpu, tp, mem: MemoryPlan, limits,
                 "null block)")
         raise ConfigError(
             f"one request of max_model_len {limits.max_model_len} tokens needs {per_seq} KV "
-            f"blocks but only {mem.usable_blocks} fit ({mem.usable_blocks * sc.engine.block_size}"
+            f"blocks but only {mem.usable_blocks} fit ({mem.usable_blocks * block_size}"
             f" tokens); lower engine.max_model_len or {more}")
 
 
@@ -239,14 +256,15 @@ def resolve(sc: Scenario) -> Resolved:
     ep = tp * sc.data_parallel_size if sc.enable_expert_parallel and model.is_moe else 1
     moe_tp = tp * sc.data_parallel_size if ep == 1 else None  # experts over the DP group
     drafter = _drafter_bytes(sc, model, tp, ep, moe_tp)
-    mem = plan_memory(model, gpu, tp, ep=ep, moe_tp=moe_tp, block_size=sc.engine.block_size,
+    block_size = sc.engine.block_size or default_block_size(model, gpu)
+    mem = plan_memory(model, gpu, tp, ep=ep, moe_tp=moe_tp, block_size=block_size,
                       utilization=sc.engine.gpu_memory_utilization,
                       max_tokens=limits.max_num_batched_tokens, max_seqs=limits.max_num_seqs,
                       blocks_override=sc.engine.num_gpu_blocks_override, drafter=drafter)
-    _check_memory(sc, model, gpu, tp, mem, limits, drafter[0])
+    _check_memory(sc, model, gpu, tp, mem, limits, block_size, drafter[0])
     if sc.cost is None:  # the per-GPU default step-time model
         sc = sc.model_copy(update={"cost": default_cost(gpu)})
-    return Resolved(sc, model, gpu, tp, limits, sc.engine.block_size, mem)
+    return Resolved(sc, model, gpu, tp, limits, block_size, mem)
 
 
 def _drafter(sc: Scenario, model: ModelSpec) -> ModelSpec | None:

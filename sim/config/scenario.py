@@ -65,9 +65,11 @@ class EngineConfig(Validated):
 
     model_config = _STRICT
 
-    block_size: PositiveInt = Field(
-        16, le=BLOCK_MAX, description="Token slots per KV block (tokens); a multiple of 16 "
-        "(vLLM's CUDA attention backends).",
+    block_size: PositiveInt | None = Field(
+        None, le=BLOCK_MAX, description="Token slots per KV block (tokens); a multiple of 16 "
+        "(vLLM's CUDA attention backends). None: vLLM 0.32's choice for the attention "
+        "backend it picks: 32 for an MLA model on data-center Blackwell (FlashInfer MLA "
+        "takes 32 or 64) and on the cpu platform (multiples of 32), else 16.",
         json_schema_extra=why("the largest KV page any vLLM kernel offers (FlashInfer)"))
     gpu_memory_utilization: float = Field(
         0.9, gt=0, le=1, description="Fraction of GPU memory vLLM may use (fraction)."
@@ -222,8 +224,8 @@ class EngineConfig(Validated):
 
     @field_validator("block_size")
     @classmethod
-    def _vllm_block_size(cls, v: int) -> int:
-        if v % BLOCK_MULTIPLE:
+    def _vllm_block_size(cls, v: int | None) -> int | None:
+        if v is not None and v % BLOCK_MULTIPLE:
             raise ValueError(
                 f"must be a multiple of {BLOCK_MULTIPLE} tokens (got {v}): vLLM 0.32's CUDA "
                 "attention backends (FlashAttention, FlashInfer, Triton) refuse other sizes "

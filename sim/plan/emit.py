@@ -94,7 +94,7 @@ def _engine_flags(r: Resolved) -> list[str]:
              f"--max-model-len {lim.max_model_len}",
              f"--max-num-seqs {lim.max_num_seqs}",
              f"--max-num-batched-tokens {lim.max_num_batched_tokens}",
-             f"--block-size {e.block_size}", f"--gpu-memory-utilization {e.gpu_memory_utilization}",
+             f"--block-size {r.block_size}", f"--gpu-memory-utilization {e.gpu_memory_utilization}",
              on("enable-chunked-prefill", lim.enable_chunked_prefill),
              on("enable-prefix-caching", r.scenario.prefix_caching),
              f"--long-prefill-token-threshold {lim.long_prefill_token_threshold}",

@@ -204,6 +204,22 @@ def test_the_serve_line_is_shell_quoted():
     assert argv[:4] == ["vllm", "serve", "my model", "--dtype"]
 
 
+@pytest.mark.parametrize("sets, block", [
+    ((), 16),
+    # MLA on data-center Blackwell: vLLM 0.32 picks FlashInfer MLA first, which takes 32 or
+    # 64 (vllm/platforms/cuda.py _get_backend_priorities; interface.py
+    # _preferred_block_size_for_backends): a --block-size 16 would push it to Triton MLA
+    (("model=deepseek-v3", "gpu=b200", "tensor_parallel_size=8"), 32),
+    (("model=deepseek-v3", "gpu=h200-sxm", "tensor_parallel_size=8"), 16),  # FlashAttention MLA
+    (("gpu=b200",), 16),  # a dense model: FlashInfer takes 16
+    (("model=deepseek-v3", "gpu=b200", "tensor_parallel_size=8", "engine.block_size=64"), 64),
+])
+def test_an_unset_block_size_is_vllms_choice_for_the_backend(sets, block):
+    r = resolve_loaded(load_scenario(None, sets))
+    assert r.block_size == block and r.derived()["block_size"] == block
+    assert f"--block-size {block}" in vllm_flags(r)[0]
+
+
 def test_a_capture_size_of_0_turns_cuda_graphs_off_by_mode():
     """engine.max_cudagraph_capture_size=0 simulates every step without a graph. vLLM 0.32's
     --max-cudagraph-capture-size 0 does not deploy that: with CUDA graphs on it fails its
