@@ -171,7 +171,20 @@ def vllm_flags(r: Resolved) -> tuple[list[str], list[str]]:
     flag for."""
     dtype, dtype_notes = _dtype_flags(r.model)
     policy, notes = _policy_flags(r.scenario)
-    return [*dtype, *_engine_flags(r), *policy], dtype_notes + notes
+    return [*dtype, *_engine_flags(r), *policy], dtype_notes + notes + _backend_notes(r)
+
+
+def _backend_notes(r: Resolved) -> list[str]:
+    """Where the block size asked rules out the attention kernel the cost model prices: an
+    MLA model on data-center Blackwell under a block size FlashInfer MLA (first there) does
+    not take (32 or 64) runs Triton MLA ("--block-size N precluded higher-priority
+    backend(s)", vllm/platforms/cuda.py:485-506; sim/config/resolve.py default_block_size)."""
+    cc = r.gpu.compute_capability
+    if r.model.is_mla and cc is not None and int(cc) == 10 and r.block_size not in (32, 64):
+        return [f"--block-size {r.block_size} makes vLLM 0.32 run Triton MLA on this GPU "
+                "(FlashInfer MLA takes 32 or 64), slower than the MLA kernel priced: leave "
+                "engine.block_size unset (32) to deploy what was simulated"]
+    return []
 
 
 def vllm_serve(r: Resolved) -> str:

@@ -220,6 +220,14 @@ def test_an_unset_block_size_is_vllms_choice_for_the_backend(sets, block):
     assert f"--block-size {block}" in vllm_flags(r)[0]
 
 
+def test_a_block_size_that_rules_out_flashinfer_mla_is_noted():
+    mla = ("model=deepseek-v3", "gpu=b200", "tensor_parallel_size=8")
+    notes = vllm_flags(resolve_loaded(load_scenario(None, (*mla, "engine.block_size=16"))))[1]
+    assert any("Triton MLA" in n for n in notes)
+    assert not any("Triton MLA" in n for n in vllm_flags(resolve_loaded(load_scenario(
+        None, mla)))[1])  # unset: 32, FlashInfer MLA
+
+
 def test_a_capture_size_of_0_turns_cuda_graphs_off_by_mode():
     """engine.max_cudagraph_capture_size=0 simulates every step without a graph. vLLM 0.32's
     --max-cudagraph-capture-size 0 does not deploy that: with CUDA graphs on it fails its
