@@ -262,6 +262,11 @@ def resolve(sc: Scenario) -> Resolved:
                       max_tokens=limits.max_num_batched_tokens, max_seqs=limits.max_num_seqs,
                       blocks_override=sc.engine.num_gpu_blocks_override, drafter=drafter)
     _check_memory(sc, model, gpu, tp, mem, limits, block_size, drafter[0])
+    try:  # the policy's own refusals, here so that they name the file or --set at fault
+        sc.scheduler.cls.check_resolved(sc.scheduler.params, limits, mem.usable_blocks,
+                                        block_size)
+    except InputError as e:
+        raise ConfigError(str(e)) from None
     if sc.cost is None:  # the per-GPU default step-time model
         sc = sc.model_copy(update={"cost": default_cost(gpu)})
     return Resolved(sc, model, gpu, tp, limits, block_size, mem)

@@ -149,6 +149,13 @@ class Scheduler(ABC):
         v0-era policies): returns (scenario, limits), used for sizing and reports."""
         return scenario, limits
 
+    @classmethod  # noqa: B027 (a hook: most policies refuse nothing)
+    def check_resolved(cls, params, limits: SchedulerLimits, num_blocks: int,
+                       block_size: int) -> None:
+        """Refuse (InputError) parameters the resolved deployment cannot run (``num_blocks``
+        usable KV blocks of ``block_size`` tokens): called where the scenario is resolved,
+        so the message names the file or --set at fault."""
+
     # ---- queue / arrivals ---------------------------------------------------------
     def make_queue(self):
         from sim.sched.queues import FCFSQueue

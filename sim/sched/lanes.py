@@ -127,24 +127,29 @@ class LanesScheduler(VllmScheduler):
                           f"{', '.join(map(repr, names)) or 'none'}); its reserved sequences "
                           "and KV go unused", RunWarning, stacklevel=2)
         super().__init__(specs, limits, kv, params, admission)
+        self.check_resolved(params, limits, kv.num_blocks, kv.block_size)
         self.batch_seqs = limits.max_num_seqs - int(params.interactive_seq_share
                                                     * limits.max_num_seqs)
         self.kv_reserve = int(params.interactive_kv_share * kv.num_blocks)
-        longest = -(-limits.max_model_len // kv.block_size)  # blocks of the longest request
-        if kv.num_blocks - self.kv_reserve < min(longest, kv.num_blocks):  # else a long batch
-            # request could never finish: it would preempt itself at the share, forever
+        self._serving: int | None = None  # the lane the running pass is serving
+        self._budget_left = 0  # step tokens left for interactive admissions (tokens)
+
+    @classmethod
+    def check_resolved(cls, params, limits, num_blocks, block_size):
+        reserve = int(params.interactive_kv_share * num_blocks)
+        longest = -(-limits.max_model_len // block_size)  # blocks of the longest request
+        if num_blocks - reserve < min(longest, num_blocks):  # else a long batch request
+            # could never finish: it would preempt itself at the share, forever
             raise InputError(
-                f"scheduler lanes: interactive_kv_share {params.interactive_kv_share} leaves the "
-                f"batch lane {kv.num_blocks - self.kv_reserve} KV blocks, fewer than one "
-                f"max_model_len request needs ({longest}); lower the share or max_model_len")
+                f"scheduler.interactive_kv_share {params.interactive_kv_share} leaves the "
+                f"batch lane {num_blocks - reserve} KV blocks, fewer than one max_model_len "
+                f"request needs ({longest}); lower the share or max_model_len")
         if not limits.enable_chunked_prefill and 0 < params.batch_step_tokens < \
                 limits.max_model_len:
             raise InputError(
-                f"scheduler lanes: batch_step_tokens {params.batch_step_tokens} < max_model_len "
+                f"scheduler.batch_step_tokens {params.batch_step_tokens} < max_model_len "
                 f"{limits.max_model_len} with chunked prefill off: long batch prompts could "
                 "never start; raise it, set it to 0 or enable chunked prefill")
-        self._serving: int | None = None  # the lane the running pass is serving
-        self._budget_left = 0  # step tokens left for interactive admissions (tokens)
 
     def make_queue(self):
         return LaneQueue(self.interactive)

@@ -227,3 +227,17 @@ def test_a_kv_override_below_one_request_names_the_override(tmp_path, capsys):
     assert err.startswith("servesim: error: --set 'engine.num_gpu_blocks_override=5': ")
     assert err.endswith("raise engine.num_gpu_blocks_override (5 blocks, one of them vLLM's "
                         "null block)") and len(err.splitlines()) == 1 and not out.exists()
+
+
+def test_a_lanes_kv_share_refusal_names_its_set(tmp_path, capsys):
+    # raised when the scheduler was built, the refusal carried no file or --set; it is now
+    # made where the scenario is resolved, before anything runs or is written
+    from sim.cli import main
+
+    out = tmp_path / "r"
+    assert main(["run", str(write(tmp_path, GOOD)), "--set", "scheduler=lanes",
+                 "--set", "scheduler.interactive_kv_share=0.999", "-o", str(out), "-q"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("servesim: error: --set 'scheduler.interactive_kv_share=0.999': "
+                          "scheduler.interactive_kv_share 0.999 leaves the batch lane ")
+    assert len(err.splitlines()) == 1 and not out.exists()
