@@ -2,7 +2,9 @@
 
 * TTFT  = first token time - arrival
 * TPOT  = (E2E - TTFT) / (output tokens - 1), requests with more than one output token
-* ITL   = every gap between consecutive output tokens of a request
+* ITL   = every gap between consecutive streamed chunks of a request: one per token, one
+  per step under speculative decoding (its accepted tokens are one chunk; vLLM's client
+  appends one ITL per chunk, vllm/benchmarks/lib/endpoint_request_func.py:262-270)
 * E2EL  = finish time - arrival
 * duration = last answer - first arrival (a finish, or a refusal as it arrives: vllm bench
   serve times failed requests too; to the end of the run when some request did not

@@ -47,6 +47,19 @@ def test_every_draft_accepted_by_hand():
     assert sim.scheduler.spec.summary()["accepted_histogram"] == [0, 0, 2]
 
 
+def test_itl_is_one_gap_per_streamed_step_as_vllm_bench_serve_counts_it():
+    # the run above: 5 tokens in 3 steps (1 + 3 + 1). vLLM's server streams a step's
+    # accepted tokens as one chunk and `vllm bench serve` appends one ITL per chunk
+    # (vllm/benchmarks/lib/endpoint_request_func.py:262-270), while TPOT divides by the
+    # tokens (usage.completion_tokens, vllm/benchmarks/serve.py:607, 625-628): 2 gaps of 13 ms,
+    # no zero gaps; TPOT = 26 ms / 4
+    sim = run([0.0], [16], [5], spec=_spec(2, [1.0, 1.0]))
+    v, w = sim.recorder.itl_samples()
+    assert np.repeat(v, w) == pytest.approx([ms(13), ms(13)])
+    tpot = (sim.recorder.finish_s[0] - sim.recorder.first_token_s[0]) / (5 - 1)
+    assert tpot == pytest.approx(ms(26) / 4)
+
+
 def test_every_draft_rejected_by_hand():
     # acceptance 0: each verify step computes 1 + 2 tokens, keeps 1, and the rejected two
     # come off the computed tokens (the KV slots stay allocated)
