@@ -21,8 +21,10 @@ from sim.report.html.tables import from_rich, key_values
 # `vllm bench serve`'s definitions (sim.metrics.summary), said next to the numbers
 DEFINITIONS = ("TTFT = first token - arrival; TPOT = (E2E - TTFT) / (output tokens - 1), "
                "requests with more than one output token; ITL = every gap between consecutive "
-               "output tokens; E2EL = finish - arrival (as `vllm bench serve` defines them). "
-               "Throughputs divide by the run's duration (first arrival to last finish).")
+               "streamed chunks (one per token; one per step under speculative decoding); "
+               "E2EL = finish - arrival (as `vllm bench serve` defines them). Throughputs "
+               "divide by the run's duration (first arrival to last answer, refusals "
+               "included; to the end of the run when some request did not finish).")
 
 
 def section(sid: str, title: str, body: str) -> str:
