@@ -26,16 +26,12 @@ def describe_ms(values_s: np.ndarray, weights: np.ndarray | None = None) -> dict
     v, w = v[keep], w[keep]
     if not len(v):
         return {"count": 0}
-    if weights is None:
-        n = int(w.sum())
-        mean = float((v * w).sum() / n)
-        std = float(np.sqrt((w * (v - mean) ** 2).sum() / n))
-    else:  # the same sample may come as different (value, weight) lists: group, sum exactly
-        v, inv = np.unique(v, return_inverse=True)
-        w = np.bincount(inv, weights=w).astype(np.int64)
-        n, fw = int(w.sum()), w.astype(np.float64)
-        mean = math.fsum((v * fw).tolist()) / n
-        std = math.sqrt(math.fsum((fw * (v - mean) ** 2).tolist()) / n)
+    # the same sample may come as different (value, weight) lists: group, sum exactly
+    v, inv = np.unique(v, return_inverse=True)
+    w = np.bincount(inv, weights=w).astype(np.int64)
+    n, fw = int(w.sum()), w.astype(np.float64)
+    mean = math.fsum((v * fw).tolist()) / n
+    std = math.sqrt(math.fsum((fw * (v - mean) ** 2).tolist()) / n)
     out = {"count": n, "mean": mean, "std": std}
     for p, val in zip(PERCENTILES, weighted_percentiles(v, w, PERCENTILES)):
         out["median" if p == 50 else f"p{p}"] = val
