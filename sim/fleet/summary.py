@@ -6,10 +6,10 @@ client's send; in a disaggregated fleet the tokens come from the decode pool, so
 includes prefill and the KV transfer. Blocks that describe one engine's steps are
 replaced: ``stability`` is the worst replica's (a fleet keeps up only if every replica
 does; which one is named), ``waiting.mean_waiting`` adds up the replicas', ``kv_cache``
-averages them; ``schedule`` (host time per step) is given only where every pool prices
-steps alike (sim/fleet/views.py combine), and ``speculative`` adds up the replicas'
-acceptance counts and drafter time. ``fleet`` lists pools, replicas, GPUs, routing balance
-and transfers.
+is one replica's (means averaged, the highest peak; total_blocks adds up); ``schedule``
+(host time per step) is given only where every pool prices steps alike
+(sim/fleet/views.py combine), and ``speculative`` adds up the replicas' acceptance counts
+and drafter time. ``fleet`` lists pools, replicas, GPUs, routing balance and transfers.
 """
 
 from __future__ import annotations
@@ -96,10 +96,20 @@ def _fleet_blocks(out: dict, parts: list[dict], names: list[str]) -> None:
     out["stability"] = {**parts[worst]["stability"], "replica": names[worst]}
     keys = dict.fromkeys(k for p in parts for k in p["waiting"])
     out["waiting"] = {k: float(sum(p["waiting"].get(k, 0.0) for p in parts)) for k in keys}
-    fracs = [p["kv_cache"].get("mean_used_fraction", 0.0) for p in parts]
-    out["kv_cache"] = {**out["kv_cache"], "mean_used_fraction": float(np.mean(fracs)),
-                       "peak_used_fraction": float(max(p["kv_cache"].get(
-                           "peak_used_fraction", 0.0) for p in parts))}
+    # kv_cache describes one replica of the fleet (its KV and max_num_seqs are per replica:
+    # sim/plan/binding.py reads the peak against the cap): means are the replicas' mean,
+    # peaks the highest replica's, so mean <= peak; total_blocks is every replica's blocks
+    # (the fleet's KV capacity, prefill pools included). The steps of the client view
+    # would add up the running sequences of every replica in the mean but not in the peak.
+    kv = [p["kv_cache"] for p in parts]
+    mean = lambda key: float(np.mean([k.get(key, 0.0) for k in kv]))  # noqa: E731
+    peak = lambda key: max(k.get(key, 0) for k in kv)  # noqa: E731
+    out["kv_cache"] = {**out["kv_cache"], "total_blocks": int(sum(k["total_blocks"] for k in kv)),
+                       "mean_used_fraction": mean("mean_used_fraction"),
+                       "peak_used_fraction": float(peak("peak_used_fraction")),
+                       "peak_used_blocks": int(peak("peak_used_blocks")),
+                       "mean_concurrent_seqs": mean("mean_concurrent_seqs"),
+                       "peak_concurrent_seqs": int(peak("peak_concurrent_seqs"))}
 
 
 def _compact(s: dict) -> dict:

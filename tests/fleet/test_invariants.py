@@ -50,3 +50,29 @@ def test_same_seed_same_fleet_run():
     assert a == b
     c = fleet(None, *sets[:-1], "seed=5", "cluster={replicas: 3, router: {name: random}}")[2]
     assert c["fleet"]["replica"] != a["fleet"]["replica"]
+
+
+def test_fleet_kv_cache_block_is_one_replicas_mean_and_highest_peak():
+    """kv_cache in a fleet summary is per replica: the mean of the replicas' means, the
+    highest replica's peak (so mean <= peak), the blocks of every replica in total. The
+    client view's steps summed every replica's running sequences into the mean only: 4
+    replicas at 4x one replica's load reported ~60 concurrent on average, 28 at the peak."""
+    from sim.fleet.summary import replica_view
+    from sim.metrics.summary import summarize
+
+    fr, _, s = fleet(None, "workload.num_requests=400", "workload.arrival.rate=32",
+                     "cluster={replicas: 4}")
+    per = [summarize(replica_view(fr, rep)[0])["kv_cache"] for rep in fr.replicas]
+    kv = s["kv_cache"]
+    assert kv["mean_concurrent_seqs"] == pytest.approx(
+        np.mean([p["mean_concurrent_seqs"] for p in per]), rel=1e-12)
+    assert kv["peak_concurrent_seqs"] == max(p["peak_concurrent_seqs"] for p in per)
+    assert 0 < kv["mean_concurrent_seqs"] <= kv["peak_concurrent_seqs"]
+    assert kv["total_blocks"] == sum(p["total_blocks"] for p in per)
+    # a prefill/decode split: the prefill pool's replicas count too
+    fr, _, s = fleet("scenarios/fleet-disagg.yaml", "workload.num_requests=200")
+    per = [summarize(replica_view(fr, rep)[0])["kv_cache"] for rep in fr.replicas]
+    kv = s["kv_cache"]
+    assert len(per) == 2 and kv["total_blocks"] == sum(p["total_blocks"] for p in per)
+    assert kv["peak_used_blocks"] == max(p["peak_used_blocks"] for p in per)
+    assert kv["mean_concurrent_seqs"] <= kv["peak_concurrent_seqs"]
