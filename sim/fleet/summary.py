@@ -78,14 +78,18 @@ def fleet_summary(fr: FleetResult, views: dict | None = None) -> dict:
             _fleet_blocks(s, [per_replica[n] for n in names], names)
         pools[p.plan.name] = {"role": p.plan.role, "replicas": p.plan.replicas,
                               "gpus": p.plan.gpus, "router": p.plan.router.name,
-                              "lanes": list(p.plan.lanes), **_compact(s)}
+                              "lanes": list(p.plan.lanes),
+                              "routing_imbalance": _imbalance([len(views[n][1]) for n in names]),
+                              **_compact(s)}
     out["fleet"] = {
         "replicas": fr.plan.num_replicas, "gpus": fr.plan.gpus,
         "kv_report_interval_ms": fr.plan.kv_report_ns / 1e6,
         "pools": pools,
         "replica": {n: {"pool": r.pool.name, "requests": int(len(views[n][1])), **_compact(s)}
                     for (n, s), r in zip(per_replica.items(), fr.replicas)},
-        "routing_imbalance": _imbalance(views),
+        # each router balances its own pool: across pools the counts differ by the lane
+        # mix, and in a prefill/decode split every request is on a replica of each pool
+        "routing_imbalance": max(q["routing_imbalance"] for q in pools.values()),
         **_transfers(fr),
     }
     return out
@@ -124,9 +128,9 @@ def _compact(s: dict) -> dict:
             "kv_mean_used_fraction": s["kv_cache"].get("mean_used_fraction", 0.0)}
 
 
-def _imbalance(views: dict) -> float:
-    """Most requests on one replica / the mean per replica (1.0: perfectly even)."""
-    counts = [len(reqs) for _, reqs in views.values()]
+def _imbalance(counts: list[int]) -> float:
+    """Most requests on one replica of a pool / the pool's mean per replica (``counts``:
+    requests per replica; 1.0: perfectly even)."""
     return float(max(counts) / np.mean(counts)) if counts and np.mean(counts) else 1.0
 
 

@@ -134,7 +134,8 @@ def lanes_table(lanes: dict, percentile: float) -> Table:
 def fleet_table(fleet: dict) -> Table:
     """One row per pool and per replica of a fleet (sim.fleet.summary)."""
     t = Table(title=f"Fleet: {fleet['replicas']} replicas, {fleet['gpus']} GPUs "
-              f"(most requests on one replica / mean: {fleet['routing_imbalance']:.2f})",
+              f"(most requests on one replica / its pool's mean: "
+              f"{fleet['routing_imbalance']:.2f})",
               title_justify="left")
     for col in ("pool / replica", "router", "finished", "req/s", "TTFT p95 ms", "TPOT p95 ms",
                 "KV used mean %", "prefix hit %", "stability"):

@@ -67,3 +67,17 @@ def test_decode_side_prices_the_transferred_prompt_as_one_token_once():
     assert seen[-1].num_tokens.tolist() == [1] and seen[-1].context_lens.tolist() == [49]
     wrap(StepPlan.build([0], [100], [0]))  # recomputed after a preemption: priced in full
     assert seen[-1].num_tokens.tolist() == [100]
+
+
+def test_routing_imbalance_is_within_each_pool():
+    """One prefill replica and two round-robin decode replicas are perfectly balanced: every
+    request is on one replica of each pool (120 on prefill/0, 60 on each decode replica),
+    which the fleet-wide max / mean read as 1.5."""
+    _, _, s = fleet(DISAGG, *SMALL, "cluster.pools=[{name: prefill, "
+                    "replicas: 1}, {name: decode, replicas: 2, router: {name: round_robin}}]")
+    f = s["fleet"]
+    assert {n: r["requests"] for n, r in f["replica"].items()} == {
+        "prefill/0": 120, "decode/0": 60, "decode/1": 60}
+    assert f["routing_imbalance"] == 1.0
+    assert f["pools"]["prefill"]["routing_imbalance"] == 1.0
+    assert f["pools"]["decode"]["routing_imbalance"] == 1.0
