@@ -5,9 +5,10 @@ with `vllm bench serve`'s definitions, as the clients see them: latencies count 
 client's send; in a disaggregated fleet the tokens come from the decode pool, so TTFT
 includes prefill and the KV transfer. Blocks that describe one engine's steps are
 replaced: ``stability`` is the worst replica's (a fleet keeps up only if every replica
-does; which one is named), ``waiting.mean_waiting`` adds up the replicas', ``kv_cache``
-is one replica's (means averaged, the highest peak; total_blocks adds up); ``schedule``
-(host time per step) is given only where every pool prices steps alike
+does; which one is named), or, behind a concurrency cap on an open stream, the clients'
+when their queue is worse (replica None); ``waiting.mean_waiting`` adds up the replicas',
+``kv_cache`` is one replica's (means averaged, the highest peak; total_blocks adds up);
+``schedule`` (host time per step) is given only where every pool prices steps alike
 (sim/fleet/views.py combine), and ``speculative`` adds up the replicas' acceptance counts
 and drafter time. ``fleet`` lists pools, replicas, GPUs, routing balance and transfers.
 """
@@ -21,6 +22,7 @@ import numpy as np
 from sim.fleet.cluster import FleetResult
 from sim.fleet.plan import DECODE, PREFILL
 from sim.fleet.views import combine, restrict
+from sim.metrics.stability import waiting_from
 from sim.metrics.summary import summarize
 from sim.runner import RunResult
 
@@ -66,8 +68,12 @@ def fleet_summary(fr: FleetResult, views: dict | None = None) -> dict:
     """The fleet's summary (``views``: replica_view of each replica, if already made)."""
     views = views or {rep.name: replica_view(fr, rep) for rep in fr.replicas}
     per_replica = {name: summarize(v) for name, (v, _) in views.items()}
-    out = summarize(client_view(fr, views))
-    _fleet_blocks(out, list(per_replica.values()), list(per_replica))
+    seen = client_view(fr, views)
+    out = summarize(seen)
+    # under a concurrency cap on an open stream the clients' queue is no replica's
+    # (sim/metrics/stability.py waiting_from): their own verdict is a candidate
+    clients = out["stability"] if waiting_from(seen) is not seen.specs.arrival_s else None
+    _fleet_blocks(out, list(per_replica.values()), list(per_replica), clients)
     pools = {}
     for p in fr.pools:
         names = [r.name for r in p.replicas]
@@ -95,9 +101,17 @@ def fleet_summary(fr: FleetResult, views: dict | None = None) -> dict:
     return out
 
 
-def _fleet_blocks(out: dict, parts: list[dict], names: list[str]) -> None:
+def _fleet_blocks(out: dict, parts: list[dict], names: list[str],
+                 clients: dict | None = None) -> None:
+    """``clients``: the stability of the fleet seen from gated clients (their queue
+    counted), None when no cap holds an open stream back."""
     worst = max(range(len(parts)), key=lambda i: _RANK[parts[i]["stability"]["verdict"]])
     out["stability"] = {**parts[worst]["stability"], "replica": names[worst]}
+    if clients is not None and (len(parts) == 1 or _RANK[clients["verdict"]] > _RANK[
+            parts[worst]["stability"]["verdict"]]):
+        # one replica seen from its clients is the single run's block; else the replicas
+        # keep up while the requests the cap holds back pile up client-side: no replica's
+        out["stability"] = {**clients, "replica": names[0] if len(parts) == 1 else None}
     keys = dict.fromkeys(k for p in parts for k in p["waiting"])
     out["waiting"] = {k: float(sum(p["waiting"].get(k, 0.0) for p in parts)) for k in keys}
     # kv_cache describes one replica of the fleet (its KV and max_num_seqs are per replica:

@@ -9,7 +9,8 @@ Measured over the arrival period [first arrival, last arrival] (the span), cut i
 * **queue**: requests that arrived and have not started yet (never scheduled;
   rejected requests never queue), time-averaged per window; **running**: requests
   running, time-averaged per window. By Little's law, queue / running is the time
-  requests wait to start over the time they are being served.
+  requests wait to start over the time they are being served. Behind a concurrency cap
+  on an open stream a request arrives when its client is ready (``waiting_from``).
 * **queue growth**: the Theil-Sen slope (median of the pairwise slopes, so one
   burst does not make a trend) of the windows' queue, as a fraction of the arrival
   rate: the share of offered requests that pile up (1 - 1/rho at rho x capacity).
@@ -98,7 +99,7 @@ def stability(res, areas: dict | None = None, lat: dict | None = None) -> dict:
 
 def stability_edges(res) -> np.ndarray | None:
     """The windows' edges (s), or None when fewer than two arrival times span the run."""
-    arrival = res.specs.arrival_s
+    arrival = waiting_from(res)
     if len(arrival) < 2 or arrival[-1] <= arrival[0]:
         return None
     t0, t1 = float(arrival[0]), float(arrival[-1])
@@ -110,7 +111,7 @@ def assess_stability(res, areas: dict | None = None, lat: dict | None = None) ->
     ``areas``: the windows' integrals of busy time, running requests and KV blocks used
     (``busy``, ``running``, ``kv``) when the steps were read already (a streamed run,
     sim/metrics/step_stats.py), else computed from ``recorder.steps()``."""
-    arrival = res.specs.arrival_s
+    arrival = waiting_from(res)
     failure = _failure(res)
     if len(arrival) < 2 or arrival[-1] <= arrival[0]:
         # no span to cut into windows: nothing to judge a trend by (too_short says so
@@ -148,9 +149,28 @@ def assess_stability(res, areas: dict | None = None, lat: dict | None = None) ->
         window_running=tuple(float(x) for x in running))
     saturated_windows = (queue >= MIN_QUEUE) & (ratio >= SATURATED_QUEUE_TO_RUNNING)
     verdict, reason = _verdict(numbers, failure, saturated_windows, _in_use(res, areas, edges))
+    if verdict != STABLE and arrival is not res.specs.arrival_s:
+        reason += ("; requests held back client-side by workload.arrival.concurrency count "
+                   "as waiting from when they were ready")
     short = too_short(res, lat)
     return Stability(verdict, reason + (f"; {short}" if short else ""), verdict == STABLE,
                      **numbers, long_enough=not short)
+
+
+def waiting_from(res) -> np.ndarray:
+    """When each request starts waiting (s): its arrival; under a concurrency cap on an
+    open stream (``vllm bench serve --request-rate R --max-concurrency C``), the time its
+    client was ready to send it (sent - client_queue_s). The cap holds requests back
+    client-side: sends keep pace with finishes, so the server's own queue stays short while
+    the clients' grows without bound at a rate the capped system cannot serve, and the
+    offered load is R. A closed loop's clients are ready at 0 (its load is its clients):
+    judged from its sends."""
+    arrival = res.specs.arrival_s
+    queued = getattr(res, "client_queue_s", None)
+    process = getattr(res.resolved.scenario.workload.arrival, "process", "closed")
+    if queued is None or process == "closed":
+        return arrival
+    return arrival - queued
 
 
 def too_short(res, lat: dict | None = None) -> str:
@@ -238,7 +258,7 @@ def _step_area(steps: dict, values: np.ndarray, edges: np.ndarray) -> np.ndarray
 def _queue_area(res, edges: np.ndarray) -> np.ndarray:
     """Integral over each window of the requests that arrived and had not started."""
     keep = res.status != Status.REJECTED
-    arrived = res.specs.arrival_s[keep]
+    arrived = waiting_from(res)[keep]
     if not (arrived[1:] >= arrived[:-1]).all():  # arrivals are in order: no sorted copy
         arrived = np.sort(arrived)
     started = res.recorder.first_scheduled_s[keep]  # a copy: sorted in place

@@ -173,3 +173,29 @@ def test_one_client_between_two_replicas(core, ingress_ms):
     want = [(i + 1) * (step + ing) for i in range(3)]
     got = np.nanmin([r.recorder.finish_s for r in fr.results.values()], axis=0)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+
+
+CAPPED = ("workload.num_requests=900", "workload.arrival={process: poisson, rate: 30, "
+          "concurrency: 16}")
+
+
+def test_a_cap_the_offered_rate_overruns_is_unstable_though_every_replica_keeps_up():
+    """vllm bench serve --request-rate 30 --max-concurrency 16: 16 clients in flight serve
+    about 16 / E2EL ~ 10 req/s, so the requests the cap holds back pile up client-side.
+    The engine's queue never holds more than 16 and every replica kept up, so the verdict
+    was stable and capacity searches held at any rate (8,192 req/s on one H100; a fleet of
+    one replica sized for 30 req/s). They count as waiting from when they were ready."""
+    _, one = single(None, *CAPPED)
+    st = one["stability"]
+    served = one["throughput"]["request_per_s"]
+    assert served < 15 and one["sim"]["client_queue_ms"]["p95"] > 10_000
+    assert st["verdict"] == "unstable" and not st["sustainable"]
+    assert st["queue_growth"] == pytest.approx(1 - served / 30, abs=0.1)
+    # two replicas behind the same 16 clients: each keeps up, the fleet does not
+    _, _, s = fleet(None, *CAPPED, "cluster={replicas: 2}")
+    assert {r["stability"] for r in s["fleet"]["replica"].values()} == {"stable"}
+    assert s["stability"]["verdict"] == "unstable" and s["stability"]["replica"] is None
+    # the same cap at a rate it serves stays stable, from the client's view too
+    _, ok = single(None, "workload.num_requests=900",
+                   "workload.arrival={process: poisson, rate: 4, concurrency: 16}")
+    assert ok["stability"]["verdict"] == "stable"

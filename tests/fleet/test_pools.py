@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from sim.config.resolve import ConfigError
-from sim.fleet.summary import _compact, _fleet_blocks, replica_view
+from sim.fleet.summary import _compact, _fleet_blocks, client_view, replica_view
 from sim.fleet.views import combine
+from sim.metrics.stability import waiting_from
 from sim.metrics.summary import summarize
 from tests.fleet.helpers import fleet
 
@@ -75,6 +76,11 @@ def test_one_pool_reports_the_fleet(sets):
     (pool,) = summary["fleet"]["pools"].values()
     views = [replica_view(fr, rep)[0] for rep in fr.replicas]
     long_way = summarize(combine(views))
-    _fleet_blocks(long_way, [summarize(v) for v in views], [r.name for r in fr.replicas])
+    # the one pool has every client: a cap on an open stream queues them for it alone
+    seen = client_view(fr, {rep.name: replica_view(fr, rep) for rep in fr.replicas})
+    clients = summarize(seen)["stability"] if waiting_from(seen) is not seen.specs.arrival_s \
+        else None
+    _fleet_blocks(long_way, [summarize(v) for v in views], [r.name for r in fr.replicas],
+                  clients)
     assert {k: pool[k] for k in _compact(long_way)} == _compact(long_way) == _compact(summary)
     assert pool["finished"] == summary["requests"]["finished"] > 0
