@@ -163,14 +163,15 @@ def waiting_from(res) -> np.ndarray:
     client was ready to send it (sent - client_queue_s). The cap holds requests back
     client-side: sends keep pace with finishes, so the server's own queue stays short while
     the clients' grows without bound at a rate the capped system cannot serve, and the
-    offered load is R. A closed loop's clients are ready at 0 (its load is its clients):
-    judged from its sends."""
+    offered load is R. A closed loop's clients are ready at 0 (its load is its clients),
+    and so is a replay of ``--request-rate inf``: judged from their sends."""
     arrival = res.specs.arrival_s
     queued = getattr(res, "client_queue_s", None)
     process = getattr(res.resolved.scenario.workload.arrival, "process", "closed")
     if queued is None or process == "closed":
         return arrival
-    return arrival - queued
+    ready = arrival - queued
+    return ready if len(ready) > 1 and ready.max() > ready.min() else arrival
 
 
 def too_short(res, lat: dict | None = None) -> str:

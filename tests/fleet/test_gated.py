@@ -199,3 +199,17 @@ def test_a_cap_the_offered_rate_overruns_is_unstable_though_every_replica_keeps_
     _, ok = single(None, "workload.num_requests=900",
                    "workload.arrival={process: poisson, rate: 4, concurrency: 16}")
     assert ok["stability"]["verdict"] == "stable"
+
+
+def test_a_capped_replay_sent_all_at_once_is_judged_from_its_sends(tmp_path):
+    """A replay of vllm bench serve --request-rate inf --max-concurrency 32: every client is
+    ready at 0, a closed loop in all but name. Its verdict is judged from the sends, not
+    'fewer than two arrival times' from the ready times."""
+    trace = tmp_path / "inf.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n"
+                     + "".join(f"0.0,{300 + 7 * i},{60 + i % 50}\n" for i in range(300)))
+    _, s = single(None, f"workload.trace={trace}",
+                  "workload.arrival={process: replay, concurrency: 32}")
+    st = s["stability"]
+    assert "fewer than two arrival times" not in st["reason"]
+    assert st["window_s"] > 0 and len(st["window_running"]) == 10
