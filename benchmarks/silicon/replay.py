@@ -82,8 +82,7 @@ def _graph_ceiling(r, p: Protocol) -> str | None:
     to theirs (None: nothing to pin)."""
     if p.max_cudagraph_capture_size is not None or r.scenario.engine.enforce_eager:
         return None
-    cc = r.gpu.compute_capability
-    if cc is None or int(cc) != 10:
+    if not r.gpu.datacenter_blackwell:
         return None
     return f"engine.max_cudagraph_capture_size={min(2 * r.limits.max_num_seqs, 512)}"
 

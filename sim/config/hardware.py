@@ -87,6 +87,12 @@ class GpuSpec(Validated):
     source: str = Field("", description="Where the figures come from.")
 
     @property
+    def datacenter_blackwell(self) -> bool:
+        """Compute capability 10.x (B200, B300): vLLM's ``is_device_capability_family(100)``,
+        where its defaults differ (CUDA-graph ceiling, MLA attention backend)."""
+        return self.compute_capability is not None and int(self.compute_capability) == 10
+
+    @property
     def ridge_flops_per_byte(self) -> float:
         """Arithmetic intensity at which compute and bandwidth limits meet (FLOP/byte)."""
         return self.bf16_flops / self.mem_bandwidth

@@ -61,8 +61,7 @@ class Resolved:
         if cap is None:
             spec = e.speculative_config
             query = 1 + (spec.num_speculative_tokens if spec is not None else 0)
-            cc = self.gpu.compute_capability
-            ceiling = 1024 if cc is not None and int(cc) == 10 else 512
+            ceiling = 1024 if self.gpu.datacenter_blackwell else 512
             cap = min(2 * self.limits.max_num_seqs * query, ceiling)
         return min(cap, self.limits.max_num_batched_tokens)
 
@@ -202,8 +201,7 @@ def default_block_size(model: ModelSpec, gpu: GpuSpec) -> int:
     Hopper's FlashAttention MLA and every dense backend take 16."""
     if gpu.platform == "cpu":
         return 32
-    cc = gpu.compute_capability
-    if model.is_mla and cc is not None and int(cc) == 10:
+    if model.is_mla and gpu.datacenter_blackwell:
         return 32
     return 16
 

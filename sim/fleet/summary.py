@@ -22,7 +22,7 @@ import numpy as np
 from sim.fleet.cluster import FleetResult
 from sim.fleet.plan import DECODE, PREFILL
 from sim.fleet.views import combine, restrict
-from sim.metrics.stability import waiting_from
+from sim.metrics.stability import held_back
 from sim.metrics.summary import summarize
 from sim.runner import RunResult
 
@@ -72,7 +72,7 @@ def fleet_summary(fr: FleetResult, views: dict | None = None) -> dict:
     out = summarize(seen)
     # under a concurrency cap on an open stream the clients' queue is no replica's
     # (sim/metrics/stability.py waiting_from): their own verdict is a candidate
-    clients = out["stability"] if waiting_from(seen) is not seen.specs.arrival_s else None
+    clients = out["stability"] if held_back(seen) else None
     _fleet_blocks(out, list(per_replica.values()), list(per_replica), clients)
     pools = {}
     for p in fr.pools:

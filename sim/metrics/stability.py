@@ -174,6 +174,12 @@ def waiting_from(res) -> np.ndarray:
     return ready if len(ready) > 1 and ready.max() > ready.min() else arrival
 
 
+def held_back(res) -> bool:
+    """A concurrency cap holds an open stream back client-side (``waiting_from`` is not the
+    arrivals): the clients' queue is part of the verdict."""
+    return waiting_from(res) is not res.specs.arrival_s
+
+
 def too_short(res, lat: dict | None = None) -> str:
     """'' when the arrivals span enough time to judge a trend, else what is missing: a
     minute, and MIN_LIFETIMES median request lifetimes (so queues can build and drain).

@@ -179,8 +179,7 @@ def _backend_notes(r: Resolved) -> list[str]:
     MLA model on data-center Blackwell under a block size FlashInfer MLA (first there) does
     not take (32 or 64) runs Triton MLA ("--block-size N precluded higher-priority
     backend(s)", vllm/platforms/cuda.py:485-506; sim/config/resolve.py default_block_size)."""
-    cc = r.gpu.compute_capability
-    if r.model.is_mla and cc is not None and int(cc) == 10 and r.block_size not in (32, 64):
+    if r.model.is_mla and r.gpu.datacenter_blackwell and r.block_size not in (32, 64):
         return [f"--block-size {r.block_size} makes vLLM 0.32 run Triton MLA on this GPU "
                 "(FlashInfer MLA takes 32 or 64), slower than the MLA kernel priced: leave "
                 "engine.block_size unset (32) to deploy what was simulated"]
