@@ -325,8 +325,10 @@ class Scenario(Validated):
         "prompt + output tokens and per thousand requests with it.")
     core: Literal["auto", "general", "fast"] = Field(
         "auto", description="Simulation core. auto: the fast core (sim/fast) when it runs "
-        "the scenario (vllm, vllm-priority or lanes scheduler, optimistic or reserve "
-        "admission, paged KV with or without prefix caching, no swap, async scheduling or "
+        "the scenario (vllm, vllm-priority, lanes or orca scheduler, optimistic or reserve "
+        "admission, paged KV with or without prefix caching or KV reserved up front "
+        "(contiguous-max, contiguous-exact; not with lanes or reserve admission), no swap, "
+        "async scheduling or "
         "not, open-loop or gated arrivals (closed loops, concurrency caps), a cost model "
         "priced from step shapes: fitted, roofline, linear), else the general engine; "
         "general: always the general engine; fast: the fast core, or an error naming what "

@@ -9,6 +9,7 @@ the work per step.
     sim/fast/lanes.py    lanes: the step lane by lane, the batch lane's KV room
     sim/fast/lane_counts.py  the two lane queues, the interactive lane's aggregates
     sim/fast/admission.py  the reserve admission rule on that state
+    sim/fast/upfront.py  KV reserved up front (contiguous-max, contiguous-exact; orca)
     sim/fast/arrivals.py open loops, gated sources (closed loops, concurrency caps) and a
                          fleet replica's pushed source
     sim/fast/engine.py   the event loop: the general engine's plans, priced from aggregates
@@ -17,9 +18,10 @@ the work per step.
     sim/fast/hooks.py    StepPlan / StepOutcome for per-plan hooks
 
 It runs a scenario when the general engine would run it with the ``vllm`` scheduler (FCFS),
-``vllm-priority`` (sim/fast/priority.py) or ``lanes`` (sim/fast/lanes.py), optimistic or
-``reserve`` admission (sim/fast/admission.py), paged KV with or without
-prefix caching (sim/fast/caching.py), no swap, open-loop or gated arrivals (closed loops,
+``vllm-priority`` (sim/fast/priority.py), ``lanes`` (sim/fast/lanes.py) or ``orca``,
+optimistic or ``reserve`` admission (sim/fast/admission.py), paged KV with or without
+prefix caching (sim/fast/caching.py) or reserved up front (sim/fast/upfront.py; not with
+lanes or ``reserve`` admission), no swap, open-loop or gated arrivals (closed loops,
 concurrency caps: sim/fast/arrivals.py), a cost model that prices step shapes (``fitted``
 ops profiles, ``roofline``), with or without async scheduling, and no executor hooks (live
 mode). A caller's per-plan hook
@@ -50,13 +52,16 @@ from sim.fast.lanes import CachingLanes, FastLanes
 from sim.fast.priority import CachingPriorityScheduler, PriorityScheduler
 from sim.fast.record import FastRecord
 from sim.fast.sched import FastScheduler
+from sim.fast.upfront import UpFront
 from sim.kv.paged import PagedKV
 from sim.kv.prefix_cache import PrefixCachingKV
+from sim.kv.reservation import ReservationKV
 from sim.metrics.recorder import Recorder
 from sim.sched.admission import Optimistic
 from sim.sched.admission_reserve import Reserve
 from sim.sched.base import arrived_as_waiting
 from sim.sched.lanes import LaneQueue, LanesScheduler
+from sim.sched.orca import OrcaScheduler
 from sim.sched.priority import VllmPriorityScheduler
 from sim.sched.queues import FCFSQueue, PriorityQueue
 from sim.sched.vllm import ADMISSION, BUDGET, EMPTY, MEMORY, SEQS, VllmScheduler
@@ -76,8 +81,14 @@ def unsupported(sc, sched, kv, cost, source) -> str:
                 "lanes)")
     if type(sched.admission) not in (Optimistic, Reserve) or type(sched.waiting) is not policy[0]:
         return f"admission rule {sc.admission.name} (the fast core runs optimistic and reserve)"
-    if type(kv) not in (PagedKV, PrefixCachingKV):
-        return f"KV policy {sc.kv.name} (the fast core runs paged KV)"
+    if isinstance(kv, ReservationKV):
+        if policy[1] is FastLanes or type(sched.admission) is Reserve:
+            return (f"KV policy {sc.kv.name} with {sc.scheduler.name} and admission "
+                    f"{sc.admission.name} (the fast core reserves up front with optimistic "
+                    "admission and the vllm, vllm-priority or orca scheduler)")
+    elif type(kv) not in (PagedKV, PrefixCachingKV):
+        return (f"KV policy {sc.kv.name} (the fast core runs paged KV and reservations "
+                "made up front)")
     if kv.host is not None:
         return "swap preemption (engine.preemption_mode: swap)"
     if not isinstance(cost, CostModel) or not cost.prices_shapes:
@@ -98,17 +109,19 @@ _POLICIES = {
     VllmScheduler: (FCFSQueue, FastScheduler, CachingScheduler),
     VllmPriorityScheduler: (PriorityQueue, PriorityScheduler, CachingPriorityScheduler),
     LanesScheduler: (LaneQueue, FastLanes, CachingLanes),
+    OrcaScheduler: (FCFSQueue, FastScheduler, None),  # reservation KV: no prefix caching
 }
 
 
-_RESERVING: dict[type, type] = {}
+_MIXED: dict[tuple[type, type], type] = {}
 
 
-def _reserving(cls: type) -> type:
-    """``cls`` with the ``reserve`` admission rule (sim/fast/admission.py)."""
-    if cls not in _RESERVING:
-        _RESERVING[cls] = type(f"Reserve{cls.__name__}", (ReserveAdmission, cls), {})
-    return _RESERVING[cls]
+def _mixed(mixin: type, cls: type) -> type:
+    """``cls`` with ``mixin`` before it: the ``reserve`` admission rule
+    (sim/fast/admission.py), KV reserved up front (sim/fast/upfront.py)."""
+    if (mixin, cls) not in _MIXED:
+        _MIXED[mixin, cls] = type(f"{mixin.__name__}{cls.__name__}", (mixin, cls), {})
+    return _MIXED[mixin, cls]
 
 
 @dataclass(frozen=True)
@@ -166,7 +179,9 @@ def build(specs, sched: VllmScheduler, kv: PagedKV | PrefixCachingKV, cost: Cost
     caching = type(kv) is PrefixCachingKV
     cls = cached if caching else plain
     if type(sched.admission) is Reserve:
-        cls = _reserving(cls)
+        cls = _mixed(ReserveAdmission, cls)
+    if isinstance(kv, ReservationKV):
+        cls = _mixed(UpFront, cls)
     kw = cls.policy_args(sched, specs) | ({"kv": kv} if caching else {})
     fs = cls(*args, **kw)
     fs.async_frees = sched.async_scheduling

@@ -22,6 +22,11 @@ class BlockCount:
         policy's lane, sim/fast/lanes.py)."""
         return self.num_blocks - self.used
 
+    def new_blocks(self, r: int, c: int, upto: int) -> int:
+        """Blocks running request ``r``, holding ``c`` tokens' blocks, takes to hold ``upto``
+        tokens (paged: a block per ``block_size`` tokens; sim/fast/upfront.py: none)."""
+        return cdiv(upto, self.bs) - cdiv(c, self.bs)
+
     def _grow_running(self, blocks: int, dec_blocks: int, entries, due=None) -> None:
         """The running pass scheduled every running request (of a lane): ``blocks`` new
         blocks, of which ``dec_blocks`` for decoding requests and the rest for ``entries``

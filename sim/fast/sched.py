@@ -21,7 +21,7 @@ from array import array
 from collections import deque
 
 from sim.fast.blocks import BlockCount
-from sim.fast.state import Progress, cdiv
+from sim.fast.state import Progress
 from sim.sched.base import SchedulerLimits
 from sim.sched.vllm import BUDGET, EMPTY, MEMORY, SEQS, capped_demand, long_prefill_cap
 
@@ -135,7 +135,7 @@ class FastScheduler(BlockCount, Progress):
             need = self.demand(r, c, cap)
             p.entries.append((r, need, c))
             total += need
-            blocks += cdiv(c + need, bs) - cdiv(c, bs)
+            blocks += self.new_blocks(r, c, c + need)
         if total > self.lim.max_num_batched_tokens or blocks > self.free:
             return None
         self._grow_running(blocks, self.phase[g % bs] if self.n_dec else 0, p.entries)
@@ -148,7 +148,7 @@ class FastScheduler(BlockCount, Progress):
         list; a lane's requests for sim/fast/lanes.py, ``lane`` naming its KV room) with
         ``budget`` (default: the step's); returns the budget left."""
         run = self.running if run is None else run
-        bs, i = self.bs, 0
+        i = 0
         budget = self.lim.max_num_batched_tokens if budget is None else budget
         if not p.preempted:
             p.preempted = []
@@ -156,7 +156,7 @@ class FastScheduler(BlockCount, Progress):
             r = run[i]
             c = self.ctx(r)
             grant = min(self.demand(r, c, cap), budget)
-            nb = cdiv(c + grant, bs) - cdiv(c, bs)
+            nb = self.new_blocks(r, c, c + grant)
             ok = True
             while nb > self._room(lane):
                 self.alloc_failures += 1

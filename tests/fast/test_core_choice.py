@@ -45,6 +45,9 @@ def test_core_general_never_runs_the_fast_core(monkeypatch):
      "fast"),
     ("swap-preemption", (), "general"),
     ("reserve-admission", (), "fast"),
+    ("contiguous-vs-paged", (), "fast"),
+    ("contiguous-vs-paged", ("scheduler=orca",), "fast"),
+    ("contiguous-vs-paged", ("scheduler=lanes",), "general"),
 ])
 def test_auto_picks_the_fast_core_where_it_runs(scenario, overrides, core):
     r, specs = prepared(scenario, *overrides)
@@ -56,7 +59,8 @@ def test_auto_picks_the_fast_core_where_it_runs(scenario, overrides, core):
 UNSUPPORTED = [
     ("static-offline.yaml", (), ["scheduler static", "the fast core runs vllm, vllm-priority"]),
     ("default.yaml", ("scheduler=sarathi",), ["scheduler sarathi"]),
-    ("contiguous-vs-paged.yaml", (), ["KV policy contiguous"]),
+    ("contiguous-vs-paged.yaml", ("admission=reserve",),
+     ["KV policy contiguous-max with vllm and admission reserve"]),
     ("swap-preemption.yaml", (), ["swap preemption"]),
 ]
 
