@@ -10,6 +10,7 @@ the work per step.
     sim/fast/lane_counts.py  the two lane queues, the interactive lane's aggregates
     sim/fast/admission.py  the reserve admission rule on that state
     sim/fast/upfront.py  KV reserved up front (contiguous-max, contiguous-exact; orca)
+    sim/fast/static.py   static batches (a batch's blocks taken at its start, a deadline)
     sim/fast/arrivals.py open loops, gated sources (closed loops, concurrency caps) and a
                          fleet replica's pushed source
     sim/fast/engine.py   the event loop: the general engine's plans, priced from aggregates
@@ -18,15 +19,15 @@ the work per step.
     sim/fast/hooks.py    StepPlan / StepOutcome for per-plan hooks
 
 It runs a scenario when the general engine would run it with the ``vllm`` scheduler (FCFS),
-``vllm-priority`` (sim/fast/priority.py), ``lanes`` (sim/fast/lanes.py) or ``orca``,
-optimistic or ``reserve`` admission (sim/fast/admission.py), paged KV with or without
-prefix caching (sim/fast/caching.py) or reserved up front (sim/fast/upfront.py; not with
-lanes or ``reserve`` admission), no swap, open-loop or gated arrivals (closed loops,
-concurrency caps: sim/fast/arrivals.py), a cost model that prices step shapes (``fitted``
-ops profiles, ``roofline``), with or without async scheduling, and no executor hooks (live
-mode). A caller's per-plan hook
-(the step log, the conformance comparer) gets the general engine's StepPlan and
-StepOutcome (sim/fast/hooks.py).
+``vllm-priority`` (sim/fast/priority.py), ``lanes`` (sim/fast/lanes.py), ``orca`` or
+``static`` (sim/fast/static.py: paged KV without prefix caching, one replica), optimistic
+or ``reserve`` admission (sim/fast/admission.py), paged KV with or without prefix caching
+(sim/fast/caching.py) or reserved up front (sim/fast/upfront.py; not with lanes or
+``reserve`` admission), no swap, open-loop or gated arrivals (closed loops, concurrency
+caps: sim/fast/arrivals.py), a cost model that prices step shapes (``fitted`` ops
+profiles, ``roofline``), with or without async scheduling, and no executor hooks (live
+mode). A caller's per-plan hook (the step log, the conformance comparer) gets the general
+engine's StepPlan and StepOutcome (sim/fast/hooks.py).
 ``core: auto`` (the default) uses it then, the general engine otherwise; ``core:
 general`` always uses the general engine. Its results equal the general engine's
 (tests/fast compares them column by column; the conformance references replay through
@@ -52,6 +53,7 @@ from sim.fast.lanes import CachingLanes, FastLanes
 from sim.fast.priority import CachingPriorityScheduler, PriorityScheduler
 from sim.fast.record import FastRecord
 from sim.fast.sched import FastScheduler
+from sim.fast.static import FastStatic
 from sim.fast.upfront import UpFront
 from sim.kv.paged import PagedKV
 from sim.kv.prefix_cache import PrefixCachingKV
@@ -64,7 +66,8 @@ from sim.sched.lanes import LaneQueue, LanesScheduler
 from sim.sched.orca import OrcaScheduler
 from sim.sched.priority import VllmPriorityScheduler
 from sim.sched.queues import FCFSQueue, PriorityQueue
-from sim.sched.vllm import ADMISSION, BUDGET, EMPTY, MEMORY, SEQS, VllmScheduler
+from sim.sched.static import StaticScheduler
+from sim.sched.vllm import ADMISSION, BUDGET, EMPTY, MEMORY, POLICY, SEQS, VllmScheduler
 
 CORES = ("auto", "general", "fast")
 
@@ -77,10 +80,15 @@ def unsupported(sc, sched, kv, cost, source) -> str:
         return "speculative decoding (engine.speculative_config)"
     policy = _POLICIES.get(type(sched))
     if policy is None:
-        return (f"scheduler {sc.scheduler.name} (the fast core runs vllm, vllm-priority and "
-                "lanes)")
+        return (f"scheduler {sc.scheduler.name} (the fast core runs vllm, vllm-priority, "
+                "lanes, orca and static)")
     if type(sched.admission) not in (Optimistic, Reserve) or type(sched.waiting) is not policy[0]:
         return f"admission rule {sc.admission.name} (the fast core runs optimistic and reserve)"
+    if policy[1] is FastStatic and (type(kv) is not PagedKV or source is None
+                                    or type(sched.admission) is not Optimistic):
+        return ("scheduler static with prefix caching, KV reserved up front, a fleet or "
+                "admission reserve (the fast core runs static batches on paged KV, one "
+                "replica)")
     if isinstance(kv, ReservationKV):
         if policy[1] is FastLanes or type(sched.admission) is Reserve:
             return (f"KV policy {sc.kv.name} with {sc.scheduler.name} and admission "
@@ -110,6 +118,7 @@ _POLICIES = {
     VllmPriorityScheduler: (PriorityQueue, PriorityScheduler, CachingPriorityScheduler),
     LanesScheduler: (LaneQueue, FastLanes, CachingLanes),
     OrcaScheduler: (FCFSQueue, FastScheduler, None),  # reservation KV: no prefix caching
+    StaticScheduler: (FCFSQueue, FastStatic, None),
 }
 
 
@@ -172,7 +181,8 @@ def build(specs, sched: VllmScheduler, kv: PagedKV | PrefixCachingKV, cost: Cost
           judged: np.ndarray | None = None, env=None, priced=None) -> FastEngine:
     """The fast engine of ``run``, not yet run; ``env``: a fleet's SimPy environment (its
     ``start()`` is then the replica's process); ``priced``: FastEngine's."""
-    persists = {r: sched.blocked_persists(r) for r in (EMPTY, SEQS, BUDGET, MEMORY, ADMISSION)}
+    persists = {r: sched.blocked_persists(r)
+                for r in (EMPTY, SEQS, BUDGET, MEMORY, ADMISSION, POLICY)}
     args = (specs.prompt_tokens, specs.output_tokens, sched.limits, kv.block_size,
             kv.num_blocks, kv.admission_reserve, persists)
     _, plain, cached = _POLICIES[type(sched)]

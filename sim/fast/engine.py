@@ -31,7 +31,7 @@ from itertools import accumulate, cycle, islice
 import numpy as np
 
 from sim.engine.arrivals import ArrivalSource, seen_by_step
-from sim.engine.clock import MAX_NS, NS_PER_S
+from sim.engine.clock import MAX_NS, NS_PER_S, ns
 from sim.engine.engine import LATE, LATER, RunStatus, _late, step_blocks
 from sim.fast import arrivals, hooks
 from sim.fast.record import FastRecord
@@ -112,7 +112,7 @@ class FastEngine:
 
     def _loop(self):
         s, src, lag, env = self.s, self.src, self.s.async_frees, self.env
-        rec = self.rec
+        rec, clocked = self.rec, s.reads_clock
         rows, stream_at = rec.st[0], rec.stream_at  # past stream_at rows, stream them
         if env is not None:  # after the fleet's arrivals at time 0, as the general engine
             yield _late(env, 0)
@@ -126,6 +126,8 @@ class FastEngine:
             self.seen = upto  # the plan sees the arrivals up to here (ns)
             if env is not None or src.nxt <= upto:  # a fleet's nxt costs a lookahead
                 self._deliver(upto)
+            if clocked:
+                s.now_s = self.clock / 1e9
             p = s.schedule()
             if p is None and lagging:  # nothing in flight to plan behind: at once, as vLLM
                 s.flush_frees()
@@ -211,8 +213,13 @@ class FastEngine:
         return used / max(s.num_blocks, 1)
 
     def _next_time(self) -> int | None:
+        """The next arrival or the scheduler's wake-up (ns), whichever comes first."""
         t = self.src.nxt
-        return None if t == arrivals.NEVER else t
+        t = None if t == arrivals.NEVER else t
+        wake = self.s.next_wakeup()
+        if wake is not None:
+            t = ns(wake) if t is None else min(t, ns(wake))
+        return t
 
     def _deliver(self, now: int) -> None:
         if self.env is None and self.src.nxt > now:  # (a fleet's source: due() is cheaper)

@@ -46,6 +46,8 @@ class Planned:
 
 
 class FastScheduler(BlockCount, Progress):
+    reads_clock = False  # whether the engine sets ``now_s`` (s) before each plan
+
     def __init__(self, prompt, output, limits: SchedulerLimits, block_size: int,
                  num_blocks: int, admission_reserve: int, persists: dict[str, bool]):
         super().__init__(prompt, output, block_size, num_blocks)
@@ -281,6 +283,10 @@ class FastScheduler(BlockCount, Progress):
     def _admission_block(self, r: int) -> str:
         """A policy's reason not to admit waiting request ``r`` now ('' = no objection)."""
         return EMPTY
+
+    def next_wakeup(self) -> float | None:
+        """When (s) the policy wants to plan again with nothing arriving (vLLM: never)."""
+        return None
 
     def batch_order(self) -> list[int]:
         """The running requests in the order a step's batch lists them (vLLM: running

@@ -48,6 +48,8 @@ def test_core_general_never_runs_the_fast_core(monkeypatch):
     ("contiguous-vs-paged", (), "fast"),
     ("contiguous-vs-paged", ("scheduler=orca",), "fast"),
     ("contiguous-vs-paged", ("scheduler=lanes",), "general"),
+    ("static-offline", (), "fast"),
+    ("static-offline", ("engine.enable_prefix_caching=true",), "general"),
 ])
 def test_auto_picks_the_fast_core_where_it_runs(scenario, overrides, core):
     r, specs = prepared(scenario, *overrides)
@@ -57,7 +59,8 @@ def test_auto_picks_the_fast_core_where_it_runs(scenario, overrides, core):
 
 
 UNSUPPORTED = [
-    ("static-offline.yaml", (), ["scheduler static", "the fast core runs vllm, vllm-priority"]),
+    ("static-offline.yaml", ("engine.enable_prefix_caching=true",),
+     ["scheduler static with prefix caching"]),
     ("default.yaml", ("scheduler=sarathi",), ["scheduler sarathi"]),
     ("contiguous-vs-paged.yaml", ("admission=reserve",),
      ["KV policy contiguous-max with vllm and admission reserve"]),
