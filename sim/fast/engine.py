@@ -515,8 +515,9 @@ class FastEngine:
         s = self.s
         i = (g + 1) % s.bs
         used = list(accumulate(islice(cycle(s.phase), i, i + k - 1), initial=s.used))
-        if used[-1] > s.num_blocks:
-            del used[bisect_right(used, s.num_blocks):]
+        cap = s.num_blocks - s.run_slack
+        if used[-1] > cap:
+            del used[bisect_right(used, cap):]
         return used if len(used) > 1 else None
 
     def _run_durations(self, p: Planned, n: int, j: int, k: int) -> list[int]:

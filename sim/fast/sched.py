@@ -47,6 +47,7 @@ class Planned:
 
 class FastScheduler(BlockCount, Progress):
     reads_clock = False  # whether the engine sets ``now_s`` (s) before each plan
+    run_slack = 0  # blocks a decode run's later steps leave free (vLLM: none)
 
     def __init__(self, prompt, output, limits: SchedulerLimits, block_size: int,
                  num_blocks: int, admission_reserve: int, persists: dict[str, bool]):

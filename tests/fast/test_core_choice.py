@@ -50,6 +50,8 @@ def test_core_general_never_runs_the_fast_core(monkeypatch):
     ("contiguous-vs-paged", ("scheduler=lanes",), "general"),
     ("static-offline", (), "fast"),
     ("static-offline", ("engine.enable_prefix_caching=true",), "general"),
+    (None, ("scheduler=prefill-first",), "fast"),
+    (None, ("scheduler=prefill-first", "engine.enable_prefix_caching=true"), "general"),
 ])
 def test_auto_picks_the_fast_core_where_it_runs(scenario, overrides, core):
     r, specs = prepared(scenario, *overrides)
