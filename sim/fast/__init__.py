@@ -11,7 +11,9 @@ the work per step.
     sim/fast/admission.py  the reserve admission rule on that state
     sim/fast/upfront.py  KV reserved up front (contiguous-max, contiguous-exact; orca)
     sim/fast/static.py   static batches (a batch's blocks taken at its start, a deadline)
-    sim/fast/prefill_first.py  vLLM v0's prefill-first steps and can_append_slot
+    sim/fast/v0.py       vLLM v0's block manager and service order (prefill-first, sarathi)
+    sim/fast/prefill_first.py  vLLM v0's prefill-first steps
+    sim/fast/sarathi.py  Sarathi-Serve's stall-free steps
     sim/fast/arrivals.py open loops, gated sources (closed loops, concurrency caps) and a
                          fleet replica's pushed source
     sim/fast/engine.py   the event loop: the general engine's plans, priced from aggregates
@@ -21,8 +23,8 @@ the work per step.
 
 It runs a scenario when the general engine would run it with the ``vllm`` scheduler (FCFS),
 ``vllm-priority`` (sim/fast/priority.py), ``lanes`` (sim/fast/lanes.py), ``orca``,
-``prefill-first`` (sim/fast/prefill_first.py: paged KV without prefix caching, optimistic
-admission) or ``static`` (sim/fast/static.py: the same, one replica), optimistic
+``prefill-first`` and ``sarathi`` (sim/fast/v0.py: paged KV without prefix caching,
+optimistic admission) or ``static`` (sim/fast/static.py: the same, one replica), optimistic
 or ``reserve`` admission (sim/fast/admission.py), paged KV with or without prefix caching
 (sim/fast/caching.py) or reserved up front (sim/fast/upfront.py; not with lanes or
 ``reserve`` admission), no swap, open-loop or gated arrivals (closed loops, concurrency
@@ -55,6 +57,7 @@ from sim.fast.lanes import CachingLanes, FastLanes
 from sim.fast.prefill_first import FastPrefillFirst
 from sim.fast.priority import CachingPriorityScheduler, PriorityScheduler
 from sim.fast.record import FastRecord
+from sim.fast.sarathi import FastSarathi
 from sim.fast.sched import FastScheduler
 from sim.fast.static import FastStatic
 from sim.fast.upfront import UpFront
@@ -70,6 +73,7 @@ from sim.sched.orca import OrcaScheduler
 from sim.sched.prefill_first import PrefillFirstScheduler
 from sim.sched.priority import VllmPriorityScheduler
 from sim.sched.queues import FCFSQueue, PriorityQueue
+from sim.sched.sarathi import SarathiScheduler
 from sim.sched.static import StaticScheduler
 from sim.sched.vllm import ADMISSION, BUDGET, EMPTY, MEMORY, POLICY, SEQS, VllmScheduler
 
@@ -85,7 +89,7 @@ def unsupported(sc, sched, kv, cost, source) -> str:
     policy = _POLICIES.get(type(sched))
     if policy is None:
         return (f"scheduler {sc.scheduler.name} (the fast core runs vllm, vllm-priority, "
-                "lanes, orca, prefill-first and static)")
+                "lanes, orca, prefill-first, sarathi and static)")
     if type(sched.admission) not in (Optimistic, Reserve) or type(sched.waiting) is not policy[0]:
         return f"admission rule {sc.admission.name} (the fast core runs optimistic and reserve)"
     if policy[1] is FastStatic and (type(kv) is not PagedKV or source is None
@@ -93,9 +97,9 @@ def unsupported(sc, sched, kv, cost, source) -> str:
         return ("scheduler static with prefix caching, KV reserved up front, a fleet or "
                 "admission reserve (the fast core runs static batches on paged KV, one "
                 "replica)")
-    if policy[1] is FastPrefillFirst and (type(kv) is not PagedKV
-                                          or type(sched.admission) is not Optimistic):
-        return ("scheduler prefill-first with prefix caching, KV reserved up front or "
+    if policy[1] in (FastPrefillFirst, FastSarathi) and (
+            type(kv) is not PagedKV or type(sched.admission) is not Optimistic):
+        return (f"scheduler {sc.scheduler.name} with prefix caching, KV reserved up front or "
                 "admission reserve (the fast core runs it on paged KV, optimistic admission)")
     if isinstance(kv, ReservationKV):
         if policy[1] is FastLanes or type(sched.admission) is Reserve:
@@ -128,6 +132,7 @@ _POLICIES = {
     OrcaScheduler: (FCFSQueue, FastScheduler, None),  # reservation KV: no prefix caching
     StaticScheduler: (FCFSQueue, FastStatic, None),
     PrefillFirstScheduler: (FCFSQueue, FastPrefillFirst, None),
+    SarathiScheduler: (FCFSQueue, FastSarathi, None),
 }
 
 

@@ -312,6 +312,7 @@ class FastEngine:
                     continue
                 s.pre.remove(r)  # one prompt token left: decode-shaped from the next step
                 s.add_dec(r, ca, g + 1)
+                s.one_left(r, ca)
                 s.stale.add(r)
                 if known[r] == prompt[r]:
                     s.first_due.add(r)

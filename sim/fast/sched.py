@@ -285,6 +285,10 @@ class FastScheduler(BlockCount, Progress):
         """A policy's reason not to admit waiting request ``r`` now ('' = no objection)."""
         return EMPTY
 
+    def one_left(self, r: int, computed: int) -> None:
+        """Prefilling request ``r`` has one prompt token left (``computed`` tokens in KV): it
+        decodes from the next step (vLLM: nothing more to note)."""
+
     def next_wakeup(self) -> float | None:
         """When (s) the policy wants to plan again with nothing arriving (vLLM: never)."""
         return None

@@ -52,6 +52,7 @@ def test_core_general_never_runs_the_fast_core(monkeypatch):
     ("static-offline", ("engine.enable_prefix_caching=true",), "general"),
     (None, ("scheduler=prefill-first",), "fast"),
     (None, ("scheduler=prefill-first", "engine.enable_prefix_caching=true"), "general"),
+    (None, ("scheduler=sarathi",), "fast"),
 ])
 def test_auto_picks_the_fast_core_where_it_runs(scenario, overrides, core):
     r, specs = prepared(scenario, *overrides)
@@ -63,7 +64,8 @@ def test_auto_picks_the_fast_core_where_it_runs(scenario, overrides, core):
 UNSUPPORTED = [
     ("static-offline.yaml", ("engine.enable_prefix_caching=true",),
      ["scheduler static with prefix caching"]),
-    ("default.yaml", ("scheduler=sarathi",), ["scheduler sarathi"]),
+    ("default.yaml", ("scheduler=sarathi", "admission=reserve"),
+     ["scheduler sarathi with prefix caching, KV reserved up front or admission reserve"]),
     ("contiguous-vs-paged.yaml", ("admission=reserve",),
      ["KV policy contiguous-max with vllm and admission reserve"]),
     ("swap-preemption.yaml", (), ["swap preemption"]),
