@@ -12,11 +12,12 @@ import dataclasses
 from pathlib import Path
 
 import numpy as np
+from hypothesis import reject
 
 from sim.config.load import load_scenario
-from sim.config.resolve import Resolved
+from sim.config.resolve import ConfigError, Resolved
 from sim.engine.requests import RequestSpecs
-from sim.pipeline import prepare
+from sim.pipeline import prepare, resolve_loaded
 from sim.runner import RunResult, simulate
 from sim.sched.base import Status
 
@@ -108,6 +109,18 @@ def same_runs(r: Resolved, specs: RequestSpecs) -> tuple[RunResult, RunResult]:
     assert_same(a, b)
     _, hooked = run_both_logged(r, specs)
     assert_same(a, hooked)  # a hook changes nothing
+    return a, b
+
+
+def same_random(sets: tuple[str, ...], specs: RequestSpecs) -> tuple[RunResult, RunResult]:
+    """``same_runs`` under the default scenario with ``sets`` (``--set`` overrides; a
+    hypothesis example they do not resolve is rejected); asserts which core ran each."""
+    try:
+        r = resolve_loaded(load_scenario(None, sets))
+    except ConfigError:  # a pool too small for one request, say
+        reject()
+    a, b = same_runs(r, specs)
+    assert (a.core, b.core) == ("general", "fast")
     return a, b
 
 
