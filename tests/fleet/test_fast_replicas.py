@@ -55,6 +55,16 @@ CASES = {
         "cluster={replicas: 3, router: {name: least_kv}, kv_report_interval_ms: 50}"),
     "open stream, horizon": ("workload.arrival.rate=40", "horizon_s=4",
                              _router("least_outstanding")),
+    # the other policies the fast core runs: v0's block manager, reservations
+    "closed, sarathi, tight KV": ("workload.arrival={process: closed, concurrency: 32}",
+                                  *TIGHT, "scheduler={name: sarathi, chunk_size: 100}",
+                                  "engine.enable_prefix_caching=false",
+                                  _router("least_outstanding", 2)),
+    "open stream, prefill-first, tight KV, least kv": (
+        "workload.arrival.rate=30", *TIGHT, "scheduler=prefill-first",
+        _router("least_kv", 2)),
+    "closed, orca, contiguous-exact": (CLOSED, "scheduler=orca", "kv.name=contiguous-exact",
+                                       _router("round_robin", 2)),
     # prefill/decode split: the decode pool prices transferred prompts (disagg.py)
     "disaggregated": ("scenarios/fleet-disagg.yaml", "workload.num_requests=300"),
     "disaggregated, closed, tight decode KV": (
