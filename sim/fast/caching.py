@@ -68,7 +68,8 @@ class CachingScheduler(FastScheduler):
         self.counting = False
         kv, held, upto = self.kv, self._held, self._upto
         tabled = 0
-        for r in (*self.running, *self.deferred, *also):
+        zombies = self.zombies  # finished, still running for a schedule: in deferred
+        for r in (*[r for r in self.running if r not in zombies], *self.deferred, *also):
             if held[r]:
                 kv.pool.take(r, held[r])
                 kv.held[r], tabled = held[r], tabled + held[r]

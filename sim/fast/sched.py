@@ -60,6 +60,10 @@ class FastScheduler(BlockCount, Progress):
         self.recomputed = 0  # tokens thrown away by preemption (tokens)
         self.alloc_failures = 0
         self.deferred: list[int] = []  # finished, blocks not freed yet (async scheduling)
+        # finished by the step just committed, still in the running list for the next
+        # schedule (async scheduling: sim/sched/base.py ``_zombies``)
+        self.zombies: set[int] = set()
+        self.replan = False  # async: the last plan only preempted (plan again at once)
         self._victims: list[int] = []
         self._pure = Planned()  # the plan of a step where every request decodes
         # why admission stopped at the last waiting pass; a step that preempted skips the
@@ -79,8 +83,19 @@ class FastScheduler(BlockCount, Progress):
         return capped_demand(self.known_of(r) - c, c, cap, self.lim.max_model_len)
 
     # ---- the step -----------------------------------------------------------------------
+    holds_finished = True  # async: finished requests stay running for one schedule
+
     def schedule(self) -> Planned | None:
-        """Plan the next step (None: nothing can run)."""
+        """Plan the next step (None: nothing can run, or, async, it only preempted:
+        ``_victims`` set, planned again once the step in flight is updated)."""
+        p = self._schedule()
+        if self.zombies:  # the step in flight's update: its finishes leave the list
+            z = self.zombies
+            self.running[:] = [r for r in self.running if r not in z]
+            z.clear()
+        return p
+
+    def _schedule(self) -> Planned | None:
         if not self.pre and not self.waiting and self.n_dec and not self._victims:
             p = self._pure_decode()
             if p is not None:
@@ -92,6 +107,10 @@ class FastScheduler(BlockCount, Progress):
             p.blocked = self.blocked
             if p.preempted and not p.num_reqs:
                 self._victims += p.preempted  # vLLM schedules again at once
+                if self.async_frees and self.holds_finished:  # after the step in flight's
+                    # update (VllmScheduler)
+                    self.replan = True
+                    return None
                 continue
             if not p.num_reqs:
                 return None
@@ -152,8 +171,12 @@ class FastScheduler(BlockCount, Progress):
         budget = self.lim.max_num_batched_tokens if budget is None else budget
         if not p.preempted:
             p.preempted = []
+        zombies = self.zombies
         while i < len(run) and budget > 0:
             r = run[i]
+            if zombies and r in zombies:  # finished in the step in flight: skipped
+                i += 1
+                continue
             c = self.ctx(r)
             grant = min(self.demand(r, c, cap), budget)
             nb = cdiv(c + grant, bs) - cdiv(c, bs)
@@ -163,7 +186,8 @@ class FastScheduler(BlockCount, Progress):
                 victim = self._victim()
                 at = len(run) - 1 if victim == run[-1] else (
                     run.index(victim) if victim in run else len(run))
-                granted = self._unschedule(p, victim) if at < i else 0
+                granted = self._unschedule(p, victim) if at < i and \
+                    victim not in zombies else 0
                 budget += granted
                 i -= at < i
                 if run is not self.running and at < len(run):
@@ -206,6 +230,12 @@ class FastScheduler(BlockCount, Progress):
         """Recompute preemption (vLLM v1); ``granted``: the tokens this step had given it
         (its blocks for them are freed too)."""
         self.npre[v] += 1
+        if v in self.zombies:  # finished in the step in flight: its blocks go now
+            self.zombies.discard(v)
+            self.running.remove(v)
+            self.deferred.remove(v)
+            self.release_finished([v])
+            return
         self.status[v] = 1  # WAITING
         if v == self.running[-1]:
             self.running.pop()

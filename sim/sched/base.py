@@ -123,6 +123,14 @@ class Scheduler(ABC):
         # finishes a step later (update_from_output runs after the next schedule())
         self.async_scheduling = False
         self._deferred: list[int] = []
+        # async scheduling: the requests finished by the step just committed stay in
+        # vLLM's running list for the next schedule() (update_from_output of that step runs
+        # after it, vllm/v1/engine/core.py step_with_batch_queue): each still takes a
+        # max_num_seqs slot and counts in the long-prefill cap's running + waiting, the
+        # running pass skips it (scheduler.py:663-676: it reached max_tokens) and a KV
+        # shortage may preempt it, which frees its blocks at once (``zombies``; policies
+        # that keep their own per-lane books opt out with ``holds_finished``)
+        self._zombies: set[int] = set()
         self.alloc_failures = 0  # running-pass block allocations that failed (each preempts)
         self.memory_blocked = np.zeros(n, dtype=bool)  # ever refused admission for lack of KV
         self.run_blocks = np.zeros(0, dtype=np.int64)  # cumulative new blocks, steps 1.. of a run
@@ -180,6 +188,11 @@ class Scheduler(ABC):
     def schedule(self, now: float) -> StepPlan | None:
         """Plan the next step at time ``now`` (seconds); None when nothing can run."""
 
+    def replan_now(self) -> bool:
+        """A plan that came back None preempted requests and must be made again at once
+        (async scheduling: after the step in flight is updated)."""
+        return False
+
     def next_wakeup(self, now: float) -> float | None:
         """A time (seconds) at which the scheduler wants to plan again while idle."""
         return None
@@ -190,8 +203,11 @@ class Scheduler(ABC):
 
     def _mark_scheduled(self, scheduled_tokens: int) -> None:
         # a prefix-cached block shared by several requests stores its tokens once
-        stored = int(self.computed[self.running].sum()) + scheduled_tokens - self.kv.shared_slots
-        self._at_schedule = (self.kv.num_used, len(self.running),
+        run = self.running
+        if self._zombies:  # finished: neither running nor storing for the reports
+            run = np.array([r for r in run.tolist() if r not in self._zombies], dtype=np.int64)
+        stored = int(self.computed[run].sum()) + scheduled_tokens - self.kv.shared_slots
+        self._at_schedule = (self.kv.num_used, len(run),
                              len(self.waiting) + len(self.swapped), stored, self.blocked_reason())
 
     def run_kv_fractions(self, plan: StepPlan) -> list[float]:
@@ -213,10 +229,13 @@ class Scheduler(ABC):
         it has room: the request keeps its computed tokens and joins ``swapped``.
         """
         self.num_preemptions[req] += 1
-        if self.spec is not None and req in self.spec.ghosts:
+        ghost = self.spec is not None and req in self.spec.ghosts
+        if ghost or req in self._zombies:
             # a request finished in the step in flight, preempted before vLLM learns it:
             # its blocks go now, it stays finished
-            self.spec.ghosts.discard(req)
+            if ghost:
+                self.spec.ghosts.discard(req)
+            self._zombies.discard(req)
             self.running = self.running[self.running != req]
             if req in self._deferred:
                 self._deferred.remove(req)
@@ -420,17 +439,34 @@ class Scheduler(ABC):
             self.kv.free_many(self._deferred)
             self._deferred = []
 
+    # async: finished requests stay running for one schedule (vLLM v1's schedulers, which
+    # then drop them: drop_zombies)
+    holds_finished = False
+
     def _finish(self, finished: np.ndarray) -> None:
         if self.async_scheduling:
             self._deferred.extend(finished.tolist())
         else:
             self.kv.free_many(finished.tolist())
         self.status[finished] = _FINISHED
+        if self.async_scheduling and self.holds_finished:  # zombies until the next plan
+            ghosts = self.spec.ghosts if self.spec is not None else ()
+            self._zombies.update(r for r in finished.tolist() if r not in ghosts)
+            return
         keep = self.status[self.running] == _RUNNING
         if self.spec is not None and self.spec.ghosts:  # scheduled once more (async)
             ghosts = self.spec.ghosts
             keep |= np.array([r in ghosts for r in self.running.tolist()], dtype=bool)
         self.running = self.running[keep]
+
+    def drop_zombies(self) -> None:
+        """The requests finished by the step before the plan just made leave the running
+        list (vLLM's update_from_output of that step)."""
+        if self._zombies:
+            z = self._zombies
+            self.running = np.array([r for r in self.running.tolist() if r not in z],
+                                    dtype=np.int64)
+            z.clear()
 
     # ---- end of run -------------------------------------------------------------------
     def unfinished(self) -> np.ndarray:
