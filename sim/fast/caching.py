@@ -140,13 +140,13 @@ class CachingScheduler(FastScheduler):
         kv = self.kv
         kv.settle(r, cdiv(computed, self.bs) - int(kv.held[r]))
 
-    def _release(self, r, computed, preempted=False):
+    def _release(self, r, computed, preempted=False, cached=None):
         if self.counting:
             self._materialize(r)  # a preempted request's blocks get keys: they can be found
         self._flush()
         self._settle(r, computed)
         if preempted:
-            self.kv.preempt(r, computed)
+            self.kv.preempt(r, computed, cached)
         else:
             self.kv.free(r)
         self._sync()

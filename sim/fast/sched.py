@@ -242,6 +242,8 @@ class FastScheduler(BlockCount, Progress):
         else:
             self.running.remove(v)
         c = self.ctx(v)
+        cached = self._cached_upto(v, granted > 0) if self.async_frees and \
+            self.holds_finished else None
         if self.dec[v]:
             if v not in self.stale:
                 self.close_run(v, self.g - 1)
@@ -250,10 +252,23 @@ class FastScheduler(BlockCount, Progress):
             self.drop_dec(v)
         else:
             self.pre.remove(v)
-        self._release(v, c + granted, preempted=True)
+        self._release(v, c + granted, preempted=True, cached=cached)
         self.recomputed += c
         self.comp[v] = 0
         self.waiting.appendleft(v)
+
+    def _cached_upto(self, v: int, scheduled: bool) -> int:
+        """Async scheduling: the tokens of victim ``v`` whose blocks vLLM has hashed, its
+        known tokens less those emitted in the step in flight and, unless this plan
+        scheduled it, the step before (sim/sched/base.py ``_cached_upto``); read from its
+        emission runs before they are closed."""
+        n = self.g - 1  # the step in flight (the last committed)
+        rs = self.run_start.get(v)
+        open_run = rs is not None and v not in self.stale  # emitted in every step since rs
+        lag = int(open_run)
+        if not scheduled:
+            lag += int((open_run and rs <= n - 1) or self.last_emit.get(v) == n - 1)
+        return self.known_of(v) - lag
 
     def _waiting(self, p: Planned, budget: int, cap: int) -> int:
         """Admit in queue order (VllmScheduler._schedule_waiting): stop at the first request

@@ -131,6 +131,12 @@ class Scheduler(ABC):
         # shortage may preempt it, which frees its blocks at once (``zombies``; policies
         # that keep their own per-lane books opt out with ``holds_finished``)
         self._zombies: set[int] = set()
+        # the last two steps each request emitted in (step indices; -2: none) and the index
+        # of the last step committed: async scheduling's prefix cache lags (_cached_upto)
+        self._emit_last = np.full(n, -2, dtype=np.int64)
+        self._emit_prev = np.full(n, -2, dtype=np.int64)
+        self._steps_done = 0
+        self._victim_scheduled = False  # the victim being preempted was scheduled this plan
         self.alloc_failures = 0  # running-pass block allocations that failed (each preempts)
         self.memory_blocked = np.zeros(n, dtype=bool)  # ever refused admission for lack of KV
         self.run_blocks = np.zeros(0, dtype=np.int64)  # cumulative new blocks, steps 1.. of a run
@@ -255,10 +261,29 @@ class Scheduler(ABC):
         if host is not None and self.kv.held[req] and host.on_full != swap.RECOMPUTE:
             self._swap_space_full(req)  # vLLM v0 fails the request, or the engine
             return
-        self.kv.preempt(req, int(self.computed[req]))
+        self.kv.preempt(req, int(self.computed[req]), self._cached_upto(req))
         self.recomputed_tokens += int(self.computed[req])
         self.computed[req] = 0
         self.waiting.prepend(req)
+
+    def _cached_upto(self, req: int) -> int | None:
+        """Async scheduling with a prefix cache: the tokens of ``req`` whose blocks vLLM
+        has hashed when it preempts it (None: all it computed). vLLM hashes a block once its
+        tokens are known: at allocate_slots (capped at the tokens known then,
+        kv_cache_manager.py:607-616) or at the update of a step that ran it
+        (async_scheduler.py:73-77, only while it is RUNNING). Planning behind the step in
+        flight, it knows neither that step's tokens nor the ones of the step before it
+        until their updates, so a victim preempted before this plan scheduled it lacks the
+        KV of the tokens those two steps emitted (one scheduled in this plan: those of the
+        step in flight); those blocks are freed unhashed. Without drafts only."""
+        if not (self.async_scheduling and self.holds_finished and self.kv.tracks_computed
+                and self.spec is None):
+            return None
+        last, prev, n = int(self._emit_last[req]), int(self._emit_prev[req]), self._steps_done
+        lag = int(last == n)
+        if not self._victim_scheduled:
+            lag += int(last == n - 1 or prev == n - 1)
+        return int(self.known_tokens[req]) - lag
 
     def _swap_space_full(self, req: int) -> None:
         """A swap victim that does not fit the host pool (``sim.kv.swap``): it fails, or
@@ -336,6 +361,13 @@ class Scheduler(ABC):
                 self.spec.forget(finished.tolist())
             live = emitted[self.status[emitted] == _RUNNING]
             self.spec.drafts[live] = self.spec.k
+        n = self._steps_done + k  # the index of the plan's last step (from 1)
+        if k == 1:
+            self._emit_prev[emitted] = self._emit_last[emitted]
+        else:  # a run: every request emitted in each of its steps
+            self._emit_prev[emitted] = n - 1
+        self._emit_last[emitted] = n
+        self._steps_done = n
         first = emitted[gen_before == 0]
         if stored is None:
             stored = stored0 + len(ids) * np.arange(k) if k > 1 else np.array([stored0])

@@ -276,9 +276,12 @@ class VllmScheduler(Scheduler):
         while not self.allocate(req, slots, cached=cached):
             self.alloc_failures += 1
             victim = self.pick_victim(batch)
-            if victim != req and batch.contains(victim):
+            scheduled = victim != req and batch.contains(victim)
+            if scheduled:
                 budget += batch.remove(victim) + self._slots
+            self._victim_scheduled = scheduled
             self._preempt(victim)
+            self._victim_scheduled = False
             preempted.append(victim)
             if victim == req:
                 return budget, False
