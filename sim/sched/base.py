@@ -134,6 +134,7 @@ class Scheduler(ABC):
         # the last two steps each request emitted in (step indices; -2: none) and the index
         # of the last step committed: async scheduling's prefix cache lags (_cached_upto)
         self._emit_last = np.full(n, -2, dtype=np.int64)
+        self._emit_last_n = np.zeros(n, dtype=np.int64)  # tokens emitted then (drafts: 1 + a)
         self._emit_prev = np.full(n, -2, dtype=np.int64)
         self._steps_done = 0
         self._victim_scheduled = False  # the victim being preempted was scheduled this plan
@@ -274,13 +275,14 @@ class Scheduler(ABC):
         (async_scheduler.py:73-77, only while it is RUNNING). Planning behind the step in
         flight, it knows neither that step's tokens nor the ones of the step before it
         until their updates, so a victim preempted before this plan scheduled it lacks the
-        KV of the tokens those two steps emitted (one scheduled in this plan: those of the
-        step in flight); those blocks are freed unhashed. Without drafts only."""
-        if not (self.async_scheduling and self.holds_finished and self.kv.tracks_computed
-                and self.spec is None):
+        KV of the tokens the step in flight emitted and of the last token the step before it
+        emitted (that step's update hashes all but its last: num_computed_tokens less the
+        placeholders of the step in flight); one scheduled in this plan lacks those of the
+        step in flight only. Those blocks are freed unhashed."""
+        if not (self.async_scheduling and self.holds_finished and self.kv.tracks_computed):
             return None
         last, prev, n = int(self._emit_last[req]), int(self._emit_prev[req]), self._steps_done
-        lag = int(last == n)
+        lag = int(self._emit_last_n[req]) if last == n else 0
         if not self._victim_scheduled:
             lag += int(last == n - 1 or prev == n - 1)
         return int(self.known_tokens[req]) - lag
@@ -367,6 +369,8 @@ class Scheduler(ABC):
         else:  # a run: every request emitted in each of its steps
             self._emit_prev[emitted] = n - 1
         self._emit_last[emitted] = n
+        self._emit_last_n[emitted] = self.generated[emitted] - gen_before if k == 1 or \
+            plan.step_contexts is not None else 1
         self._steps_done = n
         first = emitted[gen_before == 0]
         if stored is None:

@@ -37,7 +37,7 @@ ASYNC_SPEC = [n for n in case_names() if n.startswith("async_spec_")]
 
 
 def test_the_fast_core_runs_most_cases():
-    assert len(FAST) == 30 and len(ASYNC) == 16 and len(SPEC) == 10 and len(ASYNC_SPEC) == 7
+    assert len(FAST) == 30 and len(ASYNC) == 17 and len(SPEC) == 10 and len(ASYNC_SPEC) == 8
     assert sorted(FAST + SPEC + ASYNC_SPEC) == case_names()
     assert {"priority_poisson", "priority_ties"} <= set(FAST)
     assert {"prefix_shared", "prefix_mooncake", "prefix_recompute_tight"} <= set(FAST)
@@ -85,7 +85,8 @@ def test_the_cases_cover_what_they_claim():
     assert engine["async_priority_finish_cap"]["long_prefill_token_threshold"] == 8
     # async + prefix caching: preempted requests find only what vLLM hashed before the two
     # steps it plans behind
-    for n in ("async_prefix_recompute_lag", "async_priority_prefix_lag"):
+    for n in ("async_prefix_recompute_lag", "async_priority_prefix_lag",
+              "async_spec_priority_prefix_lag"):
         assert engine[n]["enable_prefix_caching"] and preempted[n] > 0
     # async scheduling with speculative decoding: eagle K = 1 and 3, GPU n-gram K = 5 (vLLM
     # refuses async with host n-gram), a draft model K = 3, tight KV, prefix caching,
