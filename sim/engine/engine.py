@@ -119,9 +119,11 @@ class Engine:
                 plan = sched.schedule(self.clock / 1e9)
             except EngineStopped:  # the modelled server failed (vLLM v0: swap space full)
                 break
-            if plan is None and self._lagging():
-                # nothing was in flight to plan behind: vLLM schedules at once, seeing every
-                # arrival and every finish so far
+            lagging = self._lagging()
+            while plan is None and (lagging or sched.replan_now()):
+                # nothing was in flight to plan behind (or the plan only preempted, async):
+                # vLLM schedules at once, seeing every arrival and every finish so far
+                lagging = False
                 sched.flush_frees()
                 self._deliver(self.clock)
                 plan = sched.schedule(self.clock / 1e9)
@@ -131,6 +133,7 @@ class Engine:
                 continue
             yield from self._execute(plan)
         sched.flush_frees()  # the run is over: nothing plans behind the last finishes
+        sched.drop_zombies()
         if self.clock >= self.stop and self.last_start is not None:
             # a decode run no arrival could join (interruptible False) ran on past arrivals;
             # hand them over as single steps would have at the steps they ran through, so a

@@ -61,7 +61,10 @@ class ReserveAdmission:
         skipped = set(p.skipped)
         dec, base, comp, known, prompt = self.dec, self.base, self.comp, self.known, self.prompt
         ids, gen, held = [], [], []
+        zombies = self.zombies  # finished in the step in flight: they need nothing more
         for q in self.running:
+            if q in zombies:
+                continue
             ids.append(q)
             if dec[q]:
                 ctx = base[q] + g

@@ -43,8 +43,10 @@ class BlockCount:
         sim/sched/base.py update allocates them)."""
         self.used += n
 
-    def _release(self, r: int, computed: int, preempted: bool = False) -> None:
-        """``r`` (finished or preempted, with ``computed`` tokens in KV) frees its blocks."""
+    def _release(self, r: int, computed: int, preempted: bool = False,
+                 cached: int | None = None) -> None:
+        """``r`` (finished or preempted, with ``computed`` tokens in KV) frees its blocks
+        (``cached``: a prefix cache hashes at most its first that many tokens)."""
         self.used -= cdiv(computed, self.bs)
 
     def release_finished(self, reqs: list[int]) -> None:

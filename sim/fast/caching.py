@@ -68,7 +68,8 @@ class CachingScheduler(FastScheduler):
         self.counting = False
         kv, held, upto = self.kv, self._held, self._upto
         tabled = 0
-        for r in (*self.running, *self.deferred, *also):
+        zombies = self.zombies  # finished, still running for a schedule: in deferred
+        for r in (*[r for r in self.running if r not in zombies], *self.deferred, *also):
             if held[r]:
                 kv.pool.take(r, held[r])
                 kv.held[r], tabled = held[r], tabled + held[r]
@@ -139,13 +140,13 @@ class CachingScheduler(FastScheduler):
         kv = self.kv
         kv.settle(r, cdiv(computed, self.bs) - int(kv.held[r]))
 
-    def _release(self, r, computed, preempted=False):
+    def _release(self, r, computed, preempted=False, cached=None):
         if self.counting:
             self._materialize(r)  # a preempted request's blocks get keys: they can be found
         self._flush()
         self._settle(r, computed)
         if preempted:
-            self.kv.preempt(r, computed)
+            self.kv.preempt(r, computed, cached)
         else:
             self.kv.free(r)
         self._sync()

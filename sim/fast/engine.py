@@ -129,7 +129,9 @@ class FastEngine:
             if clocked:
                 s.now_s = self.clock / 1e9
             p = s.schedule()
-            if p is None and lagging:  # nothing in flight to plan behind: at once, as vLLM
+            while p is None and (lagging or s.replan):
+                # nothing in flight to plan behind (or it only preempted): at once, as vLLM
+                lagging = s.replan = False
                 s.flush_frees()
                 self.seen = self.clock
                 self._deliver(self.clock)
@@ -171,6 +173,9 @@ class FastEngine:
             if self.progress is not None:
                 self.progress(self.clock / NS_PER_S)
         s.flush_frees()  # the run is over: nothing plans behind the last finishes
+        if s.zombies:
+            s.running[:] = [r for r in s.running if r not in s.zombies]
+            s.zombies.clear()
         if self.clock >= self.stop and self.last_start is not None:
             self._deliver(self.last_start)  # as the general engine hands them over
         s.open_runs()
@@ -358,8 +363,12 @@ class FastEngine:
         out = done + ending if ending else done
         s.free_finished(out)
         running, status, last_emit = s.running, s.status, s.last_emit
+        keep = s.async_frees and s.holds_finished  # running for one more schedule (async)
+        if keep:
+            s.zombies.update(out)
         for r in out:
-            running.remove(r)
+            if not keep:
+                running.remove(r)
             status[r] = 3  # FINISHED
             last_emit.pop(r, None)  # it emits no more
         return out

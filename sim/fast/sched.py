@@ -63,6 +63,10 @@ class FastScheduler(BlockCount, Progress):
         self.recomputed = 0  # tokens thrown away by preemption (tokens)
         self.alloc_failures = 0
         self.deferred: list[int] = []  # finished, blocks not freed yet (async scheduling)
+        # finished by the step just committed, still in the running list for the next
+        # schedule (async scheduling: sim/sched/base.py ``_zombies``)
+        self.zombies: set[int] = set()
+        self.replan = False  # async: the last plan only preempted (plan again at once)
         self._victims: list[int] = []
         self._pure = Planned()  # the plan of a step where every request decodes
         # why admission stopped at the last waiting pass; a step that preempted skips the
@@ -82,8 +86,19 @@ class FastScheduler(BlockCount, Progress):
         return capped_demand(self.known_of(r) - c, c, cap, self.lim.max_model_len)
 
     # ---- the step -----------------------------------------------------------------------
+    holds_finished = True  # async: finished requests stay running for one schedule
+
     def schedule(self) -> Planned | None:
-        """Plan the next step (None: nothing can run)."""
+        """Plan the next step (None: nothing can run, or, async, it only preempted:
+        ``_victims`` set, planned again once the step in flight is updated)."""
+        p = self._schedule()
+        if self.zombies:  # the step in flight's update: its finishes leave the list
+            z = self.zombies
+            self.running[:] = [r for r in self.running if r not in z]
+            z.clear()
+        return p
+
+    def _schedule(self) -> Planned | None:
         if not self.pre and not self.waiting and self.n_dec and not self._victims:
             p = self._pure_decode()
             if p is not None:
@@ -95,6 +110,10 @@ class FastScheduler(BlockCount, Progress):
             p.blocked = self.blocked
             if p.preempted and not p.num_reqs:
                 self._victims += p.preempted  # vLLM schedules again at once
+                if self.async_frees and self.holds_finished:  # after the step in flight's
+                    # update (VllmScheduler)
+                    self.replan = True
+                    return None
                 continue
             if not p.num_reqs:
                 return None
@@ -155,8 +174,12 @@ class FastScheduler(BlockCount, Progress):
         budget = self.lim.max_num_batched_tokens if budget is None else budget
         if not p.preempted:
             p.preempted = []
+        zombies = self.zombies
         while i < len(run) and budget > 0:
             r = run[i]
+            if zombies and r in zombies:  # finished in the step in flight: skipped
+                i += 1
+                continue
             c = self.ctx(r)
             grant = min(self.demand(r, c, cap), budget)
             nb = self.new_blocks(r, c, c + grant)
@@ -166,7 +189,8 @@ class FastScheduler(BlockCount, Progress):
                 victim = self._victim()
                 at = len(run) - 1 if victim == run[-1] else (
                     run.index(victim) if victim in run else len(run))
-                granted = self._unschedule(p, victim) if at < i else 0
+                granted = self._unschedule(p, victim) if at < i and \
+                    victim not in zombies else 0
                 budget += granted
                 i -= at < i
                 if run is not self.running and at < len(run):
@@ -209,12 +233,20 @@ class FastScheduler(BlockCount, Progress):
         """Recompute preemption (vLLM v1); ``granted``: the tokens this step had given it
         (its blocks for them are freed too)."""
         self.npre[v] += 1
+        if v in self.zombies:  # finished in the step in flight: its blocks go now
+            self.zombies.discard(v)
+            self.running.remove(v)
+            self.deferred.remove(v)
+            self.release_finished([v])
+            return
         self.status[v] = 1  # WAITING
         if v == self.running[-1]:
             self.running.pop()
         else:
             self.running.remove(v)
         c = self.ctx(v)
+        cached = self._cached_upto(v, granted > 0) if self.async_frees and \
+            self.holds_finished else None
         if self.dec[v]:
             if v not in self.stale:
                 self.close_run(v, self.g - 1)
@@ -223,10 +255,23 @@ class FastScheduler(BlockCount, Progress):
             self.drop_dec(v)
         else:
             self.pre.remove(v)
-        self._release(v, c + granted, preempted=True)
+        self._release(v, c + granted, preempted=True, cached=cached)
         self.recomputed += c
         self.comp[v] = 0
         self.waiting.appendleft(v)
+
+    def _cached_upto(self, v: int, scheduled: bool) -> int:
+        """Async scheduling: the tokens of victim ``v`` whose blocks vLLM has hashed, its
+        known tokens less those emitted in the step in flight and, unless this plan
+        scheduled it, the step before (sim/sched/base.py ``_cached_upto``); read from its
+        emission runs before they are closed."""
+        n = self.g - 1  # the step in flight (the last committed)
+        rs = self.run_start.get(v)
+        open_run = rs is not None and v not in self.stale  # emitted in every step since rs
+        lag = int(open_run)
+        if not scheduled:
+            lag += int((open_run and rs <= n - 1) or self.last_emit.get(v) == n - 1)
+        return self.known_of(v) - lag
 
     def _waiting(self, p: Planned, budget: int, cap: int) -> int:
         """Admit in queue order (VllmScheduler._schedule_waiting): stop at the first request

@@ -131,8 +131,9 @@ class KVManager(ABC):
             ok = self.allocate(req, int((self.held[req] + extra[i]) * self.block_size))
             assert ok, "grow called with an allocation that does not fit"
 
-    def preempt(self, req: int, computed_tokens: int) -> None:
-        """Free a recompute-preempted request; a prefix cache keeps its computed KV findable."""
+    def preempt(self, req: int, computed_tokens: int, cached: int | None = None) -> None:
+        """Free a recompute-preempted request; a prefix cache keeps its computed KV findable
+        (``cached``: at most its first that many tokens, the rest freed unhashed)."""
         self.free(req)
 
     # ---- prefix caching hooks (no-ops unless the policy caches) ----------------

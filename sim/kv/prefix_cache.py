@@ -202,14 +202,18 @@ class PrefixCachingKV(PagedKV):
         self.published[req] = stop
 
     # ---- freeing ---------------------------------------------------------------------
-    def preempt(self, req, computed_tokens):
+    def preempt(self, req, computed_tokens, cached=None):
         """Publish ``req``'s full blocks under their keys, then free them. vLLM hashes a block
         as soon as a step is scheduled to fill it (``cache_blocks`` in ``allocate_slots``,
         ``vllm/v1/core/kv_cache_manager.py:607-616``), so a victim already scheduled in this
-        step keeps the keys of the blocks that step would have filled."""
+        step keeps the keys of the blocks that step would have filled. ``cached``: at most
+        the blocks its first that many tokens fill are hashed (async scheduling: the
+        scheduler's ``_cached_upto``); the rest are freed as unhashed ones."""
         self.preempted[req] = 1  # its own blocks get keys; hits on them may follow
         table = self.pool.tables.get(req, [])
         upto = max(int(computed_tokens), int(self.upto[req]))
+        if cached is not None:
+            upto = min(upto, cached)
         self._publish(req, upto)
         done = upto // self.block_size
         start = self._n_shared[req]

@@ -82,6 +82,8 @@ class Reserve(Admission):
 
     def allows(self, req, generated):
         run = self.sched.running
+        if self.sched._zombies:  # finished in the step in flight: they need nothing more
+            run = run[~np.isin(run, list(self.sched._zombies))]
         ahead = int(self._need(run, self.sched.generated[run]).sum()) if len(run) else 0
         own = int(self._need(np.array([req]), np.array([generated]))[0])
         return self.fits(own + ahead, self.kv.num_free)

@@ -123,6 +123,21 @@ class Scheduler(ABC):
         # finishes a step later (update_from_output runs after the next schedule())
         self.async_scheduling = False
         self._deferred: list[int] = []
+        # async scheduling: the requests finished by the step just committed stay in
+        # vLLM's running list for the next schedule() (update_from_output of that step runs
+        # after it, vllm/v1/engine/core.py step_with_batch_queue): each still takes a
+        # max_num_seqs slot and counts in the long-prefill cap's running + waiting, the
+        # running pass skips it (scheduler.py:663-676: it reached max_tokens) and a KV
+        # shortage may preempt it, which frees its blocks at once (``zombies``; policies
+        # that keep their own per-lane books opt out with ``holds_finished``)
+        self._zombies: set[int] = set()
+        # the last two steps each request emitted in (step indices; -2: none) and the index
+        # of the last step committed: async scheduling's prefix cache lags (_cached_upto)
+        self._emit_last = np.full(n, -2, dtype=np.int64)
+        self._emit_last_n = np.zeros(n, dtype=np.int64)  # tokens emitted then (drafts: 1 + a)
+        self._emit_prev = np.full(n, -2, dtype=np.int64)
+        self._steps_done = 0
+        self._victim_scheduled = False  # the victim being preempted was scheduled this plan
         self.alloc_failures = 0  # running-pass block allocations that failed (each preempts)
         self.memory_blocked = np.zeros(n, dtype=bool)  # ever refused admission for lack of KV
         self.run_blocks = np.zeros(0, dtype=np.int64)  # cumulative new blocks, steps 1.. of a run
@@ -180,6 +195,11 @@ class Scheduler(ABC):
     def schedule(self, now: float) -> StepPlan | None:
         """Plan the next step at time ``now`` (seconds); None when nothing can run."""
 
+    def replan_now(self) -> bool:
+        """A plan that came back None preempted requests and must be made again at once
+        (async scheduling: after the step in flight is updated)."""
+        return False
+
     def next_wakeup(self, now: float) -> float | None:
         """A time (seconds) at which the scheduler wants to plan again while idle."""
         return None
@@ -190,8 +210,11 @@ class Scheduler(ABC):
 
     def _mark_scheduled(self, scheduled_tokens: int) -> None:
         # a prefix-cached block shared by several requests stores its tokens once
-        stored = int(self.computed[self.running].sum()) + scheduled_tokens - self.kv.shared_slots
-        self._at_schedule = (self.kv.num_used, len(self.running),
+        run = self.running
+        if self._zombies:  # finished: neither running nor storing for the reports
+            run = np.array([r for r in run.tolist() if r not in self._zombies], dtype=np.int64)
+        stored = int(self.computed[run].sum()) + scheduled_tokens - self.kv.shared_slots
+        self._at_schedule = (self.kv.num_used, len(run),
                              len(self.waiting) + len(self.swapped), stored, self.blocked_reason())
 
     def run_kv_fractions(self, plan: StepPlan) -> list[float]:
@@ -213,10 +236,13 @@ class Scheduler(ABC):
         it has room: the request keeps its computed tokens and joins ``swapped``.
         """
         self.num_preemptions[req] += 1
-        if self.spec is not None and req in self.spec.ghosts:
+        ghost = self.spec is not None and req in self.spec.ghosts
+        if ghost or req in self._zombies:
             # a request finished in the step in flight, preempted before vLLM learns it:
             # its blocks go now, it stays finished
-            self.spec.ghosts.discard(req)
+            if ghost:
+                self.spec.ghosts.discard(req)
+            self._zombies.discard(req)
             self.running = self.running[self.running != req]
             if req in self._deferred:
                 self._deferred.remove(req)
@@ -236,10 +262,30 @@ class Scheduler(ABC):
         if host is not None and self.kv.held[req] and host.on_full != swap.RECOMPUTE:
             self._swap_space_full(req)  # vLLM v0 fails the request, or the engine
             return
-        self.kv.preempt(req, int(self.computed[req]))
+        self.kv.preempt(req, int(self.computed[req]), self._cached_upto(req))
         self.recomputed_tokens += int(self.computed[req])
         self.computed[req] = 0
         self.waiting.prepend(req)
+
+    def _cached_upto(self, req: int) -> int | None:
+        """Async scheduling with a prefix cache: the tokens of ``req`` whose blocks vLLM
+        has hashed when it preempts it (None: all it computed). vLLM hashes a block once its
+        tokens are known: at allocate_slots (capped at the tokens known then,
+        kv_cache_manager.py:607-616) or at the update of a step that ran it
+        (async_scheduler.py:73-77, only while it is RUNNING). Planning behind the step in
+        flight, it knows neither that step's tokens nor the ones of the step before it
+        until their updates, so a victim preempted before this plan scheduled it lacks the
+        KV of the tokens the step in flight emitted and of the last token the step before it
+        emitted (that step's update hashes all but its last: num_computed_tokens less the
+        placeholders of the step in flight); one scheduled in this plan lacks those of the
+        step in flight only. Those blocks are freed unhashed."""
+        if not (self.async_scheduling and self.holds_finished and self.kv.tracks_computed):
+            return None
+        last, prev, n = int(self._emit_last[req]), int(self._emit_prev[req]), self._steps_done
+        lag = int(self._emit_last_n[req]) if last == n else 0
+        if not self._victim_scheduled:
+            lag += int(last == n - 1 or prev == n - 1)
+        return int(self.known_tokens[req]) - lag
 
     def _swap_space_full(self, req: int) -> None:
         """A swap victim that does not fit the host pool (``sim.kv.swap``): it fails, or
@@ -317,6 +363,15 @@ class Scheduler(ABC):
                 self.spec.forget(finished.tolist())
             live = emitted[self.status[emitted] == _RUNNING]
             self.spec.drafts[live] = self.spec.k
+        n = self._steps_done + k  # the index of the plan's last step (from 1)
+        if k == 1:
+            self._emit_prev[emitted] = self._emit_last[emitted]
+        else:  # a run: every request emitted in each of its steps
+            self._emit_prev[emitted] = n - 1
+        self._emit_last[emitted] = n
+        self._emit_last_n[emitted] = self.generated[emitted] - gen_before if k == 1 or \
+            plan.step_contexts is not None else 1
+        self._steps_done = n
         first = emitted[gen_before == 0]
         if stored is None:
             stored = stored0 + len(ids) * np.arange(k) if k > 1 else np.array([stored0])
@@ -420,17 +475,34 @@ class Scheduler(ABC):
             self.kv.free_many(self._deferred)
             self._deferred = []
 
+    # async: finished requests stay running for one schedule (vLLM v1's schedulers, which
+    # then drop them: drop_zombies)
+    holds_finished = False
+
     def _finish(self, finished: np.ndarray) -> None:
         if self.async_scheduling:
             self._deferred.extend(finished.tolist())
         else:
             self.kv.free_many(finished.tolist())
         self.status[finished] = _FINISHED
+        if self.async_scheduling and self.holds_finished:  # zombies until the next plan
+            ghosts = self.spec.ghosts if self.spec is not None else ()
+            self._zombies.update(r for r in finished.tolist() if r not in ghosts)
+            return
         keep = self.status[self.running] == _RUNNING
         if self.spec is not None and self.spec.ghosts:  # scheduled once more (async)
             ghosts = self.spec.ghosts
             keep |= np.array([r in ghosts for r in self.running.tolist()], dtype=bool)
         self.running = self.running[keep]
+
+    def drop_zombies(self) -> None:
+        """The requests finished by the step before the plan just made leave the running
+        list (vLLM's update_from_output of that step)."""
+        if self._zombies:
+            z = self._zombies
+            self.running = np.array([r for r in self.running.tolist() if r not in z],
+                                    dtype=np.int64)
+            z.clear()
 
     # ---- end of run -------------------------------------------------------------------
     def unfinished(self) -> np.ndarray:

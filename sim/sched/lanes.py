@@ -115,6 +115,7 @@ class LanesScheduler(VllmScheduler):
                    "reserved share of max_num_seqs and KV; batch uses the rest")
     Params = LanesParams
     folds_verify = False  # its runs keep the batch lane's room (_run_length): one step each
+    holds_finished = False  # its lane books count running requests: finishes leave at once
 
     def __init__(self, specs, limits, kv, params=None, admission=None):
         params = params if params is not None else self.Params()

@@ -34,6 +34,7 @@ class OrcaScheduler(VllmScheduler):
                    "up front (needs kv contiguous-max or contiguous-exact)")
     #: KV policies this scheduler runs with (checked by the scenario and here)
     kv_policies = RESERVATION_POLICIES
+    holds_finished = False  # not vLLM v1's loop: a finish leaves the running list at once
 
     def __init__(self, specs, limits, kv, params=None, admission=None):
         if not kv.reserves_up_front:

@@ -58,6 +58,7 @@ class StaticParams(Validated):
 @SCHEDULERS.register("static")
 class StaticScheduler(VllmScheduler):
     """Fixed batches: fill (or time out), prefill all, decode until the longest finishes."""
+    holds_finished = False  # not vLLM v1's loop: a finish leaves the running list at once
 
     description = ("static batching (FasterTransformer-style): fill batch_size or wait "
                    "max_wait_s, run to the longest member, no admission mid-batch")

@@ -54,6 +54,7 @@ class V0Scheduler(vllm_sched.VllmScheduler):
     """vLLM v1's plans, decode runs and commit, with v0's service order and memory rules."""
 
     prefix_caching_by_default = False  # vLLM v0 had it off unless asked
+    holds_finished = False  # v0's loop: a finished request leaves the running list at once
 
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)

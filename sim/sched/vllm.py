@@ -75,14 +75,20 @@ class VllmScheduler(Scheduler):
     description = "vLLM v1: token-budget continuous batching, chunked prefill, FCFS, recompute"
     prefix_caching_by_default = True  # vLLM v1's default (vllm/config/cache.py:141)
     folds_verify = True  # speculative verify steps fold into runs (_verify_run)
+    holds_finished = True  # async: finished requests stay running for one schedule (base)
 
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)
         self._blocked = EMPTY
         self._victims: list[int] = []  # preempted by a step that then scheduled nothing
+        self._replan = False  # async: the last plan only preempted (replan_now)
 
     def blocked_reason(self) -> str:
         return self._blocked
+
+    def replan_now(self) -> bool:
+        replan, self._replan = self._replan, False
+        return replan
 
     # ---- hooks for policies --------------------------------------------------------
     def running_order(self) -> np.ndarray:
@@ -126,6 +132,7 @@ class VllmScheduler(Scheduler):
         plan = self._schedule_step(now)
         if self.spec is not None and self.spec.ghosts:
             self.spec_drop_ghosts(plan)
+        self.drop_zombies()
         return plan
 
     def _schedule_step(self, now: float) -> StepPlan | None:
@@ -142,9 +149,15 @@ class VllmScheduler(Scheduler):
         if not preempted:
             admitted = self._schedule_waiting(budget, batch)
         if preempted and batch.num_reqs == 0:
-            # a request preempted itself before anyone was scheduled (possible with a victim
-            # order other than the tail): vLLM's engine just schedules again, at once
+            # a request preempted itself before anyone was scheduled (a victim order other
+            # than the tail, or async scheduling's finished requests ahead of it): vLLM's
+            # engine just schedules again, at once; async, the empty batch takes the queue's
+            # second slot, so the step in flight is updated first (the engine's lagging
+            # re-plan: its finishes freed, arrivals to its end seen)
             self._victims += preempted  # reported with the plan that follows
+            if self.async_scheduling and self.holds_finished:
+                self._replan = True
+                return None
             return self._schedule_step(now)
         return self._plan(batch, preempted, admitted)
 
@@ -188,7 +201,10 @@ class VllmScheduler(Scheduler):
         if cap > 0:
             np.minimum(need, cap, out=need)
         # never binds for admitted requests (prompt + output <= max_model_len), kept for parity
-        return np.minimum(need, self.limits.max_model_len - 1 - comp, out=need)
+        np.minimum(need, self.limits.max_model_len - 1 - comp, out=need)
+        if self._zombies:  # finished in the step in flight: skipped (scheduler.py:663-676)
+            need[np.isin(ids, list(self._zombies))] = 0
+        return need
 
     def _demand_one(self, req: int, comp: int, budget: int | None = None) -> int:
         """``_demand`` of one request, in Python ints; with ``budget`` (a waiting request
@@ -208,14 +224,17 @@ class VllmScheduler(Scheduler):
             seg = order[pos:] if pos else order
             comp = self.computed[seg]
             need = self._demand(seg, comp)
-            # a draft model's drafting slot: each scheduled request takes one more
-            cum = np.cumsum(need + slots) if slots else np.cumsum(need)
-            if cum[-1] <= budget + slots:  # everyone gets all they ask for: the common case
+            # a draft model's drafting slot: each scheduled request takes one more (one
+            # asking for nothing is skipped and takes none: a finished one, async)
+            sv = slots * (need > 0) if slots else 0
+            cum = np.cumsum(need + sv) if slots else np.cumsum(need)
+            before = cum - need - sv
+            if before[-1] + need[-1] <= budget:  # everyone gets all they ask for: common
                 grant = need
             else:  # budget runs out part-way: grant = clip(budget - before, 0, need)
-                grant = np.minimum(np.maximum(budget - (cum - need - slots), 0), need)
+                grant = np.minimum(np.maximum(budget - before, 0), need)
             extra = self.kv.extra_blocks(seg, self._slots_upto(comp + grant, seg))
-            if self.spec is not None:  # a request granted nothing is skipped, not allocated
+            if self.spec is not None or self._zombies:  # granted nothing: skipped
                 extra[grant == 0] = 0
             cum_extra = np.cumsum(extra)
             fits = len(seg)
@@ -226,7 +245,8 @@ class VllmScheduler(Scheduler):
             if self.kv.tracks_computed:  # prefix caching publishes the blocks this step fills
                 self.kv.note_computed(seg[:fits],
                                       self._final_upto(comp[:fits] + grant[:fits], seg[:fits]))
-            if grant is need and fits == len(seg) and self.spec is None:
+            if grant is need and fits == len(seg) and self.spec is None and \
+                    not self._zombies:
                 batch.add(seg, grant, comp)
             else:
                 on = grant[:fits] > 0
@@ -256,9 +276,12 @@ class VllmScheduler(Scheduler):
         while not self.allocate(req, slots, cached=cached):
             self.alloc_failures += 1
             victim = self.pick_victim(batch)
-            if victim != req and batch.contains(victim):
+            scheduled = victim != req and batch.contains(victim)
+            if scheduled:
                 budget += batch.remove(victim) + self._slots
+            self._victim_scheduled = scheduled
             self._preempt(victim)
+            self._victim_scheduled = False
             preempted.append(victim)
             if victim == req:
                 return budget, False

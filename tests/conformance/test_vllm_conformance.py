@@ -37,7 +37,7 @@ ASYNC_SPEC = [n for n in case_names() if n.startswith("async_spec_")]
 
 
 def test_the_fast_core_runs_most_cases():
-    assert len(FAST) == 26 and len(ASYNC) == 11 and len(SPEC) == 10 and len(ASYNC_SPEC) == 6
+    assert len(FAST) == 30 and len(ASYNC) == 17 and len(SPEC) == 10 and len(ASYNC_SPEC) == 8
     assert sorted(FAST + SPEC + ASYNC_SPEC) == case_names()
     assert {"priority_poisson", "priority_ties"} <= set(FAST)
     assert {"prefix_shared", "prefix_mooncake", "prefix_recompute_tight"} <= set(FAST)
@@ -79,7 +79,15 @@ def test_the_cases_cover_what_they_claim():
     # arrivals, tight KV (preemptions), prefix caching and priorities
     assert all(engine[n].get("async_scheduling") for n in ASYNC)
     assert not any(e.get("async_scheduling") for n, e in engine.items() if n not in ASYNC)
-    assert all(preempted[n] > 0 for n in ASYNC if n != "async_poisson_roomy")
+    slots = ("async_finish_holds_seq", "async_priority_finish_cap")  # max_num_seqs 2 binds
+    assert all(preempted[n] > 0 for n in ASYNC if n not in ("async_poisson_roomy", *slots))
+    assert all(engine[n]["max_num_seqs"] == 2 for n in slots)
+    assert engine["async_priority_finish_cap"]["long_prefill_token_threshold"] == 8
+    # async + prefix caching: preempted requests find only what vLLM hashed before the two
+    # steps it plans behind
+    for n in ("async_prefix_recompute_lag", "async_priority_prefix_lag",
+              "async_spec_priority_prefix_lag"):
+        assert engine[n]["enable_prefix_caching"] and preempted[n] > 0
     # async scheduling with speculative decoding: eagle K = 1 and 3, GPU n-gram K = 5 (vLLM
     # refuses async with host n-gram), a draft model K = 3, tight KV, prefix caching,
     # priorities
