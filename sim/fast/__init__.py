@@ -209,6 +209,7 @@ def build(specs, sched: VllmScheduler, kv: PagedKV | PrefixCachingKV, cost: Cost
     kw = cls.policy_args(sched, specs) | ({"kv": kv} if caching else {})
     fs = cls(*args, **kw)
     fs.async_frees = sched.async_scheduling
+    fs.holds_finished = sched.holds_finished  # the policy's rule (sim/sched/base.py)
     rec = FastRecord(len(specs), egress_s, kv_total_blocks=kv.num_blocks, stream=stream,
                      spill_dir=spill_dir, judged=judged)
     engine = FastEngine(fs, cost, source, admissible(specs, sched), rec,

@@ -30,8 +30,6 @@ from sim.sched.vllm import ADMISSION, BUDGET, EMPTY, MEMORY, POLICY, SEQS
 
 
 class FastLanes(LaneCounts, FastScheduler):
-    holds_finished = False  # as LanesScheduler: finishes leave the running list at once
-
     def __init__(self, *args, inter: bytearray, batch_seqs: int, kv_reserve: int,
                  step_tokens: int, **kw):
         self.inter = inter  # 1 = the interactive lane (set before the queue is made)

@@ -86,7 +86,8 @@ class FastScheduler(BlockCount, Progress):
         return capped_demand(self.known_of(r) - c, c, cap, self.lim.max_model_len)
 
     # ---- the step -----------------------------------------------------------------------
-    holds_finished = True  # async: finished requests stay running for one schedule
+    holds_finished = True  # async: finished requests stay running for one schedule (set from
+    # the general scheduler's rule by sim/fast/__init__.py build)
 
     def schedule(self) -> Planned | None:
         """Plan the next step (None: nothing can run, or, async, it only preempted:

@@ -72,7 +72,7 @@ class FastStatic(FastScheduler):
         p.first_sched = first
 
     # ---- the step ---------------------------------------------------------------------
-    def schedule(self) -> Planned | None:
+    def _schedule(self) -> Planned | None:
         p = Planned()
         started = False
         if not self.members:

@@ -38,7 +38,8 @@ class UpFront:
     def new_blocks(self, r: int, c: int, upto: int) -> int:
         return 0  # a running request holds its whole reservation
 
-    def _release(self, r: int, computed: int, preempted: bool = False) -> None:
+    def _release(self, r: int, computed: int, preempted: bool = False,
+                 cached: int | None = None) -> None:
         self.used -= self.resv[r]
 
     def release_finished(self, reqs: list[int]) -> None:

@@ -131,7 +131,8 @@ class FastV0(FastScheduler):
         if computed % self.bs == 0:  # its last token opens a block it took at admission
             self.ahead.add(r)
 
-    def _release(self, r: int, computed: int, preempted: bool = False) -> None:
+    def _release(self, r: int, computed: int, preempted: bool = False,
+                 cached: int | None = None) -> None:
         # part-way through a prompt (two tokens or more left): every known token's block
         k = self.known[r]
         self.used -= cdiv(k if k > computed + 1 else computed, self.bs) + (r in self.ahead)
