@@ -174,8 +174,7 @@ class FastEngine:
                 self.progress(self.clock / NS_PER_S)
         s.flush_frees()  # the run is over: nothing plans behind the last finishes
         if s.zombies:
-            s.running[:] = [r for r in s.running if r not in s.zombies]
-            s.zombies.clear()
+            s.drop_zombies()
         if self.clock >= self.stop and self.last_start is not None:
             self._deliver(self.last_start)  # as the general engine hands them over
         s.open_runs()

@@ -94,10 +94,16 @@ class FastScheduler(BlockCount, Progress):
         ``_victims`` set, planned again once the step in flight is updated)."""
         p = self._schedule()
         if self.zombies:  # the step in flight's update: its finishes leave the list
-            z = self.zombies
-            self.running[:] = [r for r in self.running if r not in z]
-            z.clear()
+            self.drop_zombies()
         return p
+
+    def drop_zombies(self) -> None:
+        """The finished requests kept for one schedule leave the running list (a few a
+        step: removed one by one, the list's order kept)."""
+        running = self.running
+        for r in self.zombies:
+            running.remove(r)
+        self.zombies.clear()
 
     def _schedule(self) -> Planned | None:
         if not self.pre and not self.waiting and self.n_dec and not self._victims:
