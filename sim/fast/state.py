@@ -11,7 +11,8 @@ decoding in every step. Three aggregates follow from that and cost O(1) per step
   new block when that is a multiple of ``block_size``, so ``phase[g % block_size]``
   counts them, with ``phase[(-base) % block_size]`` holding each request;
 * finishes: a decoding request emits its last token at step
-  ``prompt + output - 2 - base``; a heap keyed by that step (stale entries skipped).
+  ``prompt + output - 2 - base``; a heap keyed by that step (stale entries skipped, an
+  entry that a skip left early pushed back when it reaches the top).
 
 Prefilling requests (few at a time) keep explicit ``comp``/``known``. A decoding request
 that a step skips (its token budget ran out, only in the exact path) gets ``base - 1``.
@@ -98,12 +99,20 @@ class Progress:
         return self.num_blocks - self.used
 
     def next_finish(self) -> int | None:
-        """The earliest step at which a decoding request emits its last token."""
+        """The earliest step at which a decoding request emits its last token. An entry
+        below its request's step (skipped since it was pushed: ``skip`` moves the step,
+        not the entry) goes back in at that step when it reaches the top; every entry's
+        step is at most its request's, so the first that matches is the earliest."""
         fin, dec, finat = self.fin, self.dec, self.finat
         while fin:
             gf, r = fin[0]
-            if dec[r] and finat.get(r) == gf:
-                return gf
+            if dec[r]:
+                f = finat.get(r)
+                if f == gf:
+                    return gf
+                if f is not None and f > gf:
+                    heapq.heapreplace(fin, (f, r))
+                    continue
             heapq.heappop(fin)
         return None
 
@@ -142,9 +151,7 @@ class Progress:
         self.base[r] = b
         self.sum_base -= 1
         self.phase[(-b) % bs] += 1
-        gf = self.prompt[r] + self.out[r] - 2 - b
-        self.finat[r] = gf
-        heapq.heappush(self.fin, (gf, r))
+        self.finat[r] += 1  # its heap entry moves when it reaches the top (next_finish)
 
     # ---- emission runs ------------------------------------------------------------------
     def close_run(self, r: int, last: int) -> None:
