@@ -40,6 +40,13 @@ LATE = 2  # SimPy priority below NORMAL (1): processed after arrivals at the sam
 LATER = 3
 
 
+def _horizon(stop: int) -> int | None:
+    """The latest an idle fleet replica with nothing on the way waits (ns): the horizon,
+    which may come before anything else does (a gated fleet's clients held by a replica
+    the horizon stopped never send again); None without one (a push or a poke ends it)."""
+    return stop if stop < MAX_NS else None
+
+
 def _late(env: simpy.Environment, delay: int, value=None, priority: float = LATE) -> Event:
     """An event firing after ``delay`` ns with LATE priority (as Timeout does, one level
     later)."""
@@ -187,7 +194,7 @@ class Engine:
             if not times and src.exhausted():
                 self.clock = max(self.clock, env.now)  # when it learnt so (the lookahead's)
                 return False
-            t = min(times) if times else None
+            t = min(times) if times else _horizon(self.stop)
             if (yield from src.wait(env, t)):
                 self.clock = max(self.clock, t)
                 return True

@@ -32,7 +32,7 @@ import numpy as np
 
 from sim.engine.arrivals import ArrivalSource, seen_by_step
 from sim.engine.clock import MAX_NS, NS_PER_S, ns
-from sim.engine.engine import LATE, LATER, RunStatus, _late, step_blocks
+from sim.engine.engine import LATE, LATER, RunStatus, _horizon, _late, step_blocks
 from sim.fast import arrivals, hooks
 from sim.fast.record import FastRecord
 from sim.fast.sched import FastScheduler, Planned
@@ -423,9 +423,11 @@ class FastEngine:
         self.busy_until = -1
         while True:
             t = src.nxt
-            if t == arrivals.NEVER and src.exhausted():
-                self.clock = max(self.clock, env.now)  # when it learnt so (the lookahead's)
-                return False
+            if t == arrivals.NEVER:
+                if src.exhausted():
+                    self.clock = max(self.clock, env.now)  # when it learnt so (the lookahead's)
+                    return False
+                t = _horizon(self.stop) or arrivals.NEVER  # (Engine._wait_pushed)
             if (yield from src.wait(env, t, LATE)):
                 self.clock = max(self.clock, t)
                 return True

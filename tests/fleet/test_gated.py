@@ -109,6 +109,17 @@ def test_horizon_leaves_requests_unsent_and_counts_them(ingress):
                             + req["aborted"] + req["never_sent"])
 
 
+@pytest.mark.parametrize("core", ["general", "fast"])
+def test_an_idle_replica_ends_at_the_horizon_when_no_client_is_free(core):
+    """One client, two replicas: the horizon stops the replica holding the client's request,
+    so no slot frees and the other replica, idle with nothing on the way, is never poked;
+    it waits until the horizon (it had waited forever: SimPy ran out of events)."""
+    _, _, s = fleet(None, "workload.num_requests=50", "workload.arrival.concurrency=1",
+                    "horizon_s=5", "cluster={replicas: 2}", f"core={core}")
+    r = s["requests"]
+    assert (r["finished"], r["unfinished"], r["never_sent"], r["total"]) == (5, 1, 44, 50)
+
+
 def test_a_fleet_of_one_with_a_horizon_counts_what_the_single_run_counts():
     args = ("workload.num_requests=400", "horizon_s=5", "engine.ingress_ms=3",
             "workload.arrival={process: closed, concurrency: 8}",
