@@ -91,7 +91,12 @@ class ResultWriter:
             missing.append(p)
             p = p.parent
         for p in reversed(missing):
-            os.mkdir(p, 0o777)
+            try:
+                os.mkdir(p, 0o777)
+            except FileExistsError:  # another run made it meanwhile: not ours to remove
+                if not p.is_dir():
+                    raise
+                continue
             self._made.append(p)
         self._lock = staging.acquire(self.out)
         check_out(self.out)  # again, now that no other run can change it

@@ -69,6 +69,24 @@ def test_out_inside_a_result_refused(tmp_path, capsys):
     assert_complete(tmp_path / "r")
 
 
+def test_a_parent_another_run_makes_meanwhile_is_used(tmp_path, capsys,
+                                                                monkeypatch):
+    # two runs into new folders under one new parent: the other run makes the parent
+    # between this run's look and its mkdir (it failed with "File exists"); the run goes on
+    parent = tmp_path / "runs"
+    real_mkdir = os.mkdir
+
+    def racing_mkdir(p, mode=0o777):
+        if Path(p) == parent and not parent.exists():
+            real_mkdir(p, mode)  # the other run, first
+        return real_mkdir(p, mode)
+
+    monkeypatch.setattr(os, "mkdir", racing_mkdir)
+    code, err = run(["run", scenario(tmp_path), "--out", parent / "a", *FAST], capsys)
+    assert code == 0, err
+    assert_complete(parent / "a")
+
+
 def test_unwritable_parent_refused(tmp_path, capsys):
     """A read-only folder (for root, which writes anywhere, sysfs: it refuses new entries)."""
     sc = scenario(tmp_path)
