@@ -196,7 +196,8 @@ def validate(data: dict, source: str, overrides: tuple[str, ...] = ()) -> Scenar
 def _origin(e: ValidationError, message: str, source: str, overrides: tuple[str, ...]) -> str:
     """The --set that set the failing field (the last one at or above it), else ``source``.
     A check of a whole section (``workload``) fails at the section, below which several
-    --set may lie: the last whose own field the message names, else the last of them."""
+    --set may lie: the last whose own field the message names, else the last of them (for
+    the whole scenario, ``source``)."""
     path = [str(p) for p in first_loc(e)]
     below, above = [], None  # --set lines under the failing field (last first); the last at
     for o in reversed(overrides):  # or above it, which set everything after it
@@ -207,6 +208,8 @@ def _origin(e: ValidationError, message: str, source: str, overrides: tuple[str,
             above = o
             break
     named = [o for o, leaf in below if re.search(rf"(?<!\w){re.escape(leaf)}(?!\w)", message)]
+    if not named and not path:  # a check of the whole scenario: every --set lies below it,
+        return source  # and the last is no likelier than the file (the message names fields)
     pick = named[0] if named else below[0][0] if below else above
     return f"--set {clip(pick)!r}" if pick is not None else source
 

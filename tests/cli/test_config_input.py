@@ -189,6 +189,21 @@ def test_a_section_check_blames_the_set_whose_field_it_names(tmp_path):
     assert str(e.value).startswith("--set 'workload.mix.0.duration_s=2': "), str(e.value)
 
 
+def test_a_check_of_the_whole_scenario_names_the_file_not_an_unrelated_set(tmp_path):
+    """Prefix caching with a reservation KV policy fails at the scenario's root, below which
+    every --set lies; none of them is named, so the file is (it was the last --set, here
+    the unrelated request count)."""
+    text = GOOD + "engine: {enable_prefix_caching: true}\n"
+    with pytest.raises(InputError) as e:
+        loaded(tmp_path, "kv.name=contiguous-max", "workload.num_requests=50", text=text)
+    assert str(e.value).startswith("s.yaml: engine.enable_prefix_caching needs kv policy "
+                                   "paged"), str(e.value)
+    with pytest.raises(InputError) as e:  # a --set the message names is still blamed
+        loaded(tmp_path, "engine.enable_prefix_caching=true", "kv.name=contiguous-max",
+               "workload.num_requests=50")
+    assert str(e.value).startswith("--set 'engine.enable_prefix_caching=true': ")
+
+
 def test_a_leading_zero_is_decimal_as_yaml_1_2_reads_it(tmp_path):
     """PyYAML (YAML 1.1) read 064 as octal: max_num_seqs=064 ran 52, block_size=032 was
     refused as 26. The --set, the scenario file and a grid value read it as 64."""
