@@ -58,7 +58,7 @@ from sim.fast.prefill_first import FastPrefillFirst
 from sim.fast.priority import CachingPriorityScheduler, PriorityScheduler
 from sim.fast.record import FastRecord
 from sim.fast.sarathi import FastSarathi
-from sim.fast.sched import FastScheduler
+from sim.fast.sched import CACHING, FEATURES, FLEET, RESERVE, UPFRONT, FastScheduler
 from sim.fast.static import FastStatic
 from sim.fast.upfront import UpFront
 from sim.kv.paged import PagedKV
@@ -92,21 +92,20 @@ def unsupported(sc, sched, kv, cost, source) -> str:
                 "lanes, orca, prefill-first, sarathi and static)")
     if type(sched.admission) not in (Optimistic, Reserve) or type(sched.waiting) is not policy[0]:
         return f"admission rule {sc.admission.name} (the fast core runs optimistic and reserve)"
-    if policy[1] is FastStatic and (type(kv) is not PagedKV or source is None
-                                    or type(sched.admission) is not Optimistic):
-        return ("scheduler static with prefix caching, KV reserved up front, a fleet or "
-                "admission reserve (the fast core runs static batches on paged KV, one "
-                "replica)")
-    if policy[1] in (FastPrefillFirst, FastSarathi) and (
-            type(kv) is not PagedKV or type(sched.admission) is not Optimistic):
-        return (f"scheduler {sc.scheduler.name} with prefix caching, KV reserved up front or "
-                "admission reserve (the fast core runs it on paged KV, optimistic admission)")
-    if isinstance(kv, ReservationKV):
-        if policy[1] is FastLanes or type(sched.admission) is Reserve:
-            return (f"KV policy {sc.kv.name} with {sc.scheduler.name} and admission "
-                    f"{sc.admission.name} (the fast core reserves up front with optimistic "
-                    "admission and the vllm, vllm-priority or orca scheduler)")
-    elif type(kv) not in (PagedKV, PrefixCachingKV):
+    needs = [f for f, asked in ((CACHING, type(kv) is PrefixCachingKV),
+                                (UPFRONT, isinstance(kv, ReservationKV)),
+                                (RESERVE, type(sched.admission) is Reserve),
+                                (FLEET, source is None)) if asked]
+    if any(not _runs(policy, f) for f in needs):
+        lacks = [f for f in FEATURES if not _runs(policy, f)]
+        lacks = ", ".join(lacks[:-1]) + " or " + lacks[-1] if len(lacks) > 1 else lacks[0]
+        return (f"scheduler {sc.scheduler.name} with {lacks} (the fast core runs it "
+                "without them)")
+    if UPFRONT in needs and RESERVE in needs:
+        return (f"KV policy {sc.kv.name} with {sc.scheduler.name} and admission "
+                f"{sc.admission.name} (the fast core reserves up front with optimistic "
+                "admission)")
+    if not isinstance(kv, ReservationKV) and type(kv) not in (PagedKV, PrefixCachingKV):
         return (f"KV policy {sc.kv.name} (the fast core runs paged KV and reservations "
                 "made up front)")
     if kv.host is not None:
@@ -123,8 +122,15 @@ def unsupported(sc, sched, kv, cost, source) -> str:
     return ""
 
 
+def _runs(policy: tuple, feature: str) -> bool:
+    """Whether the fast core runs ``policy`` (a ``_POLICIES`` entry) with ``feature``: prefix
+    caching where it has a caching twin, the others as its fast scheduler declares
+    (FastScheduler.runs)."""
+    return policy[2] is not None if feature == CACHING else feature in policy[1].runs
+
+
 # the general schedulers the fast core runs: their queue, and the fast scheduler of each
-# (paged KV counted, and with vLLM's prefix cache)
+# (paged KV counted, and with vLLM's prefix cache; None: not with prefix caching)
 _POLICIES = {
     VllmScheduler: (FCFSQueue, FastScheduler, CachingScheduler),
     VllmPriorityScheduler: (PriorityQueue, PriorityScheduler, CachingPriorityScheduler),

@@ -23,13 +23,15 @@ from itertools import accumulate, cycle, islice
 
 from sim.fast.caching import CachingScheduler
 from sim.fast.lane_counts import BATCH, INTER, LaneCounts, LaneDeque
-from sim.fast.sched import FastScheduler, Planned
+from sim.fast.sched import FLEET, RESERVE, FastScheduler, Planned
 from sim.fast.state import cdiv
 from sim.sched.lanes import batch_growth, interactive_only
 from sim.sched.vllm import ADMISSION, BUDGET, EMPTY, MEMORY, POLICY, SEQS
 
 
 class FastLanes(LaneCounts, FastScheduler):
+    runs = frozenset({RESERVE, FLEET})  # its lane books count paged blocks
+
     def __init__(self, *args, inter: bytearray, batch_seqs: int, kv_reserve: int,
                  step_tokens: int, **kw):
         self.inter = inter  # 1 = the interactive lane (set before the queue is made)

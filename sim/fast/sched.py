@@ -25,6 +25,12 @@ from sim.fast.state import Progress
 from sim.sched.base import SchedulerLimits
 from sim.sched.vllm import BUDGET, EMPTY, MEMORY, SEQS, capped_demand, long_prefill_cap
 
+# what a configuration may ask of a policy's fast scheduler beyond its plain form (the
+# fast core's refusal names them: sim/fast/__init__.py unsupported)
+CACHING, UPFRONT = "prefix caching", "KV reserved up front"
+RESERVE, FLEET = "admission reserve", "a fleet"
+FEATURES = (CACHING, UPFRONT, RESERVE, FLEET)
+
 
 class Planned:
     """One scheduled step (internal to the fast core; mutable while it is built)."""
@@ -47,6 +53,8 @@ class Planned:
 
 class FastScheduler(BlockCount, Progress):
     reads_clock = False  # whether the engine sets ``now_s`` (s) before each plan
+    #: which of FEATURES (prefix caching aside: a caching twin) this policy also runs
+    runs = frozenset({UPFRONT, RESERVE, FLEET})
     run_slack = 0  # blocks a decode run's later steps leave free (vLLM: none)
 
     def __init__(self, prompt, output, limits: SchedulerLimits, block_size: int,
@@ -318,20 +326,29 @@ class FastScheduler(BlockCount, Progress):
                 p.blocked = MEMORY
                 self.memory_blocked[r] = 1
                 return budget
-            q.popleft()
-            comp[r] = c
-            running.append(r)
-            self.pre.append(r)
-            self.status[r] = 2  # RUNNING
-            if self.cached[r] < 0:
-                self.cached[r] = c
-                if not p.first_sched:
-                    p.first_sched = []
-                p.first_sched.append(r)
+            self._start(p, r, c)
             p.entries.append((r, need, c))
             budget -= need
         p.blocked = EMPTY
         return budget
+
+    def _start(self, p: Planned, r: int, c: int) -> None:
+        """The queue's head ``r`` runs from plan ``p`` on, ``c`` tokens computed; its first
+        admission records its cached tokens and its first scheduling."""
+        self.waiting.popleft()
+        self.comp[r] = c
+        self._join(r)
+        self.pre.append(r)
+        self.status[r] = 2  # RUNNING
+        if self.cached[r] < 0:
+            self.cached[r] = c
+            if not p.first_sched:
+                p.first_sched = []
+            p.first_sched.append(r)
+
+    def _join(self, r: int) -> None:
+        """``r`` takes its place in the running order (vLLM: last)."""
+        self.running.append(r)
 
     def _admission_block(self, r: int) -> str:
         """A policy's reason not to admit waiting request ``r`` now ('' = no objection)."""

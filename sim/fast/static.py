@@ -19,6 +19,7 @@ from sim.sched.vllm import MEMORY, POLICY
 
 
 class FastStatic(FastScheduler):
+    runs = frozenset()  # paged KV, optimistic admission, one replica
     reads_clock = True  # the engine sets ``now_s`` before each plan (the batch deadline)
 
     def __init__(self, *args, arrival, max_wait_s: float, **kw):
@@ -51,7 +52,7 @@ class FastStatic(FastScheduler):
     def _start_batch(self, p: Planned) -> None:
         """Take members FCFS while their blocks fit (StaticScheduler._start_batch)."""
         self.blocked = POLICY
-        q, first = self.waiting, []
+        q = self.waiting
         while q and len(self.running) < self.lim.max_num_seqs:
             r = q[0]
             nb = self._slots(r)
@@ -60,16 +61,9 @@ class FastStatic(FastScheduler):
                 self.memory_blocked[r] = 1
                 break
             self.used += nb
-            q.popleft()
-            self.running.append(r)
-            self.pre.append(r)
-            self.status[r] = 2  # RUNNING
-            if self.cached[r] < 0:
-                self.cached[r] = 0
-                first.append(r)
+            self._start(p, r, 0)
         assert self.running, "static: the oldest request's reservation exceeds the KV pool"
         self.members, self.left = list(self.running), len(self.running)
-        p.first_sched = first
 
     # ---- the step ---------------------------------------------------------------------
     def _schedule(self) -> Planned | None:

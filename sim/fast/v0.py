@@ -21,12 +21,13 @@ from __future__ import annotations
 
 from bisect import insort
 
-from sim.fast.sched import FastScheduler, Planned
+from sim.fast.sched import FLEET, FastScheduler, Planned
 from sim.fast.state import cdiv
 from sim.sched.vllm import BUDGET, EMPTY, MEMORY, SEQS
 
 
 class FastV0(FastScheduler):
+    runs = frozenset({FLEET})  # v0 had no reserve rule; paged KV only
     run_slack = 1  # can_append_slot leaves one block free at every step of a run
 
     def __init__(self, *args, **kw):
@@ -91,21 +92,15 @@ class FastV0(FastScheduler):
                 self.blocked = MEMORY
                 self.memory_blocked[r] = 1
                 return budget
-            q.popleft()
-            self.comp[r] = 0
-            insort(self.running, r)  # served oldest arrival first
-            self.pre.append(r)
-            self.status[r] = 2  # RUNNING
-            if self.cached[r] < 0:
-                self.cached[r] = 0
-                if not p.first_sched:
-                    p.first_sched = []
-                p.first_sched.append(r)
+            self._start(p, r, 0)
             chunk = k if k < budget else budget
             p.entries.append((r, chunk, 0))
             self._served.append(r)
             budget -= chunk
         return budget
+
+    def _join(self, r: int) -> None:
+        insort(self.running, r)  # served oldest arrival first
 
     def _pure_decode(self) -> Planned | None:
         """Every running request decodes, none waits or prefills: the plan, if a block is
