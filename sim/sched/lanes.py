@@ -218,6 +218,7 @@ class LanesScheduler(VllmScheduler):
         if not self.has_work():
             return None
         batch, preempted = BatchBuilder(), []
+        self.fix_cap()
         budget, admitted = self._serve(INTERACTIVE, self.limits.max_num_batched_tokens, batch,
                                        preempted)
         if batch.num_reqs and self.params.batch_step_tokens:  # the step carries interactive work

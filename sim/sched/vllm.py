@@ -82,6 +82,7 @@ class VllmScheduler(Scheduler):
         self._blocked = EMPTY
         self._victims: list[int] = []  # preempted by a step that then scheduled nothing
         self._replan = False  # async: the last plan only preempted (replan_now)
+        self._cap = 0  # the long-prefill cap of the plan being made (fix_cap)
 
     def blocked_reason(self) -> str:
         return self._blocked
@@ -139,6 +140,7 @@ class VllmScheduler(Scheduler):
         if not self.has_work():
             return None
         batch, preempted = BatchBuilder(), []
+        self.fix_cap()
         # the budget a request may take: max_num_batched_tokens less, with a draft model,
         # one drafting slot per scheduled request (vLLM's input_budget - draft_slots)
         budget = self.limits.max_num_batched_tokens - self._slots
@@ -190,6 +192,12 @@ class VllmScheduler(Scheduler):
         return long_prefill_cap(self.limits,
                                 len(self.running) + len(self.waiting) + len(self.swapped))
 
+    def fix_cap(self) -> None:
+        """Take the step's long-prefill cap once, before its passes, as vLLM does
+        (scheduler.py:640-655): preempting a request that finished in the step in flight
+        (async) shrinks the running list mid-pass, and the cap must not follow it."""
+        self._cap = self.long_prefill_cap()
+
     def _demand(self, ids: np.ndarray, comp: np.ndarray) -> np.ndarray:
         need = self.known_tokens[ids] - comp
         if self.spec is not None:  # the drafts held are scheduled with the last token
@@ -197,7 +205,7 @@ class VllmScheduler(Scheduler):
             if self.spec.async_:  # max_model_len counts the step in flight's drafts too
                 np.minimum(need, self.limits.max_model_len - 1 - comp - self.spec.inflight[ids],
                            out=need)
-        cap = self.long_prefill_cap()
+        cap = self._cap
         if cap > 0:
             np.minimum(need, cap, out=need)
         # never binds for admitted requests (prompt + output <= max_model_len), kept for parity
@@ -215,7 +223,7 @@ class VllmScheduler(Scheduler):
             need = self.spec_pad(req, comp, budget)
             if need < 0:
                 return need
-        return capped_demand(need, comp, self.long_prefill_cap(), self.limits.max_model_len)
+        return capped_demand(need, comp, self._cap, self.limits.max_model_len)
 
     def _schedule_running(self, budget: int, batch: BatchBuilder, preempted: list) -> int:
         order = self.running_order()

@@ -21,7 +21,8 @@ from sim.config.load import load_scenario
 from sim.config.resolve import ConfigError
 from sim.engine.requests import RequestSpecs
 from sim.pipeline import resolve_loaded
-from tests.fast.equivalence import prepared, same_runs, same_scenario
+from sim.runner import simulate
+from tests.fast.equivalence import PlanLog, prepared, same_runs, same_scenario, with_core
 from tests.fast.test_properties import knobs, requests
 
 PRIO = "scheduler=vllm-priority"
@@ -97,3 +98,30 @@ def test_a_decode_run_the_pool_ends_where_it_was_first_priced():
     a, b = same_runs(r, with_priorities(RequestSpecs.from_arrays(arrival, prompt, output),
                                         prio))
     assert a.recorder.num_steps == b.recorder.num_steps == 298
+
+
+def test_the_long_prefill_cap_is_taken_once_a_step():
+    # found by the property above (2026-12-07): async, adaptive cap 878 // (running +
+    # waiting). Request 7 finished in the step in flight and is still listed (vLLM's
+    # running list until the update); the running pass preempts it for blocks, which
+    # shrinks the list by one. vLLM takes the cap once before its passes (scheduler.py
+    # 640-655): every prefill of that step gets 31 tokens; the general engine took 32 from
+    # the preemption on (878 // 27), the fast core 31
+    sets = ("engine.block_size=16", "engine.max_model_len=512", "engine.max_num_seqs=9",
+            "engine.max_num_batched_tokens=878", "engine.enable_chunked_prefill=false",
+            "engine.num_gpu_blocks_override=69", "engine.long_prefill_token_threshold=16",
+            "engine.long_prefill_token_threshold_adaptive=true",
+            "engine.scheduler_reserve_full_isl=false", "kv.watermark=0.05",
+            "cost={name: linear, base_ms: 0.5, prefill_token_ms: 0.001, decode_seq_ms: 0, "
+            "context_token_ms: 0}", "engine.enable_prefix_caching=false", PRIO)
+    arrival = [0.79878642] * 17 + [0.79978642] * 8 + [0.81878642] * 7
+    prompt = [386, 417, 193, 258, 171, 46, 306, 169, 24, 67, 368, 354, 206, 283, 129, 373,
+              125, 170, 322, 299, 74, 213, 159, 521, 347, 84, 215, 113, 269, 223, 511, 130]
+    output = [55, 194, 2, 71, 181, 3, 200, 91, 2, 247, 140, 217, 173, 258, 100, 84, 2, 50,
+              133, 59, 300, 297, 143, 92, 165, 115, 178, 64, 130, 249, 36, 1]
+    r = resolve_loaded(load_scenario(None, sets))
+    log = PlanLog()
+    same_runs(r, RequestSpecs.from_arrays(arrival, prompt, output))  # the cores agree
+    simulate(with_core(r, "general"), RequestSpecs.from_arrays(arrival, prompt, output),
+             on_plan=log)
+    assert log.rows[406]["num_tokens"] == [1, 31, 31, 31, 31, 31, 31]
