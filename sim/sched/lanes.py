@@ -218,7 +218,6 @@ class LanesScheduler(VllmScheduler):
         if not self.has_work():
             return None
         batch, preempted = BatchBuilder(), []
-        self.fix_cap()
         budget, admitted = self._serve(INTERACTIVE, self.limits.max_num_batched_tokens, batch,
                                        preempted)
         if batch.num_reqs and self.params.batch_step_tokens:  # the step carries interactive work
@@ -236,6 +235,7 @@ class LanesScheduler(VllmScheduler):
         not considered while an interactive request waits (``_blocked`` set)."""
         try:
             self._serving = lane
+            self.fix_cap()  # no finished request stays listed here (holds_finished)
             budget = self._schedule_running(budget, batch, preempted)
         finally:
             self._serving = None
@@ -246,6 +246,7 @@ class LanesScheduler(VllmScheduler):
         lanes, before = self.waiting, _tokens(batch)
         try:
             self.waiting = lanes.lanes[lane]
+            self.fix_cap()  # the lane's queue only (sim/fast/lanes.py counts the same)
             admitted = self._schedule_waiting(budget, batch)
         finally:
             self.waiting = lanes
