@@ -1,6 +1,7 @@
 """Record a real vLLM engine run over a servesim trace (run with vLLM's own venv).
 
     python benchmarks/engine/record.py --case light-short            # a case of cases.json
+    python benchmarks/engine/record.py --case all                    # every case, in rounds
     python benchmarks/engine/record.py --trace t.jsonl --out runs/x  # any trace
 
 The engine is vLLM's in-process ``AsyncLLM`` over a config-only Llama with dummy weights
@@ -170,10 +171,14 @@ def raise_priority(nice: int) -> str:
 
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--case", help="A case of cases.json (trace + engine knobs).")
+    ap.add_argument("--case", help="A case of cases.json (trace + engine knobs); several "
+                    "comma-separated, or 'all': their repeats are recorded in rounds (every "
+                    "case's first, then every case's second, ...), so the machine's drift over "
+                    "the session shows in each case's spread instead of between cases.")
     ap.add_argument("--trace", type=Path, help="A trace: JSONL (arrival_s, prompt_len, "
                     "max_tokens; .gz ok) or CSV (arrival_s, prompt_tokens, output_tokens).")
-    ap.add_argument("--out", type=Path, help="Run directory (default: runs/<case>).")
+    ap.add_argument("--out", type=Path, help="Run directory (default: runs/<case>); with "
+                    "several cases, the folder of their run directories (default: runs).")
     ap.add_argument("--dtype", choices=sorted(DTYPE_BYTES), default=None,
                     help="Model and KV dtype (default: bfloat16 where the CPU has native "
                     "bf16, else float32).")
@@ -201,42 +206,69 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if (a.case is None) == (a.trace is None):
         ap.error("give exactly one of --case and --trace")
-    case = run_files.load_case(HERE / "cases.json", a.case) if a.case else {"name": "trace"}
-    trace = run_files.case_trace(case) if a.case else run_files.read_trace(a.trace)
-    knobs = {**run_files.DEFAULT_KNOBS, **case.get("engine", {}),
-             **{k: getattr(a, k) for k in run_files.DEFAULT_KNOBS if getattr(a, k) is not None},
-             "dtype": a.dtype or default_dtype()}
     if a.repeats < 1:
         ap.error("--repeats must be at least 1")
-    record_case(a, case, trace, knobs, a.out or HERE / "runs" / case["name"])
+    dtype = a.dtype or default_dtype()
+    if a.trace is not None:
+        jobs = [job(a, {"name": "trace"}, run_files.read_trace(a.trace), dtype, a.out)]
+    else:
+        names = case_names(a.case, HERE / "cases.json")
+        many = len(names) > 1
+        jobs = [job(a, c, run_files.case_trace(c), dtype,
+                    (a.out or HERE / "runs") / c["name"] if many else a.out)
+                for c in (run_files.load_case(HERE / "cases.json", n) for n in names)]
+    record_cases(a, jobs)
     return 0
 
 
-def record_case(a: argparse.Namespace, case: dict, trace: list[dict], knobs: dict,
-                out: Path) -> None:
-    """Refuse a busy machine, pin, fingerprint, then record ``a.repeats`` runs of ``case``."""
+def case_names(arg: str, path: Path) -> list[str]:
+    """--case's names: one, several comma-separated, or 'all' (every case of cases.json)."""
+    if arg == "all":
+        return [c["name"] for c in json.loads(path.read_text())["cases"]]
+    return [n.strip() for n in arg.split(",") if n.strip()]
+
+
+def job(a: argparse.Namespace, case: dict, trace: list[dict], dtype: str,
+        out: Path | None) -> tuple[dict, list[dict], dict, Path]:
+    """One case to record: the case, its trace, its engine knobs (cases.json's, then the
+    command line's) and its run directory."""
+    knobs = {**run_files.DEFAULT_KNOBS, **case.get("engine", {}),
+             **{k: getattr(a, k) for k in run_files.DEFAULT_KNOBS if getattr(a, k) is not None},
+             "dtype": dtype}
+    return case, trace, knobs, out or HERE / "runs" / case["name"]
+
+
+def record_cases(a: argparse.Namespace, jobs: list[tuple[dict, list[dict], dict, Path]]) -> None:
+    """Refuse a busy machine, pin, fingerprint, then record ``a.repeats`` runs of every job,
+    in rounds (round i records every job's i-th repeat)."""
     state = quiet.check_quiet(a.force, a.wait_s)  # before anything heavy starts
     os.environ["VLLM_LOGGING_LEVEL"] = "WARNING"  # per-step INFO logs slow the frontend
+    dtype = jobs[0][2]["dtype"]  # one model for every job
     with tempfile.TemporaryDirectory(prefix="servesim-record-") as tmp:
-        model = {**TINY_LLAMA, "torch_dtype": knobs["dtype"]}
+        model = {**TINY_LLAMA, "torch_dtype": dtype}
         (Path(tmp) / "config.json").write_text(json.dumps(model))
         base = Path(tmp) / "engine"
         os.environ[engine_hooks.ENV] = str(base)
         engine_hooks.install_if_asked()  # before the engine core is forked
         priority = raise_priority(a.nice)
         pins = quiet.apply_pins(pin_plan(a.no_pin))
-        hw = fingerprint.capture(knobs["dtype"], thread_info=thread_words(pins))
+        hw = fingerprint.capture(dtype, thread_info=thread_words(pins))
         fit = own_fit(hw)
-        for i, dest in enumerate(repeat_dirs(out, a.repeats), 1):
-            if i > 1:  # the load average still holds the last repeat: sample the CPUs only
-                state = quiet.check_quiet(a.force, a.wait_s, lambda: quiet.busy_reason(
-                    loadavg=lambda: (0.0, 0.0, 0.0)))
-            meta = {"case": case, "engine": knobs, "model": model, "priority": priority,
-                    "versions": run_files.versions(), "hardware": hw, "pinning": pins,
-                    "quiet": state, "forced": state["forced"], "fit": fit,
-                    "repeat": i, "repeats": a.repeats}
-            steady = record_with_retries(trace, knobs, tmp, base, dest, meta, a.retries)
-            print(f"recorded {len(trace)} requests -> {dest} (stability {steady})")
+        first = True
+        for i in range(1, a.repeats + 1):
+            for case, trace, knobs, out in jobs:
+                if not first:  # the load average still holds the last recording: CPUs only
+                    state = quiet.check_quiet(a.force, a.wait_s, lambda: quiet.busy_reason(
+                        loadavg=lambda: (0.0, 0.0, 0.0)))
+                first = False
+                dest = repeat_dirs(out, a.repeats)[i - 1]
+                meta = {"case": case, "engine": knobs, "model": model, "priority": priority,
+                        "versions": run_files.versions(), "hardware": hw, "pinning": pins,
+                        "quiet": state, "forced": state["forced"], "fit": fit,
+                        "repeat": i, "repeats": a.repeats}
+                steady = record_with_retries(trace, knobs, tmp, base, dest, meta, a.retries)
+                print(f"recorded {len(trace)} requests -> {dest} (stability {steady})",
+                      flush=True)
     if fit["profile"] is None:
         print(f"record: {fit['note']}")
 

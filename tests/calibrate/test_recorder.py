@@ -136,7 +136,7 @@ def test_record_case_records_each_repeat_with_fingerprint_pins_and_quiet(tmp_pat
     args = record.parser().parse_args(["--case", "light-long", "--force"])
     assert args.repeats == 3
     knobs = {**run_files.DEFAULT_KNOBS, "dtype": "float32"}
-    record.record_case(args, {"name": "light-long"}, [], knobs, tmp_path / "ll")
+    record.record_cases(args, [({"name": "light-long"}, [], knobs, tmp_path / "ll")])
     assert [c[0].name for c in calls] == ["ll-r1", "ll-r2", "ll-r3"]
     meta = calls[0][1]
     assert meta["hardware"]["cpu"] == "AMD EPYC 7B13" and meta["hardware"]["dtype"] == "float32"
@@ -144,6 +144,32 @@ def test_record_case_records_each_repeat_with_fingerprint_pins_and_quiet(tmp_pat
     assert [c[1]["repeat"] for c in calls] == [1, 2, 3] and meta["repeats"] == 3
     assert "pinned" in meta["pinning"] and meta["hardware"]["threads"]
     assert "no fit of this machine" in capsys.readouterr().out
+
+
+def test_several_cases_are_recorded_in_rounds(tmp_path, monkeypatch):
+    # round i records every case's i-th repeat: a case's repeats span the session, so the
+    # machine's drift lands in each case's spread; only the first recording reads the load
+    checks, calls = [], []
+    monkeypatch.setattr(quiet, "check_quiet", lambda force, wait_s=0.0, reason=None:
+                        checks.append(reason) or {"rule": quiet.RULE, "busy": None,
+                                                  "forced": False})
+    monkeypatch.setattr(quiet, "apply_pins", lambda plan: plan)
+    monkeypatch.setattr(record, "raise_priority", lambda nice: "normal priority")
+    monkeypatch.setattr(record.engine_hooks, "install_if_asked", lambda: None)
+    for k in (record.engine_hooks.ENV, "VLLM_LOGGING_LEVEL"):
+        monkeypatch.setenv(k, "")
+    monkeypatch.setattr(record, "record_once", lambda trace, knobs, tmp, base, out, meta:
+                        calls.append((out.name, meta["repeat"], knobs["num_blocks"])) or
+                        {"stable": True})
+    monkeypatch.setattr(fp, "read_cpuinfo", lambda path=fp.CPUINFO: AVX2)
+    assert record.main(["--case", "light-short,kv-tight", "--repeats", "2", "--out",
+                        str(tmp_path), "--dtype", "float32"]) == 0
+    assert calls == [("light-short-r1", 1, 1024), ("kv-tight-r1", 1, 272),
+                     ("light-short-r2", 2, 1024), ("kv-tight-r2", 2, 272)]
+    assert checks[0] is None and all(callable(c) for c in checks[1:]) and len(checks) == 4
+    assert record.case_names("all", ENGINE / "cases.json") == [
+        "light-short", "heavy-short", "light-long", "heavy-mixed", "kv-tight", "medium",
+        "short-busy"]
 
 
 def test_help_states_the_busy_threshold_and_repeats(capsys):
