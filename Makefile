@@ -11,7 +11,7 @@ VLLM_VENV ?= .venv-vllm
 VLLM_VERSION ?= 0.32.0
 CONFORMANCE_INPUTS ?= build/conformance
 
-ENGINE_CASES ?= light-short heavy-short light-long heavy-mixed kv-tight medium short-busy
+ENGINE_CASES ?= all  # or some cases of benchmarks/engine/cases.json, comma-separated
 ENGINE_FIT ?= benchmarks/engine/cpu-tiny-llama.yaml
 
 .PHONY: run test lint bench bench-fleet bench-kernels clean conformance vllm-venv record-engine \
@@ -71,12 +71,11 @@ conformance: $(VENV)/.core vllm-venv
 	  --out benchmarks/conformance/refs
 	$(BIN)/python -m benchmarks.conformance compare
 
-# Re-record every case of benchmarks/engine/cases.json with the real vLLM engine
-# (timing-sensitive: ~2-3 min per case; see benchmarks/engine/README.md), then refit the
-# shipped CPU step model from the runs.
+# Re-record every case of benchmarks/engine/cases.json with the real vLLM engine, three
+# repeats in rounds (timing-sensitive: ~2 min a recording, ~35 min; see
+# benchmarks/engine/README.md), then refit the shipped CPU step model from the runs.
 record-engine: vllm-venv
-	for c in $(ENGINE_CASES); do \
-		$(VLLM_VENV)/bin/python benchmarks/engine/record.py --case $$c || exit 1; done
+	$(VLLM_VENV)/bin/python benchmarks/engine/record.py --case $(ENGINE_CASES) --retries 0
 	$(MAKE) fit-engine
 
 fit-engine: $(VENV)/.core

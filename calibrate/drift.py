@@ -2,13 +2,13 @@
 model can go under.
 
 A pure-decode step's work is set by its shape (sequences decoded, KV read); two recordings
-of the same engine on the same machine should time a shape alike. They do not: on the
-committed CPU runs (benchmarks/engine/runs, 21 recordings in 48 minutes) a run's same-shape
-decode steps ran 0.91-1.06x the median recording, and the repeats of one case differ by up
-to 10 % (kv-tight: 1.00, 0.95, 0.91). A case replayed with a fit of the other cases cannot
-be nearer its recordings than their drift: heavy-short's steps ran 4.6 % slow (the
-simulation's ITL p50 -4.1 %, E2E -6.2 %), kv-tight's 4.9 % fast (TTFT +5.7 %, E2E +4.8 %),
-short-busy's 3.4 % fast (ITL p50 +6.7 %).
+of the same engine on the same machine should time a shape alike. They do not: the 2026-12-03
+CPU runs (21 recordings in 48 minutes, each case's three in a row) ran 0.91-1.06x the median
+recording; the committed ones (2026-12-07, recorded in rounds over 32 minutes) 0.89-1.21x,
+every case's first repeat slower than its third (the machine sped up over the session). A
+case replayed with a fit of the other cases cannot be nearer its recordings than their
+drift: short-busy's recordings ran ~10 % faster than the others' (0.91-0.95x), and the
+rotation prices its E2E +12.0 % and ITL p50 +13.4 %.
 
 ``speed`` is model-free: per run, the median over decode shapes (sequences, KV read in
 blocks of KV_BUCKET tokens) seen in most runs of that shape's median step interval, over

@@ -15,13 +15,18 @@ these quantities; the fit (calibrate/steps.py) uses it on logged steps, so what 
 what is priced.
 
 **The first step of a token count.** vLLM on the CPU runs a step of P + D scheduled tokens
-it has not run before in the process markedly slower: over the 21 committed engine runs
+it has not run before in the process markedly slower: over the 21 engine runs of 2026-12-03
 (benchmarks/engine/runs, bf16 on an AMX Xeon) steps whose token count was the first of its
 value in the run took 1.14-1.37x the linear model's time (median, prefill steps) and the
 repeats of a count 0.79-0.94x; a fit with N (1 on such a step, else 0) and N * P prices
-both within 2 % (NOTES.md, issue 22). The cause is not isolated (oneDNN creates and caches
-its GEMM primitives per shape on the first call; a first-touch of larger buffers would
-track the high-water mark instead, which does not fit). The pricer keeps the counts a run
+both within 2 % (NOTES.md, issue 22). The cause: vLLM's CPU linear layers
+(``create_onednn_mm``) make a oneDNN matmul primitive per M (the step's token count) on its
+first use, JIT code included; oneDNN's global primitive cache then serves the other layers
+and later steps. Timed alone on that machine, the first call of the three oneDNN-dispatched
+GEMMs (qkv, gate_up, down) costs ~1 ms more at M <= 32, 3.5 at 33-128, 6 at 129-256, 12-15
+at 257-512, the same per M in two processes (correlation 0.98); the recorded excess is
+~1.8x that (other per-shape setup) and follows P as well as it follows the probe, so P it
+is. The pricer keeps the counts a run
 has committed (``observe``) and adds the term to the first step of a plan of a new count;
 GPU engines run captured graphs and fit it as ~0.
 

@@ -49,16 +49,19 @@ def test_rare_shapes_and_short_runs_of_a_shape_do_not_count():
 
 
 def test_the_committed_runs_drift_with_the_sign_of_the_rotation_errors():
-    """heavy-short's recordings ran slow (the rotation's ITL p50 -4.1 %, E2E -6.2 %),
-    kv-tight's and short-busy's fast (TTFT +5.7 % / E2E +4.7 %): the model cannot follow a
-    drift the step shapes do not carry."""
+    """The committed runs were recorded in rounds (2026-12-07 19:29-20:01): every case's
+    repeats sped up over the session (r1 > r2 > r3), and short-busy's recordings ran fast
+    against the others (the rotation's E2E +12.0 %, ITL p50 +13.4 %: the model, fitted on
+    slower recordings, prices its steps slow): the model cannot follow a drift the step
+    shapes do not carry."""
     from calibrate.steplog import read_log
     from calibrate.validate_steps import case_name
 
     dirs = sorted(p for p in RUNS.iterdir() if (p / "run.json").is_file())
     s = speed({p.name: read_log(p) for p in dirs})
     assert len(s.dropna()) == 21
-    assert 0.88 < s.min() < 0.93 and 1.04 < s.max() < 1.08
-    case = s.groupby(s.index.map({p.name: case_name(p) for p in dirs})).mean()
-    assert case["heavy-short"] > 1.03 and case["kv-tight"] < 0.97
-    assert case["short-busy"] < 0.98
+    assert 0.86 < s.min() < 0.91 and 1.18 < s.max() < 1.23
+    by_case = s.groupby(s.index.map({p.name: case_name(p) for p in dirs}))
+    assert (by_case.apply(lambda v: v.iloc[0] > v.iloc[-1])).all()  # r1 slower than r3
+    case = by_case.mean()
+    assert case["short-busy"] < 0.95 and (case.drop("short-busy") > 1.02).all()
