@@ -325,10 +325,9 @@ class Scenario(Validated):
         "prompt + output tokens and per thousand requests with it.")
     core: Literal["auto", "general", "fast"] = Field(
         "auto", description="Simulation core. auto: the fast core (sim/fast) when it runs "
-        "the scenario (vllm, vllm-priority, lanes, orca, prefill-first and sarathi (no "
-        "prefix caching, optimistic admission) or static (one replica, no prefix caching) "
-        "scheduler, "
-        "optimistic or reserve "
+        "the scenario (the vllm, vllm-priority, lanes or orca scheduler, or prefill-first, "
+        "sarathi or static without prefix caching and with optimistic admission; one "
+        "replica or a fleet; optimistic or reserve "
         "admission, paged KV with or without prefix caching or KV reserved up front "
         "(contiguous-max, contiguous-exact; not with lanes or reserve admission), no swap, "
         "async scheduling or "

@@ -24,7 +24,7 @@ the work per step.
 It runs a scenario when the general engine would run it with the ``vllm`` scheduler (FCFS),
 ``vllm-priority`` (sim/fast/priority.py), ``lanes`` (sim/fast/lanes.py), ``orca``,
 ``prefill-first`` and ``sarathi`` (sim/fast/v0.py: paged KV without prefix caching,
-optimistic admission) or ``static`` (sim/fast/static.py: the same, one replica), optimistic
+optimistic admission) or ``static`` (sim/fast/static.py: the same), optimistic
 or ``reserve`` admission (sim/fast/admission.py), paged KV with or without prefix caching
 (sim/fast/caching.py) or reserved up front (sim/fast/upfront.py; not with lanes or
 ``reserve`` admission), no swap, open-loop or gated arrivals (closed loops, concurrency

@@ -417,13 +417,14 @@ class FastEngine:
 
     def _idle(self):
         """An optimistic replica with nothing to plan waits for its first pushed request's
-        due time (LATE: behind the routing of that instant), waking on a push or on the end
-        of its arrivals (``Pushed.poke``) to look again; False once nothing more can come."""
+        due time or the scheduler's wake-up (LATE: behind the routing of that instant),
+        waking on a push or on the end of its arrivals (``Pushed.poke``) to look again;
+        False once nothing more can come (Engine._wait_pushed)."""
         env, src = self.env, self.src
         self.busy_until = -1
         while True:
-            t = src.nxt
-            if t == arrivals.NEVER:
+            t = self._next_time()
+            if t is None:
                 if src.exhausted():
                     self.clock = max(self.clock, env.now)  # when it learnt so (the lookahead's)
                     return False

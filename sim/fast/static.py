@@ -11,7 +11,7 @@ blocks stay held until the last member finishes, when the batch's blocks are all
 
 from __future__ import annotations
 
-from sim.fast.sched import FastScheduler, Planned
+from sim.fast.sched import FLEET, FastScheduler, Planned
 from sim.fast.state import cdiv
 from sim.fast.upfront import NoGrowth
 from sim.sched.static import WAKE_TOLERANCE_S
@@ -19,7 +19,7 @@ from sim.sched.vllm import MEMORY, POLICY
 
 
 class FastStatic(FastScheduler):
-    runs = frozenset()  # paged KV, optimistic admission, one replica
+    runs = frozenset({FLEET})  # paged KV, optimistic admission; a fleet
     reads_clock = True  # the engine sets ``now_s`` before each plan (the batch deadline)
 
     def __init__(self, *args, arrival, max_wait_s: float, **kw):

@@ -8,9 +8,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sim.config.load import load_scenario
+from sim.config.load import load_scenario, validate
+from sim.engine.requests import RequestSpecs
+from sim.fleet.cluster import simulate_fleet
+from sim.fleet.plan import plan_fleet
 from sim.pipeline import prepare
 from tests.fleet.helpers import fleet
+from tests.fleet.test_golden import SCENARIO
 from tests.fleet.test_identity import _same
 
 N = "workload.num_requests=300"
@@ -20,6 +24,10 @@ TIGHT = ("engine.num_gpu_blocks_override=60", "engine.max_model_len=900")
 
 def _router(name: str, replicas: int = 3) -> str:
     return f"cluster={{replicas: {replicas}, router: {{name: {name}}}}}"
+
+
+def _static(size: int, wait: float) -> str:
+    return f"scheduler={{name: static, batch_size: {size}, max_wait_s: {wait}}}"
 
 
 CASES = {
@@ -65,6 +73,22 @@ CASES = {
         _router("least_kv", 2)),
     "closed, orca, contiguous-exact": (CLOSED, "scheduler=orca", "kv.name=contiguous-exact",
                                        _router("round_robin", 2)),
+    # static batches: an idle replica wakes at its oldest request's deadline
+    "open stream, static, deadlines, least outstanding": (
+        "workload.arrival.rate=20", _static(8, 0.2), _router("least_outstanding")),
+    "open stream, static, horizon": ("workload.arrival.rate=20", "horizon_s=4",
+                                     _static(8, 0.2), _router("least_outstanding")),
+    "open stream, static, a deadline past the horizon": (
+        "workload.arrival.rate=5", "horizon_s=2", _static(64, 5.0),
+        _router("least_outstanding", 2)),
+    "open stream, static, batches cut by the KV pool, least kv": (
+        "workload.arrival.rate=30", *TIGHT, _static(32, 0.3), _router("least_kv", 2)),
+    "closed, static, least kv, sync": (
+        "workload.arrival={process: closed, concurrency: 12}", _static(3, 0.0),
+        "engine.async_scheduling=false", _router("least_kv", 2)),
+    "closed, static, think time": (
+        "workload.arrival={process: closed, concurrency: 10, think_s: 0.3}", _static(4, 0.1),
+        _router("least_outstanding")),
     # prefill/decode split: the decode pool prices transferred prompts (disagg.py)
     "disaggregated": ("scenarios/fleet-disagg.yaml", "workload.num_requests=300"),
     "disaggregated, closed, tight decode KV": (
@@ -100,6 +124,8 @@ def test_fast_replicas_equal_the_general_ones(case):
     np.testing.assert_array_equal(res_gen.specs.arrival_s, res_fast.specs.arrival_s)
     if "tight" in case:  # the case is what it says
         assert sum(int(r.num_preemptions.sum()) for r in fr_fast.results.values()) > 0
+    if "cut by the KV pool" in case:
+        assert sum(r.counters["memory_blocked"] for r in fr_fast.results.values()) > 0
 
 
 def _step_log(*sets) -> tuple[str, set[str]]:
@@ -124,3 +150,25 @@ def test_a_fleet_step_log_is_the_general_engines(case):
     general, _ = _step_log(*sets, "core=general")
     assert cores == {"fast"} and '"event": "route"' in fast
     assert fast.splitlines() == general.splitlines()
+
+
+@pytest.mark.parametrize("core", ["auto", "general"])
+def test_an_idle_static_replica_starts_its_batch_at_the_deadline(core):
+    # batch_size 2, max_wait_s 0.5, a 10 ms step; least outstanding: request 0 (0 s) goes
+    # to replica 0, request 1 (0.1 s) to replica 1, request 2 (0.2 s) to replica 0 (a tie:
+    # the first), whose batch is full at 0.2 s (finishes 0.23 and 0.22 s). Replica 1 is idle
+    # with request 1 alone: its batch starts at the deadline, 0.6 s
+    scenario = {**SCENARIO, "core": core,
+                "cost": {**SCENARIO["cost"], "prefill_token_ms": 0},
+                "scheduler": {"name": "static", "batch_size": 2, "max_wait_s": 0.5},
+                "engine": {"async_scheduling": False}}
+    specs = RequestSpecs.from_arrays([0.0, 0.1, 0.2], [8, 8, 8], [3, 2, 2])
+    fr = simulate_fleet(plan_fleet(validate(scenario, "static fleet")), specs)
+    assert {r.core for r in fr.results.values()} == {"fast" if core == "auto" else "general"}
+    assert fr.first.tolist() == [0, 1, 0]
+    rec = {rep.name: rep.recorder for rep in fr.replicas}
+    on = [rec[f"default/{k}"] for k in fr.first.tolist()]
+    assert [r.first_scheduled_s[i] for i, r in enumerate(on)] == pytest.approx(
+        [0.2, 0.6, 0.2], abs=1e-12)
+    assert [r.finish_s[i] for i, r in enumerate(on)] == pytest.approx(
+        [0.23, 0.62, 0.22], abs=1e-12)

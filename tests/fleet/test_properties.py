@@ -137,3 +137,36 @@ def test_fast_replicas_write_the_general_step_log(rows, replicas, router, blocks
     (fast, fast_cores), (general, general_cores) = logs
     assert fast_cores == {"fast"} and general_cores == {"general"}
     assert fast.splitlines() == general.splitlines()
+
+
+@settings(max_examples=30, deadline=None)
+@given(rows=trace, replicas=st.integers(2, 3), router=st.sampled_from(ROUTERS.names()),
+       blocks=st.sampled_from([40, 4000]), clients=st.sampled_from([None, 1, 3, 8]),
+       lag=st.booleans(), size=st.integers(1, 8), wait=st.sampled_from([0.0, 0.02, 0.3]),
+       horizon=st.sampled_from([None, 0.1, 0.4]))
+def test_static_fast_replicas_equal_general_replicas(rows, replicas, router, blocks, clients,
+                                                     lag, size, wait, horizon):
+    """Static batches in a fleet: an idle replica wakes at its oldest request's deadline
+    on both cores, whatever reaches it meanwhile."""
+    specs = _specs(rows)
+    runs = []
+    for core in ("auto", "general"):
+        sc = {**SCENARIO, "core": core,
+              "scheduler": {"name": "static", "batch_size": size, "max_wait_s": wait},
+              "engine": {"num_gpu_blocks_override": blocks, "max_model_len": 512,
+                         "async_scheduling": lag},
+              "cluster": {"replicas": replicas, "router": {"name": router}}}
+        if clients is not None:
+            sc["workload"] = {**SCENARIO["workload"],
+                              "arrival": {"process": "closed", "concurrency": clients}}
+        if horizon is not None:
+            sc["horizon_s"] = horizon
+        fr = simulate_fleet(plan_fleet(validate(sc, "prop")), specs, alone=False)
+        assert {r.core for r in fr.results.values()} == {"fast" if core == "auto" else
+                                                         "general"}
+        runs.append(_replica_rows(fr))
+    fast, general = runs
+    assert fast.keys() == general.keys()
+    for name, cols in general.items():
+        for col, want in cols.items():
+            np.testing.assert_array_equal(want, fast[name][col], err_msg=f"{name} {col}")
