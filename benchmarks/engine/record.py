@@ -213,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
         jobs = [job(a, {"name": "trace"}, run_files.read_trace(a.trace), dtype, a.out)]
     else:
         names = case_names(a.case, HERE / "cases.json")
+        if not names:
+            ap.error("--case: name a case of cases.json, several comma-separated, or 'all'")
         many = len(names) > 1
         jobs = [job(a, c, run_files.case_trace(c), dtype,
                     (a.out or HERE / "runs") / c["name"] if many else a.out)

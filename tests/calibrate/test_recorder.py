@@ -167,6 +167,9 @@ def test_several_cases_are_recorded_in_rounds(tmp_path, monkeypatch):
     assert calls == [("light-short-r1", 1, 1024), ("kv-tight-r1", 1, 272),
                      ("light-short-r2", 2, 1024), ("kv-tight-r2", 2, 272)]
     assert checks[0] is None and all(callable(c) for c in checks[1:]) and len(checks) == 4
+    with pytest.raises(SystemExit) as refused:  # argparse's one-line error
+        record.main(["--case", ",", "--dtype", "float32"])
+    assert refused.value.code == 2
     assert record.case_names("all", ENGINE / "cases.json") == [
         "light-short", "heavy-short", "light-long", "heavy-mixed", "kv-tight", "medium",
         "short-busy"]
