@@ -331,8 +331,8 @@ class Scenario(Validated):
         "admission, paged KV with or without prefix caching or KV reserved up front "
         "(contiguous-max, contiguous-exact; not with lanes or reserve admission), no swap, "
         "async scheduling or "
-        "not, open-loop or gated arrivals (closed loops, concurrency caps), a cost model "
-        "priced from step shapes: fitted, roofline, linear), else the general engine; "
+        "not, open-loop or gated arrivals (closed loops, concurrency caps), any cost model "
+        "but live mode: fitted, roofline, linear), else the general engine; "
         "general: always the general engine; fast: the fast core, or an error naming what "
         "it does not run. Both give the same results.")
     cluster: ClusterConfig | None = Field(

@@ -28,10 +28,12 @@ optimistic admission) or ``static`` (sim/fast/static.py: the same), optimistic
 or ``reserve`` admission (sim/fast/admission.py), paged KV with or without prefix caching
 (sim/fast/caching.py) or reserved up front (sim/fast/upfront.py; not with lanes or
 ``reserve`` admission), no swap, open-loop or gated arrivals (closed loops, concurrency
-caps: sim/fast/arrivals.py), a cost model that prices step shapes (``fitted`` ops
-profiles, ``roofline``), with or without async scheduling, and no executor hooks (live
-mode). A caller's per-plan hook (the step log, the conformance comparer) gets the general
-engine's StepPlan and StepOutcome (sim/fast/hooks.py).
+caps: sim/fast/arrivals.py), any cost model (one that prices step shapes, ``fitted`` ops
+profiles, ``roofline`` or ``linear``, from the aggregates; one that prices whole plans, a
+``fitted`` steps file, from each plan built as the general engine's, sim/fast/engine.py
+``whole``), with or without async scheduling, and no executor hooks (live mode). A
+caller's per-plan hook (the step log, the conformance comparer) gets the general engine's
+StepPlan and StepOutcome (sim/fast/hooks.py).
 ``core: auto`` (the default) uses it then, the general engine otherwise; ``core:
 general`` always uses the general engine. Its results equal the general engine's
 (tests/fast compares them column by column; the conformance references replay through
@@ -110,9 +112,8 @@ def unsupported(sc, sched, kv, cost, source) -> str:
                 "made up front)")
     if kv.host is not None:
         return "swap preemption (engine.preemption_mode: swap)"
-    if not isinstance(cost, CostModel) or not cost.prices_shapes:
-        name = sc.cost.name if sc.cost is not None else "the default"
-        return f"cost {name}, which prices whole plans (the fast core prices step shapes)"
+    if not isinstance(cost, CostModel):
+        return "an executor that is not a cost model"
     base = CostModel
     if any(getattr(type(cost), m) is not getattr(base, m)
            for m in ("after_plan", "start_run", "end_run")):

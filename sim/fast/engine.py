@@ -65,6 +65,12 @@ class FastEngine:
         a decode pool's transferred prompts, sim/fleet/disagg.py)."""
         self.s, self.cost, self.rec, self.env = sched, cost, record, env
         self.priced = priced
+        # a cost model that prices whole plans (a fitted steps file: its price of a step
+        # depends on the token counts the run has committed): each plan is built as the
+        # general engine's (O(running)), priced with ``step_times`` and shown to it
+        # committed (``observe``), as sim/runner.py does for the general engine
+        self.whole = not cost.prices_shapes
+        self.view = None  # the decode run being priced: its batch (hooks.batch_view)
         self.ok = bytearray(admissible.astype(np.uint8).tobytes())  # accepted at arrival
         self.src = arrivals.view(source)  # .nxt: the next arrival (ns; NEVER: none known)
         # every request handed over (the drain begun); a fleet's source is asked per plan
@@ -264,7 +270,16 @@ class FastEngine:
                   - s.shared_slots())
         used, running, waiting = s.used, len(s.running), len(s.waiting)
         self._drain()
-        if self.priced is None:
+        view = plan = None
+        if self.hook is not None or self.whole:
+            view = hooks.batch_view(s, p)
+            pure = (not p.entries and not p.skipped and not p.preempted and not s.pre
+                    and not s.deferred)
+            interruptible = not s.persists[p.blocked] if pure else True  # as _plan sets it
+        if self.whole:
+            plan = hooks.plan(view, p, 1, interruptible)
+            dur = float(self.cost.step_times(plan)[0])
+        elif self.priced is None:
             dur = self.cost.shape_time1(total, p.num_reqs, pq, pc, p.n_dec + n1,
                                         p.dec_ctx + c1)
         else:
@@ -272,20 +287,16 @@ class FastEngine:
         d = round((dur if dur < _MAX_S else _MAX_S) * NS_PER_S)
         start = self.clock
         self.last_start, self.clock = start, start + d
-        view = None
-        if self.hook is not None:
-            view = hooks.batch_view(s, p)
-            pure = (not p.entries and not p.skipped and not p.preempted and not s.pre
-                    and not s.deferred)
-            interruptible = not s.persists[p.blocked] if pure else True  # as _plan sets it
         first, finished = self._commit(p)
+        if plan is not None:
+            self.cost.observe(plan)
         self._finished(finished)
         rec = self.rec
         rec.plan(sum(pq), p.n_dec + n1, p.num_reqs, running, len(p.preempted), 1, p.blocked)
         rec.step(start, d, used, stored, waiting)
         if p.first_sched or first or finished:
             rec.events(start, d, p.first_sched, first, finished)
-        if view is not None:
+        if view is not None and self.hook is not None:
             self._report(view, p, steps=1, interruptible=interruptible, starts=[start],
                          durs=[d], kv_used=[used], kv_tokens=[stored], running=running,
                          waiting=waiting, first=first, finished=finished)
@@ -378,7 +389,7 @@ class FastEngine:
         (the cost model prices long runs with numpy, short ones in Python floats: the same
         values), cut at the next arrival if one could join it, and at the horizon."""
         limit = self._run_limit(p)
-        run = self._price_run(p, limit)
+        run = self._priced_run(p, limit)
         if run is None:
             return self._step(p)
         if self.optimistic:  # what a router reads until the run's end (its steps')
@@ -394,7 +405,7 @@ class FastEngine:
         run the lookahead's cuts and re-plans make, in one plan (sim/fleet/cluster.py)."""
         env, src = self.env, self.src
         limit = self._run_limit(p)
-        run = self._price_run(p, limit)
+        run = self._priced_run(p, limit)
         if run is None:
             self._step(p)
             return False
@@ -432,6 +443,16 @@ class FastEngine:
             if (yield from src.wait(env, t, LATE)):
                 self.clock = max(self.clock, t)
                 return True
+
+    def _priced_run(self, p: Planned, limit: int):
+        """``_price_run``; a whole-plan cost model prices the run's batch (``view``)."""
+        if not self.whole:
+            return self._price_run(p, limit)
+        self.view = hooks.batch_view(self.s, p)
+        run = self._price_run(p, limit)
+        if run is None:
+            self.view = None
+        return run
 
     def _price_run(self, p: Planned, limit: int):
         """The run's steps up to where ``limit`` (ns) cuts it: (starts, durations, blocks in
@@ -490,7 +511,8 @@ class FastEngine:
             wait = [waiting] * k
         kv_used = used if len(used) == k else used[:k]
         kv_tokens = range(stored0, stored0 + n * k, n)
-        view = hooks.batch_view(s, p) if self.hook is not None else None
+        view = self.view or (hooks.batch_view(s, p) if self.hook is not None else None)
+        self.view = None
         # commit k steps: every decoding request emits in each
         first = ()
         if s.stale:
@@ -514,7 +536,9 @@ class FastEngine:
         rec.steps(starts, d, kv_used, kv_tokens, wait)
         if finished:
             rec.events(last, d_last, (), (), finished)
-        if view is not None:
+        if self.whole:
+            self.cost.observe(hooks.plan(view, p, k, interruptible))
+        if view is not None and self.hook is not None:
             self._report(view, p, steps=k, interruptible=interruptible, starts=starts,
                          durs=d, kv_used=kv_used, kv_tokens=list(kv_tokens), running=running,
                          waiting=waiting, first=list(first), finished=list(finished))
@@ -535,4 +559,7 @@ class FastEngine:
     def _run_durations(self, p: Planned, n: int, j: int, k: int) -> list[int]:
         """Durations (ns) of steps j..j+k-1 of the run (step i's decode contexts sum to
         ``dec_ctx + n * i``)."""
+        if self.whole:  # the run's first j + k steps, as the general engine prices them
+            t = self.cost.step_times(hooks.plan(self.view, p, j + k, True))[j:].tolist()
+            return [round((x if x < _MAX_S else _MAX_S) * NS_PER_S) for x in t]
         return self.cost.run_ns(n, p.dec_ctx + n * j, k)

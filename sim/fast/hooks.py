@@ -33,6 +33,14 @@ def batch_view(s, p) -> tuple[list[int], list[int], list[int], list[int]]:
     return ids, tok, ctx, emit
 
 
+def plan(view, p, steps: int, interruptible: bool) -> StepPlan:
+    """The general engine's StepPlan of planned step ``p`` (``view``: its batch_view) as a
+    plan of ``steps`` steps."""
+    ids, tok, ctx, _ = view
+    return StepPlan.build(ids, tok, ctx, p.preempted, num_steps=steps,
+                          interruptible=interruptible)
+
+
 def call(hook, view, p, *, steps: int, interruptible: bool, starts: list[int],
          durs: list[int], kv_used: list[int], kv_tokens: list[int], running: int,
          waiting: int, first: list[int], finished: list[int]) -> None:
@@ -41,13 +49,12 @@ def call(hook, view, p, *, steps: int, interruptible: bool, starts: list[int],
         pos = {r: i for i, r in enumerate(ids)}
         finished = sorted(finished, key=pos.__getitem__)
         first = sorted(first, key=pos.__getitem__)
-    plan = StepPlan.build(ids, tok, ctx, p.preempted, num_steps=steps,
-                          interruptible=interruptible)
+    step_plan = plan(view, p, steps, interruptible)
     arr = np.asarray
     outcome = StepOutcome(
         emitted=arr(emit, dtype=np.int64), first_tokens=arr(first, dtype=np.int64),
         finished=arr(finished, dtype=np.int64), kv_blocks_used=arr(kv_used, dtype=np.int64),
         num_running=running, num_waiting=waiting, kv_tokens=arr(kv_tokens, dtype=np.int64),
         blocked=p.blocked)
-    hook(plan, arr(starts, dtype=np.int64) / NS_PER_S, arr(durs, dtype=np.int64) / NS_PER_S,
+    hook(step_plan, arr(starts, dtype=np.int64) / NS_PER_S, arr(durs, dtype=np.int64) / NS_PER_S,
          outcome)

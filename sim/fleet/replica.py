@@ -127,7 +127,9 @@ def build(env: simpy.Environment, pool: PoolPlan, index: int, ps: PoolSpecs, sto
     name = f"{pool.name}/{index}"
     source = Pushed(admissible(specs, sched), lookahead,
                     lambda reqs, now: on_finish(rep, reqs, now), ended)
-    if not _fast_unsupported(r, sched, kv, cost, None):
+    # the decode pool's transferred prompts are priced from step shapes (disagg.py)
+    if not _fast_unsupported(r, sched, kv, cost, None) and (wrap is None or
+                                                             cost.prices_shapes):
         from sim import fast
 
         priced = None if wrap is None else wrap(None)  # prices the fast engine's steps too

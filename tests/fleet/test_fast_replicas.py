@@ -89,6 +89,10 @@ CASES = {
     "closed, static, think time": (
         "workload.arrival={process: closed, concurrency: 10, think_s: 0.3}", _static(4, 0.1),
         _router("least_outstanding")),
+    # a cost model that prices whole plans (a steps file), built per replica
+    "closed, a fitted steps file": (
+        CLOSED, "cost={name: fitted, profile: benchmarks/engine/cpu-tiny-llama.yaml}",
+        _router("least_outstanding")),
     # prefill/decode split: the decode pool prices transferred prompts (disagg.py)
     "disaggregated": ("scenarios/fleet-disagg.yaml", "workload.num_requests=300"),
     "disaggregated, closed, tight decode KV": (
@@ -172,3 +176,19 @@ def test_an_idle_static_replica_starts_its_batch_at_the_deadline(core):
         [0.2, 0.6, 0.2], abs=1e-12)
     assert [r.finish_s[i] for i, r in enumerate(on)] == pytest.approx(
         [0.23, 0.62, 0.22], abs=1e-12)
+
+
+def test_a_decode_pool_priced_by_a_steps_file_stays_on_the_general_engine():
+    """The decode pool prices transferred prompts from step shapes (disagg.py), which a
+    steps file does not give: its replicas run the general engine, the prefill pool's the
+    fast core, and both cores' fleets agree."""
+    sets = ("workload.num_requests=120",
+            "cost={name: fitted, profile: benchmarks/engine/cpu-tiny-llama.yaml}")
+    with pytest.warns(UserWarning, match="outside the ranges"):
+        fr, _, s_auto = fleet("scenarios/fleet-disagg.yaml", *sets)
+        _, _, s_gen = fleet("scenarios/fleet-disagg.yaml", *sets, "core=general")
+    cores = {name.split("/")[0]: r.core for name, r in fr.results.items()}
+    assert cores == {"prefill": "fast", "decode": "general"}
+    for s in (s_auto, s_gen):
+        s.pop("sim")
+    _same(s_gen, s_auto)
