@@ -124,16 +124,16 @@ class Engine:
             self._deliver()
             try:
                 plan = sched.schedule(self.clock / 1e9)
+                lagging = self._lagging()
+                while plan is None and (lagging or sched.replan_now()):
+                    # nothing was in flight to plan behind (or the plan only preempted,
+                    # async): vLLM schedules at once, seeing every arrival and finish so far
+                    lagging = False
+                    sched.flush_frees()
+                    self._deliver(self.clock)
+                    plan = sched.schedule(self.clock / 1e9)
             except EngineStopped:  # the modelled server failed (vLLM v0: swap space full)
                 break
-            lagging = self._lagging()
-            while plan is None and (lagging or sched.replan_now()):
-                # nothing was in flight to plan behind (or the plan only preempted, async):
-                # vLLM schedules at once, seeing every arrival and every finish so far
-                lagging = False
-                sched.flush_frees()
-                self._deliver(self.clock)
-                plan = sched.schedule(self.clock / 1e9)
             if plan is None:
                 if not (yield from self._wait_idle()):
                     break

@@ -10,6 +10,7 @@ the work per step.
     sim/fast/lane_counts.py  the two lane queues, the interactive lane's aggregates
     sim/fast/admission.py  the reserve admission rule on that state
     sim/fast/upfront.py  KV reserved up front (contiguous-max, contiguous-exact; orca)
+    sim/fast/swap.py     swap preemption (vLLM v0): the host pool, the swapped queue
     sim/fast/static.py   static batches (a batch's blocks taken at its start, a deadline)
     sim/fast/v0.py       vLLM v0's block manager and service order (prefill-first, sarathi)
     sim/fast/prefill_first.py  vLLM v0's prefill-first steps
@@ -27,8 +28,9 @@ It runs a scenario when the general engine would run it with the ``vllm`` schedu
 optimistic admission) or ``static`` (sim/fast/static.py: the same), optimistic
 or ``reserve`` admission (sim/fast/admission.py), paged KV with or without prefix caching
 (sim/fast/caching.py) or reserved up front (sim/fast/upfront.py; not with lanes or
-``reserve`` admission), no swap, open-loop or gated arrivals (closed loops, concurrency
-caps: sim/fast/arrivals.py), any cost model (one that prices step shapes, ``fitted`` ops
+``reserve`` admission), recompute or swap preemption (sim/fast/swap.py: vllm, paged KV,
+optimistic admission), open-loop or gated arrivals (closed loops, concurrency caps:
+sim/fast/arrivals.py), any cost model (one that prices step shapes, ``fitted`` ops
 profiles, ``roofline`` or ``linear``, from the aggregates; one that prices whole plans, a
 ``fitted`` steps file, from each plan built as the general engine's, sim/fast/engine.py
 ``whole``), with or without async scheduling, and no executor hooks (live mode). A
@@ -62,6 +64,7 @@ from sim.fast.record import FastRecord
 from sim.fast.sarathi import FastSarathi
 from sim.fast.sched import CACHING, FEATURES, FLEET, RESERVE, UPFRONT, FastScheduler
 from sim.fast.static import FastStatic
+from sim.fast.swap import SwapPreemption
 from sim.fast.upfront import UpFront
 from sim.kv.paged import PagedKV
 from sim.kv.prefix_cache import PrefixCachingKV
@@ -110,8 +113,13 @@ def unsupported(sc, sched, kv, cost, source) -> str:
     if not isinstance(kv, ReservationKV) and type(kv) not in (PagedKV, PrefixCachingKV):
         return (f"KV policy {sc.kv.name} (the fast core runs paged KV and reservations "
                 "made up front)")
-    if kv.host is not None:
-        return "swap preemption (engine.preemption_mode: swap)"
+    if kv.host is not None and (type(sched) is not VllmScheduler or type(kv) is not PagedKV
+                                or type(sched.admission) is not Optimistic):
+        return (f"swap preemption (engine.preemption_mode: swap) with {sc.scheduler.name}, "
+                f"KV policy {sc.kv.name}, admission {sc.admission.name}"
+                f"{' and prefix caching' if type(kv) is PrefixCachingKV else ''} (the fast "
+                "core swaps with vllm, paged KV without prefix caching and optimistic "
+                "admission)")
     if not isinstance(cost, CostModel):
         return "an executor that is not a cost model"
     base = CostModel
@@ -169,6 +177,7 @@ class FastRun:
     memory_blocked: int
     drain_cut: bool
     drain_budget: int
+    stopped: str  # why the modelled server stopped ('' = it did not)
 
     def result_fields(self, preemption_mode: str, kv) -> dict:
         """The RunResult fields (sim.runner.RunResult) that come from the run itself."""
@@ -177,7 +186,7 @@ class FastRun:
             num_preemptions=self.num_preemptions, cached_tokens=self.cached_tokens,
             generated=self.generated, recomputed_tokens=self.recomputed_tokens,
             counters={"alloc_failures": self.alloc_failures,
-                      "memory_blocked": self.memory_blocked, "engine_stopped": "",
+                      "memory_blocked": self.memory_blocked, "engine_stopped": self.stopped,
                       "preemption_mode": preemption_mode, **kv.counters()},
             kv_total_blocks=kv.num_blocks, run=self.run, drain_cut=self.drain_cut,
             core="fast")
@@ -213,6 +222,8 @@ def build(specs, sched: VllmScheduler, kv: PagedKV | PrefixCachingKV, cost: Cost
         cls = _mixed(ReserveAdmission, cls)
     if isinstance(kv, ReservationKV):
         cls = _mixed(UpFront, cls)
+    if kv.host is not None:
+        cls = _mixed(SwapPreemption, cls)
     kw = cls.policy_args(sched, specs) | ({"kv": kv} if caching else {})
     fs = cls(*args, **kw)
     fs.async_frees = sched.async_scheduling
@@ -250,4 +261,4 @@ def result(engine: FastEngine, specs, status: RunStatus) -> FastRun:
         run=status, recorder=recorder, status=status_codes, num_preemptions=num_preemptions,
         cached_tokens=cached_tokens, generated=generated, recomputed_tokens=fs.recomputed,
         alloc_failures=fs.alloc_failures, memory_blocked=int(sum(fs.memory_blocked)),
-        drain_cut=engine.drain_cut, drain_budget=engine.drain_budget)
+        drain_cut=engine.drain_cut, drain_budget=engine.drain_budget, stopped=fs.stopped)

@@ -36,6 +36,7 @@ from sim.engine.engine import LATE, LATER, RunStatus, _horizon, _late, step_bloc
 from sim.fast import arrivals, hooks
 from sim.fast.record import FastRecord
 from sim.fast.sched import FastScheduler, Planned
+from sim.sched.base import EngineStopped
 from sim.sched.vllm import MAX_RUN_STEPS
 
 _MAX_S = MAX_NS / NS_PER_S
@@ -134,14 +135,18 @@ class FastEngine:
                 self._deliver(upto)
             if clocked:
                 s.now_s = self.clock / 1e9
-            p = s.schedule()
-            while p is None and (lagging or s.replan):
-                # nothing in flight to plan behind (or it only preempted): at once, as vLLM
-                lagging = s.replan = False
-                s.flush_frees()
-                self.seen = self.clock
-                self._deliver(self.clock)
+            try:
                 p = s.schedule()
+                while p is None and (lagging or s.replan):
+                    # nothing in flight to plan behind (or it only preempted): at once, as
+                    # vLLM
+                    lagging = s.replan = False
+                    s.flush_frees()
+                    self.seen = self.clock
+                    self._deliver(self.clock)
+                    p = s.schedule()
+            except EngineStopped:  # the modelled server failed (swap space full)
+                break
             if p is None:
                 if self.optimistic:
                     if not (yield from self._idle()):
@@ -185,7 +190,7 @@ class FastEngine:
             self._deliver(self.last_start)  # as the general engine hands them over
         s.open_runs()
         s.check()
-        return RunStatus(self.clock / NS_PER_S, self.clock >= self.stop, len(s.waiting))
+        return RunStatus(self.clock / NS_PER_S, self.clock >= self.stop, s.queued())
 
     def _ended(self) -> None:
         """A fleet's plan has ended: count the waiting requests of a run no arrival cut
@@ -284,6 +289,8 @@ class FastEngine:
                                         p.dec_ctx + c1)
         else:
             dur = self.priced.fast_step_time(self.cost, p)
+        if (p.swap_out or p.swap_in) and not self.whole:  # CostModel.swap_time
+            dur += (p.swap_out + p.swap_in) / self.cost.gpu.host_bandwidth
         d = round((dur if dur < _MAX_S else _MAX_S) * NS_PER_S)
         start = self.clock
         self.last_start, self.clock = start, start + d

@@ -38,7 +38,8 @@ def plan(view, p, steps: int, interruptible: bool) -> StepPlan:
     plan of ``steps`` steps."""
     ids, tok, ctx, _ = view
     return StepPlan.build(ids, tok, ctx, p.preempted, num_steps=steps,
-                          interruptible=interruptible)
+                          interruptible=interruptible, swap_out_bytes=p.swap_out,
+                          swap_in_bytes=p.swap_in)
 
 
 def call(hook, view, p, *, steps: int, interruptible: bool, starts: list[int],

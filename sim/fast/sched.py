@@ -35,7 +35,8 @@ FEATURES = (CACHING, UPFRONT, RESERVE, FLEET)
 class Planned:
     """One scheduled step (internal to the fast core; mutable while it is built)."""
 
-    __slots__ = ("n_dec", "dec_ctx", "entries", "skipped", "preempted", "blocked", "first_sched")
+    __slots__ = ("n_dec", "dec_ctx", "entries", "skipped", "preempted", "blocked", "first_sched",
+                 "swap_out", "swap_in")
 
     def __init__(self):
         self.n_dec = 0  # decoding requests scheduled (one token each)
@@ -45,6 +46,7 @@ class Planned:
         self.preempted: list | tuple = ()
         self.blocked = EMPTY  # why admission stopped
         self.first_sched: list | tuple = ()  # admitted for the first time
+        self.swap_out = self.swap_in = 0  # KV moved to / from the host before it (bytes)
 
     @property
     def num_reqs(self) -> int:
@@ -270,6 +272,12 @@ class FastScheduler(BlockCount, Progress):
             self.drop_dec(v)
         else:
             self.pre.remove(v)
+        self._requeue(v, c, granted, cached)
+
+    def _requeue(self, v: int, c: int, granted: int, cached: int | None) -> None:
+        """Victim ``v`` (out of the running list, ``c`` tokens computed, ``granted`` more
+        scheduled this step) frees its blocks and starts over at the queue's front:
+        recompute preemption (sim/fast/swap.py: swap)."""
         self._release(v, c + granted, preempted=True, cached=cached)
         self.recomputed += c
         self.comp[v] = 0
@@ -357,6 +365,13 @@ class FastScheduler(BlockCount, Progress):
     def one_left(self, r: int, computed: int) -> None:
         """Prefilling request ``r`` has one prompt token left (``computed`` tokens in KV): it
         decodes from the next step (vLLM: nothing more to note)."""
+
+    stopped = ""  # why the modelled server stopped ('' = it did not; sim/fast/swap.py)
+
+    def queued(self) -> int:
+        """Waiting requests (a swapped queue's aside: sim/fast/swap.py), as the general
+        engine reports those left at the end."""
+        return len(self.waiting)
 
     def next_wakeup(self) -> float | None:
         """When (s) the policy wants to plan again with nothing arriving (vLLM: never)."""

@@ -43,7 +43,8 @@ def test_core_general_never_runs_the_fast_core(monkeypatch):
     (None, ("workload.arrival.concurrency=4",), "fast"),
     (None, ("workload.arrival={process: closed, concurrency: 8}", "workload.num_requests=200"),
      "fast"),
-    ("swap-preemption", (), "general"),
+    ("swap-preemption", (), "fast"),
+    ("swap-preemption", ("scheduler=vllm-priority",), "general"),
     ("reserve-admission", (), "fast"),
     ("contiguous-vs-paged", (), "fast"),
     ("contiguous-vs-paged", ("scheduler=orca",), "fast"),
@@ -68,7 +69,9 @@ UNSUPPORTED = [
      ["scheduler sarathi with prefix caching, KV reserved up front or admission reserve"]),
     ("contiguous-vs-paged.yaml", ("admission=reserve",),
      ["KV policy contiguous-max with vllm and admission reserve"]),
-    ("swap-preemption.yaml", (), ["swap preemption"]),
+    ("swap-preemption.yaml", ("scheduler=vllm-priority",),
+     ["swap preemption (engine.preemption_mode: swap) with vllm-priority, KV policy paged, "
+      "admission optimistic"]),
 ]
 
 

@@ -89,6 +89,11 @@ CASES = {
     "closed, static, think time": (
         "workload.arrival={process: closed, concurrency: 10, think_s: 0.3}", _static(4, 0.1),
         _router("least_outstanding")),
+    # swap preemption (sim/fast/swap.py): a host pool that refuses some victims
+    "closed, swap preemption, tight KV": (
+        "workload.arrival={process: closed, concurrency: 32}", *TIGHT,
+        "engine.preemption_mode=swap", "engine.swap_space=0.1",
+        "engine.swap_space_full=recompute", _router("least_kv", 2)),
     # a cost model that prices whole plans (a steps file), built per replica
     "closed, a fitted steps file": (
         CLOSED, "cost={name: fitted, profile: benchmarks/engine/cpu-tiny-llama.yaml}",
