@@ -14,7 +14,9 @@ scheduler's block count.
 
 A swap's bytes lengthen the step they are charged to by bytes / the GPU's host bandwidth
 (``CostModel.swap_time``; sim/fast/engine.py). Paged KV without prefix caching, the
-``vllm`` scheduler, optimistic admission (sim/fast/__init__.py ``unsupported``).
+``vllm`` or ``vllm-priority`` scheduler (its victims go back by their key, the swapped ones
+come back first in FCFS order, as sim/sched/base.py keeps them), optimistic admission
+(sim/fast/__init__.py ``unsupported``).
 """
 
 from __future__ import annotations
@@ -119,8 +121,7 @@ class SwapPreemption:
         self.used = 0
         for r in self.waiting.swapped:
             self.host.drop(r)
-        self.waiting.swapped.clear()
-        self.waiting.waiting.clear()
+        self.waiting = SwapQueue(self.make_queue())
         st = self.status
         for r in range(len(st)):
             if st[r] < 3:  # pending, waiting or running

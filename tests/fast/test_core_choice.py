@@ -44,7 +44,8 @@ def test_core_general_never_runs_the_fast_core(monkeypatch):
     (None, ("workload.arrival={process: closed, concurrency: 8}", "workload.num_requests=200"),
      "fast"),
     ("swap-preemption", (), "fast"),
-    ("swap-preemption", ("scheduler=vllm-priority",), "general"),
+    ("swap-preemption", ("scheduler=vllm-priority",), "fast"),
+    ("swap-preemption", ("scheduler=prefill-first",), "general"),
     ("reserve-admission", (), "fast"),
     ("contiguous-vs-paged", (), "fast"),
     ("contiguous-vs-paged", ("scheduler=orca",), "fast"),
@@ -69,8 +70,8 @@ UNSUPPORTED = [
      ["scheduler sarathi with prefix caching, KV reserved up front or admission reserve"]),
     ("contiguous-vs-paged.yaml", ("admission=reserve",),
      ["KV policy contiguous-max with vllm and admission reserve"]),
-    ("swap-preemption.yaml", ("scheduler=vllm-priority",),
-     ["swap preemption (engine.preemption_mode: swap) with vllm-priority, KV policy paged, "
+    ("swap-preemption.yaml", ("scheduler=prefill-first",),
+     ["swap preemption (engine.preemption_mode: swap) with prefill-first, KV policy paged, "
       "admission optimistic"]),
 ]
 

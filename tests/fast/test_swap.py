@@ -64,7 +64,8 @@ def test_a_full_host_pool_stops_the_engine(sets):
 
 @pytest.mark.parametrize("sets,core", [
     ((), "fast"),
-    (("scheduler=vllm-priority",), "general"),
+    (("scheduler=vllm-priority",), "fast"),
+    (("scheduler=prefill-first",), "general"),
     (("engine.enable_prefix_caching=true",), "general"),
     (("admission=reserve",), "general"),
 ])
@@ -81,7 +82,8 @@ def swap_knobs(draw) -> tuple[str, ...]:
             f"engine.swap_space={draw(st.sampled_from([0.004, 0.02, 0.1, 4]))}",
             "engine.swap_space_full="
             + draw(st.sampled_from(["stop_engine", "abort_request", "recompute"])),
-            f"engine.async_scheduling={str(draw(st.booleans())).lower()}")
+            f"engine.async_scheduling={str(draw(st.booleans())).lower()}",
+            f"scheduler={draw(st.sampled_from(['vllm', 'vllm-priority']))}")
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
