@@ -72,6 +72,10 @@ class FastEngine:
         # committed (``observe``), as sim/runner.py does for the general engine
         self.whole = not cost.prices_shapes
         self.view = None  # the decode run being priced: its batch (hooks.batch_view)
+        # a step priced from its shape alone: no whole-plan model, no transferred prompts
+        # (``priced``), no swap traffic (sim/fast/swap.py)
+        self.plain = not self.whole and priced is None and getattr(sched, "host", None) is None
+        self.viewed = hook is not None or self.whole  # plans built as the general engine's
         self.ok = bytearray(admissible.astype(np.uint8).tobytes())  # accepted at arrival
         self.src = arrivals.view(source)  # .nxt: the next arrival (ns; NEVER: none known)
         # every request handed over (the drain begun); a fleet's source is asked per plan
@@ -275,27 +279,28 @@ class FastEngine:
                   - s.shared_slots())
         used, running, waiting = s.used, len(s.running), len(s.waiting)
         self._drain()
-        view = plan = None
-        if self.hook is not None or self.whole:
+        if self.viewed:
             view = hooks.batch_view(s, p)
             pure = (not p.entries and not p.skipped and not p.preempted and not s.pre
                     and not s.deferred)
             interruptible = not s.persists[p.blocked] if pure else True  # as _plan sets it
-        if self.whole:
-            plan = hooks.plan(view, p, 1, interruptible)
-            dur = float(self.cost.step_times(plan)[0])
-        elif self.priced is None:
+        if self.plain:
             dur = self.cost.shape_time1(total, p.num_reqs, pq, pc, p.n_dec + n1,
                                         p.dec_ctx + c1)
+        elif self.whole:
+            plan = hooks.plan(view, p, 1, interruptible)
+            dur = float(self.cost.step_times(plan)[0])
         else:
-            dur = self.priced.fast_step_time(self.cost, p)
-        if (p.swap_out or p.swap_in) and not self.whole:  # CostModel.swap_time
-            dur += (p.swap_out + p.swap_in) / self.cost.gpu.host_bandwidth
+            dur = self.cost.shape_time1(total, p.num_reqs, pq, pc, p.n_dec + n1,
+                                        p.dec_ctx + c1) if self.priced is None else \
+                self.priced.fast_step_time(self.cost, p)
+            if p.swap_out or p.swap_in:  # CostModel.swap_time
+                dur += (p.swap_out + p.swap_in) / self.cost.gpu.host_bandwidth
         d = round((dur if dur < _MAX_S else _MAX_S) * NS_PER_S)
         start = self.clock
         self.last_start, self.clock = start, start + d
         first, finished = self._commit(p)
-        if plan is not None:
+        if self.whole:
             self.cost.observe(plan)
         self._finished(finished)
         rec = self.rec
@@ -303,7 +308,7 @@ class FastEngine:
         rec.step(start, d, used, stored, waiting)
         if p.first_sched or first or finished:
             rec.events(start, d, p.first_sched, first, finished)
-        if view is not None and self.hook is not None:
+        if self.hook is not None:
             self._report(view, p, steps=1, interruptible=interruptible, starts=[start],
                          durs=[d], kv_used=[used], kv_tokens=[stored], running=running,
                          waiting=waiting, first=first, finished=finished)
@@ -396,7 +401,7 @@ class FastEngine:
         (the cost model prices long runs with numpy, short ones in Python floats: the same
         values), cut at the next arrival if one could join it, and at the horizon."""
         limit = self._run_limit(p)
-        run = self._priced_run(p, limit)
+        run = self._priced_run(p, limit) if self.whole else self._price_run(p, limit)
         if run is None:
             return self._step(p)
         if self.optimistic:  # what a router reads until the run's end (its steps')
@@ -412,7 +417,7 @@ class FastEngine:
         run the lookahead's cuts and re-plans make, in one plan (sim/fleet/cluster.py)."""
         env, src = self.env, self.src
         limit = self._run_limit(p)
-        run = self._priced_run(p, limit)
+        run = self._priced_run(p, limit) if self.whole else self._price_run(p, limit)
         if run is None:
             self._step(p)
             return False
@@ -452,9 +457,7 @@ class FastEngine:
                 return True
 
     def _priced_run(self, p: Planned, limit: int):
-        """``_price_run``; a whole-plan cost model prices the run's batch (``view``)."""
-        if not self.whole:
-            return self._price_run(p, limit)
+        """``_price_run`` for a whole-plan cost model: it prices the run's batch (``view``)."""
         self.view = hooks.batch_view(self.s, p)
         run = self._price_run(p, limit)
         if run is None:
@@ -518,8 +521,8 @@ class FastEngine:
             wait = [waiting] * k
         kv_used = used if len(used) == k else used[:k]
         kv_tokens = range(stored0, stored0 + n * k, n)
-        view = self.view or (hooks.batch_view(s, p) if self.hook is not None else None)
-        self.view = None
+        view = self.view if self.whole else (
+            hooks.batch_view(s, p) if self.hook is not None else None)
         # commit k steps: every decoding request emits in each
         first = ()
         if s.stale:
@@ -544,8 +547,9 @@ class FastEngine:
         if finished:
             rec.events(last, d_last, (), (), finished)
         if self.whole:
+            self.view = None
             self.cost.observe(hooks.plan(view, p, k, interruptible))
-        if view is not None and self.hook is not None:
+        if self.hook is not None:
             self._report(view, p, steps=k, interruptible=interruptible, starts=starts,
                          durs=d, kv_used=kv_used, kv_tokens=list(kv_tokens), running=running,
                          waiting=waiting, first=list(first), finished=list(finished))
