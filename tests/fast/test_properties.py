@@ -26,6 +26,9 @@ COSTS = [
     "{name: linear, base_ms: 10, prefill_token_ms: 0, decode_seq_ms: 0, context_token_ms: 0}",
     "{name: roofline}",
     "{name: fitted}",
+    # a steps file: whole plans priced as the general engine builds them (its first step of
+    # a token count dearer; sim/fast/engine.py ``whole``)
+    "{name: fitted, profile: benchmarks/engine/cpu-tiny-llama.yaml}",
 ]
 
 
