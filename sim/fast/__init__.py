@@ -29,7 +29,7 @@ optimistic admission) or ``static`` (sim/fast/static.py: the same), optimistic
 or ``reserve`` admission (sim/fast/admission.py), paged KV with or without prefix caching
 (sim/fast/caching.py) or reserved up front (sim/fast/upfront.py; not with lanes or
 ``reserve`` admission), recompute or swap preemption (sim/fast/swap.py: vllm or
-vllm-priority, paged KV, optimistic admission), open-loop or gated arrivals (closed
+vllm-priority, paged KV), open-loop or gated arrivals (closed
 loops, concurrency caps: sim/fast/arrivals.py), any cost model (one that prices step
 shapes, ``fitted`` ops profiles, ``roofline`` or ``linear``, from the aggregates; one that
 prices whole plans, a ``fitted`` steps file, from each plan built as the general engine's,
@@ -114,13 +114,12 @@ def unsupported(sc, sched, kv, cost, source) -> str:
         return (f"KV policy {sc.kv.name} (the fast core runs paged KV and reservations "
                 "made up front)")
     if kv.host is not None and (type(sched) not in (VllmScheduler, VllmPriorityScheduler)
-                                or type(kv) is not PagedKV
-                                or type(sched.admission) is not Optimistic):
+                                or type(kv) is not PagedKV):
         return (f"swap preemption (engine.preemption_mode: swap) with {sc.scheduler.name}, "
-                f"KV policy {sc.kv.name}, admission {sc.admission.name}"
+                f"KV policy {sc.kv.name}"
                 f"{' and prefix caching' if type(kv) is PrefixCachingKV else ''} (the fast "
-                "core swaps with vllm or vllm-priority, paged KV without prefix caching and "
-                "optimistic admission)")
+                "core swaps with vllm or vllm-priority and paged KV without prefix "
+                "caching)")
     if not isinstance(cost, CostModel):
         return "an executor that is not a cost model"
     base = CostModel

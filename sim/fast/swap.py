@@ -15,8 +15,9 @@ scheduler's block count.
 A swap's bytes lengthen the step they are charged to by bytes / the GPU's host bandwidth
 (``CostModel.swap_time``; sim/fast/engine.py). Paged KV without prefix caching, the
 ``vllm`` or ``vllm-priority`` scheduler (its victims go back by their key, the swapped ones
-come back first in FCFS order, as sim/sched/base.py keeps them), optimistic admission
-(sim/fast/__init__.py ``unsupported``).
+come back first in FCFS order, as sim/sched/base.py keeps them), optimistic or reserve
+admission (a swapped request is judged as a waiting one: it holds no block;
+sim/fast/__init__.py ``unsupported``).
 """
 
 from __future__ import annotations

@@ -71,8 +71,8 @@ UNSUPPORTED = [
     ("contiguous-vs-paged.yaml", ("admission=reserve",),
      ["KV policy contiguous-max with vllm and admission reserve"]),
     ("swap-preemption.yaml", ("scheduler=prefill-first",),
-     ["swap preemption (engine.preemption_mode: swap) with prefill-first, KV policy paged, "
-      "admission optimistic"]),
+     ["swap preemption (engine.preemption_mode: swap) with prefill-first, KV policy paged "
+      "(the fast core swaps"]),
 ]
 
 

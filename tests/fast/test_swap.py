@@ -67,7 +67,7 @@ def test_a_full_host_pool_stops_the_engine(sets):
     (("scheduler=vllm-priority",), "fast"),
     (("scheduler=prefill-first",), "general"),
     (("engine.enable_prefix_caching=true",), "general"),
-    (("admission=reserve",), "general"),
+    (("admission=reserve",), "fast"),
 ])
 def test_which_core_swaps(sets, core):
     r, specs = prepared("swap-preemption", *sets)
@@ -83,7 +83,8 @@ def swap_knobs(draw) -> tuple[str, ...]:
             "engine.swap_space_full="
             + draw(st.sampled_from(["stop_engine", "abort_request", "recompute"])),
             f"engine.async_scheduling={str(draw(st.booleans())).lower()}",
-            f"scheduler={draw(st.sampled_from(['vllm', 'vllm-priority']))}")
+            f"scheduler={draw(st.sampled_from(['vllm', 'vllm-priority']))}",
+            f"admission={draw(st.sampled_from(['optimistic', 'reserve']))}")
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -95,3 +96,15 @@ def test_fast_swap_equals_general_engine(sets, specs):
         reject()
     a, b = same_runs(r, specs)
     assert (a.core, b.core) == ("general", "fast")
+
+
+def test_reserve_admission_with_swap():
+    """The reserve rule (sim/fast/admission.py) beside swap: a low quantile under-reserves,
+    so victims are swapped, and a swapped request is judged as a waiting one (no blocks)."""
+    r, specs = prepared("reserve-admission", "engine.preemption_mode=swap",
+                        "engine.swap_space=1", "engine.swap_space_full=recompute",
+                        "admission={name: reserve, quantile: 0.1}",
+                        "engine.num_gpu_blocks_override=700")
+    a, b = same_runs(r, specs)
+    assert (a.core, b.core) == ("general", "fast")
+    assert a.counters["swap_out_events"] == a.counters["swap_in_events"] > 30
