@@ -29,13 +29,13 @@ optimistic admission) or ``static`` (sim/fast/static.py: the same), optimistic
 or ``reserve`` admission (sim/fast/admission.py), paged KV with or without prefix caching
 (sim/fast/caching.py) or reserved up front (sim/fast/upfront.py; not with lanes or
 ``reserve`` admission), recompute or swap preemption (sim/fast/swap.py: vllm or
-vllm-priority, paged KV), open-loop or gated arrivals (closed
-loops, concurrency caps: sim/fast/arrivals.py), any cost model (one that prices step
-shapes, ``fitted`` ops profiles, ``roofline`` or ``linear``, from the aggregates; one that
-prices whole plans, a ``fitted`` steps file, from each plan built as the general engine's,
-sim/fast/engine.py ``whole``), with or without async scheduling, and no executor hooks
-(live mode). A caller's per-plan hook (the step log, the conformance comparer) gets the
-general engine's StepPlan and StepOutcome (sim/fast/hooks.py).
+vllm-priority, paged KV), open-loop or gated arrivals (closed loops, concurrency caps:
+sim/fast/arrivals.py), any cost model (one that prices step shapes, ``fitted`` ops
+profiles, ``roofline`` or ``linear``, from the aggregates; one that prices whole plans, a
+``fitted`` steps file, from each plan built as the general engine's, sim/fast/engine.py
+``whole``), with or without async scheduling, and no executor hooks (live mode). A
+caller's per-plan hook (the step log, the conformance comparer) gets the general engine's
+StepPlan and StepOutcome (sim/fast/hooks.py).
 ``core: auto`` (the default) uses it then, the general engine otherwise; ``core:
 general`` always uses the general engine. Its results equal the general engine's
 (tests/fast compares them column by column; the conformance references replay through
