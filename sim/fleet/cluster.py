@@ -50,7 +50,7 @@ import simpy
 
 from sim.config.resolve import ConfigError
 from sim.engine.arrivals import Gated, api_server_seen, api_server_seen_all, client_sent
-from sim.engine.clock import ns, to_ns, to_s
+from sim.engine.clock import MAX_NS, NS_PER_S, ns, to_ns, to_s
 from sim.engine.engine import LATE
 from sim.engine.requests import RequestSpecs
 from sim.fleet import replica as rp
@@ -262,15 +262,22 @@ class Fleet:
         for p in self.pools:
             for rep in p.replicas:
                 procs.append(rp.start(rep))
+                procs[-1].callbacks.append(lambda _, rep=rep: self._stopped(rep))
                 if p.plan.role == PREFILL:  # its end may end the decode pool's arrivals
                     procs[-1].callbacks.append(lambda _: self._poke(self.decode))
         if self.gate is not None:
-            self.env.process(self._clients())
+            senders = [self.env.process(self._clients())]
         else:
-            for p in self.pools:
-                if p.plan.role != DECODE:
-                    self.env.process(self._route_arrivals(p))
+            senders = [self.env.process(self._route_arrivals(p)) for p in self.pools
+                       if p.plan.role != DECODE]
         self.env.run(until=simpy.AllOf(self.env, procs))
+        if any(rep.source.dead for p in self.pools for rep in p.replicas):
+            # a stopped replica fails what is routed to it: the rest is still sent and routed,
+            # up to the horizon (s)
+            sent = simpy.AllOf(self.env, [s for s in senders if s.is_alive])
+            left = ns(self.stop) - self.env.now if self.stop < MAX_NS / NS_PER_S else None
+            self.env.run(until=sent if left is None else self.env.any_of(
+                [sent, self.env.timeout(max(0, left))]))
         wall = time.perf_counter() - t0
         queue = self._as_sent() if self.gate is not None else None
         results = {rep.name: rp.result(rep, self.never_sent, wall) for p in self.pools
@@ -443,6 +450,8 @@ class Fleet:
         sent = None if self.gate is None else int(self.gate.sent[req])
         due = pool.replica_due(k, req, due, sent)
         rep.source.push(req, due)
+        if rep.source.dead and rep.source.admissible[req]:
+            self._failed(rep, [req], due)
         number = self.numbers[rep.name]
         if pool.plan.role != DECODE:
             self.first[req] = number
@@ -477,6 +486,25 @@ class Fleet:
             self.transfer_s[req] = to_s(took)
             self.transfers[req] += 1
             self._route(self.decode, req, now + took)
+
+    def _stopped(self, rep) -> None:
+        """A replica whose engine stopped (vLLM v0: swap space full) fails the requests it
+        held and every request routed to it later (``_route``), each answering its client
+        then, as a failed request does (vllm bench serve sends the client's next)."""
+        if rep.stopped:
+            rep.source.dead = True
+            self._failed(rep, rep.failed(), self.env.now)
+
+    def _failed(self, rep, reqs: list[int], now: int) -> None:
+        """``reqs`` (admissible) failed at replica ``rep`` at ``now`` (ns): the router's count
+        drops, their clients are answered; the clients' process routes what that lets go
+        (no routing from here: a request routed to a stopped replica comes back here)."""
+        pool = next(p for p in self.pools if p.plan is rep.pool)
+        pool.states[rep.index].outstanding -= len(reqs)
+        if self.gate is not None and reqs:
+            self.gate.finished(np.asarray(reqs, dtype=np.int64), now + pool.egress_ns)
+            if self.wake is not None and not self.wake.triggered:
+                self.wake.succeed()
 
     def _decode_lookahead(self) -> int | None:
         """The earliest a transfer not yet started could land: a prefill replica's current

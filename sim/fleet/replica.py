@@ -96,6 +96,18 @@ class Replica:
         return self.kv.used_fraction() if f is None else f
 
     @property
+    def stopped(self) -> str:
+        """Why its engine stopped ('' = it did not; vLLM v0: swap space full)."""
+        return self.engine.s.stopped if self.fast else self.sched.stopped
+
+    def failed(self) -> list[int]:
+        """The admissible requests routed to it that it did not finish (after a stop: every
+        one it held or had yet to see failed)."""
+        status = self.engine.s.status if self.fast else self.sched.status
+        ok = self.source.admissible
+        return [r for r in self.source.received if ok[r] and status[r] != 3]  # FINISHED
+
+    @property
     def busy_until(self) -> int:
         """End of the plan being executed, after the engine cut it (ns; -1 while idle): no
         request of this replica finishes before then."""

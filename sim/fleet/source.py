@@ -46,6 +46,7 @@ class Pushed(ArrivalSource):
         # an optimistic replica's (sim/fleet/cluster.py Fleet._stage): ``next_time`` is the
         # first request pushed, not the fleet's lookahead; pushes wake it (``wait``)
         self.pushed_only = False
+        self.dead = False  # its engine stopped: a request pushed now fails (Fleet._stopped)
 
     def push(self, req: int, due: int) -> None:
         heapq.heappush(self.pending, (int(due), self.pushes, int(req)))
