@@ -46,6 +46,12 @@ class ArrivalSource(ABC):
     def finished(self, reqs: np.ndarray, now: int) -> None:
         """Requests ``reqs`` finished at ``now`` (ns)."""
 
+    def failed(self, reqs: np.ndarray, now: int) -> None:
+        """Requests ``reqs`` failed at ``now`` (ns; vLLM v0: no room in the swap space): each
+        answers its client as a finish does (vllm bench serve then sends the client's
+        next)."""
+        self.finished(reqs, now)
+
     @abstractmethod
     def arrivals_by(self, after: int, upto: np.ndarray) -> np.ndarray:
         """Admissible arrivals in (after, t] for each t of ``upto`` (ns), assuming no finish

@@ -134,6 +134,9 @@ class Engine:
                     plan = sched.schedule(self.clock / 1e9)
             except EngineStopped:  # the modelled server failed (vLLM v0: swap space full)
                 break
+            if sched.failed_now:  # their clients are answered now (ArrivalSource.failed)
+                failed, sched.failed_now = sched.failed_now, []
+                self.source.failed(np.asarray(failed, dtype=np.int64), self.clock)
             if plan is None:
                 if not (yield from self._wait_idle()):
                     break

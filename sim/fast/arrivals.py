@@ -45,6 +45,8 @@ class Open:
     def finished(self, reqs: list[int], now: int) -> None:
         """An open loop's arrivals do not move."""
 
+    failed = finished  # a failed request answers its client (ArrivalSource.failed)
+
     def exhausted(self) -> bool:
         return self.delivered >= len(self.arrival)
 
@@ -76,6 +78,8 @@ class GatedView:
             self.src.finished(reqs, now)
             self.nxt = self._next()
 
+    failed = finished  # a failed request answers its client (ArrivalSource.failed)
+
     def exhausted(self) -> bool:
         return self.src.exhausted()
 
@@ -104,6 +108,11 @@ class Asked:
 
     def finished(self, reqs: list[int], now: int) -> None:
         self.held.extend(reqs)
+
+    def failed(self, reqs: list[int], now: int) -> None:
+        """Failed at scheduling (not at a plan's end): reported at once, as the general
+        engine does."""
+        self.src.failed(np.asarray(reqs, dtype=np.int64), now)
 
     def release(self, now: int) -> None:
         """The plan in progress has ended at ``now``: report its finishes."""

@@ -151,6 +151,9 @@ class FastEngine:
                     p = s.schedule()
             except EngineStopped:  # the modelled server failed (swap space full)
                 break
+            if s.failed_now:  # their clients are answered now (ArrivalSource.failed)
+                failed, s.failed_now = s.failed_now, []
+                self.src.failed(failed, self.clock)
             if p is None:
                 if self.optimistic:
                     if not (yield from self._idle()):

@@ -367,6 +367,7 @@ class FastScheduler(BlockCount, Progress):
         decodes from the next step (vLLM: nothing more to note)."""
 
     stopped = ""  # why the modelled server stopped ('' = it did not; sim/fast/swap.py)
+    failed_now: list | tuple = ()  # failed by this schedule (sim/fast/swap.py), unreported
 
     def queued(self) -> int:
         """Waiting requests (a swapped queue's aside: sim/fast/swap.py), as the general

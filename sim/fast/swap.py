@@ -65,6 +65,7 @@ class SwapPreemption:
         self.host = host
         self.waiting = SwapQueue(self.waiting)
         self.swap_bytes = [0, 0]  # moved out / in since the last plan (bytes)
+        self.failed_now = []  # failed by this schedule, not yet reported to the source
 
     @classmethod
     def policy_args(cls, sched, specs) -> dict:
@@ -95,6 +96,7 @@ class SwapPreemption:
         self.used -= blocks  # it fails, or the engine stops
         self.status[v] = 5  # ABORTED
         if host.on_full == ABORT_REQUEST:
+            self.failed_now.append(v)
             return
         self._stop()
 

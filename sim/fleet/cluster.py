@@ -261,6 +261,8 @@ class Fleet:
         procs = []
         for p in self.pools:
             for rep in p.replicas:
+                rep.source.on_fail = lambda reqs, now, rep=rep: self._failed(
+                    rep, list(reqs), now)
                 procs.append(rp.start(rep))
                 procs[-1].callbacks.append(lambda _, rep=rep: self._stopped(rep))
                 if p.plan.role == PREFILL:  # its end may end the decode pool's arrivals

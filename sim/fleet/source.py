@@ -47,6 +47,7 @@ class Pushed(ArrivalSource):
         # first request pushed, not the fleet's lookahead; pushes wake it (``wait``)
         self.pushed_only = False
         self.dead = False  # its engine stopped: a request pushed now fails (Fleet._stopped)
+        self.on_fail = None  # the fleet's: requests that failed here (Fleet._failed)
 
     def push(self, req: int, due: int) -> None:
         heapq.heappush(self.pending, (int(due), self.pushes, int(req)))
@@ -104,6 +105,10 @@ class Pushed(ArrivalSource):
 
     def finished(self, reqs: np.ndarray, now: int) -> None:
         self.on_finish(reqs, now)
+
+    def failed(self, reqs: np.ndarray, now: int) -> None:
+        if self.on_fail is not None:
+            self.on_fail(reqs, now)
 
     def arrivals_by(self, after: int, upto: np.ndarray) -> np.ndarray:
         t = np.asarray(self.due_times, dtype=np.int64)

@@ -115,6 +115,7 @@ class Scheduler(ABC):
         # swap-preempted requests (vLLM v0's swapped queue: resumed first, oldest first)
         self.swapped = FCFSQueue()
         self._swap_bytes = [0, 0]  # swapped out / in since the last plan (bytes)
+        self.failed_now: list[int] = []  # failed by this schedule (swap space), unreported
         # when the plan was made: KV blocks used, running, waiting, KV tokens stored after the
         # step, why admission stopped
         self._at_schedule = (0, 0, 0, 0, "")
@@ -293,6 +294,7 @@ class Scheduler(ABC):
         self.kv.free(req)
         self.status[req] = Status.ABORTED
         if self.kv.host.on_full == swap.ABORT_REQUEST:
+            self.failed_now.append(req)  # its client is answered (Engine._replica)
             return
         self.stopped = swap.LACK_OF_SWAP
         for r in np.flatnonzero(self.kv.held > 0).tolist():

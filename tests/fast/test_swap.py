@@ -108,3 +108,21 @@ def test_reserve_admission_with_swap():
     a, b = same_runs(r, specs)
     assert (a.core, b.core) == ("general", "fast")
     assert a.counters["swap_out_events"] == a.counters["swap_in_events"] > 30
+
+
+@pytest.mark.parametrize("clients", [2, 8])
+def test_a_failed_request_answers_its_client(clients):
+    """A closed loop whose requests fail (``abort_request``) goes on: each failure frees its
+    client, who sends the next (vllm bench serve counts the failure and goes on), so every
+    request is sent although more fail than there are clients."""
+    r, specs = prepared("swap-preemption", "engine.swap_space=0.004",
+                        "engine.swap_space_full=abort_request",
+                        "engine.num_gpu_blocks_override=300", "engine.max_model_len=4096",
+                        "workload.num_requests=300",
+                        f"workload.arrival={{process: closed, concurrency: {clients}}}")
+    a, b = same_runs(r, specs)
+    assert (a.core, b.core) == ("general", "fast")
+    aborted = int((a.status == Status.ABORTED).sum())
+    assert aborted > 2 * clients and a.never_sent == 0 and len(a.specs) == 300
+    assert int((a.status == Status.FINISHED).sum()) + aborted + int(
+        (a.status == Status.REJECTED).sum()) == 300

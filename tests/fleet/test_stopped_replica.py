@@ -57,3 +57,18 @@ def test_arrivals_after_every_replica_stopped_are_counted_failed(core):
         assert all(x.counters["engine_stopped"] for x in fr.results.values())
         counts.append(_counts(fleet_outputs(fr)[1]))
     assert counts[0] == counts[1] == (300, 3, 297)
+
+
+def test_failed_requests_answer_the_fleets_clients():
+    sets = ("engine.swap_space=0.004", "engine.swap_space_full=abort_request",
+            "engine.num_gpu_blocks_override=300", "engine.max_model_len=4096",
+            "workload.num_requests=300",
+            "workload.arrival={process: closed, concurrency: 4}",
+            "cluster={replicas: 2, router: {name: round_robin}}")
+    _, _, s_auto = fleet("scenarios/swap-preemption.yaml", *sets)
+    _, _, s_gen = fleet("scenarios/swap-preemption.yaml", *sets, "core=general")
+    r = s_auto["requests"]
+    assert r["total"] == 300 and r["never_sent"] == 0 and r["aborted"] > 8
+    for s in (s_auto, s_gen):
+        s.pop("sim")
+    _same(s_gen, s_auto)
