@@ -144,8 +144,10 @@ class EngineConfig(Validated):
     swap_space_full: Literal["stop_engine", "abort_request", "recompute"] = Field(
         "stop_engine", description="A swap victim that does not fit swap_space: stop_engine "
         "(vLLM v0 raises 'Aborted due to the lack of CPU swap space' and the engine stops; "
-        "every unfinished request is aborted), abort_request (only the victim is aborted) or "
-        "recompute (the victim is recomputed; not what vLLM does).",
+        "every unfinished request is aborted; in a fleet, that replica fails what is routed "
+        "to it later), abort_request (only the victim is aborted) or recompute (the victim "
+        "is recomputed; not what vLLM does). A failed request answers its client at once: a "
+        "closed loop's client sends its next.",
     )
     async_scheduling: bool | None = Field(
         None, description="vLLM's --async-scheduling: the scheduler plans the next step while "
