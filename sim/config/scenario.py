@@ -332,7 +332,7 @@ class Scenario(Validated):
         "replica or a fleet; optimistic or reserve "
         "admission, paged KV with or without prefix caching or KV reserved up front "
         "(contiguous-max, contiguous-exact; not with lanes or reserve admission), recompute "
-        "or swap preemption (swap with vllm or vllm-priority and paged KV), "
+        "or swap preemption (swap with vllm, vllm-priority or prefill-first and paged KV), "
         "async scheduling or "
         "not, open-loop or gated arrivals (closed loops, concurrency caps), any cost model "
         "but live mode: fitted, roofline, linear), else the general engine; "

@@ -28,14 +28,14 @@ It runs a scenario when the general engine would run it with the ``vllm`` schedu
 optimistic admission) or ``static`` (sim/fast/static.py: the same), optimistic
 or ``reserve`` admission (sim/fast/admission.py), paged KV with or without prefix caching
 (sim/fast/caching.py) or reserved up front (sim/fast/upfront.py; not with lanes or
-``reserve`` admission), recompute or swap preemption (sim/fast/swap.py: vllm or
-vllm-priority, paged KV), open-loop or gated arrivals (closed loops, concurrency caps:
-sim/fast/arrivals.py), any cost model (one that prices step shapes, ``fitted`` ops
-profiles, ``roofline`` or ``linear``, from the aggregates; one that prices whole plans, a
-``fitted`` steps file, from each plan built as the general engine's, sim/fast/engine.py
-``whole``), with or without async scheduling, and no executor hooks (live mode). A
-caller's per-plan hook (the step log, the conformance comparer) gets the general engine's
-StepPlan and StepOutcome (sim/fast/hooks.py).
+``reserve`` admission), recompute or swap preemption (sim/fast/swap.py: vllm,
+vllm-priority or prefill-first, paged KV), open-loop or gated arrivals (closed loops,
+concurrency caps: sim/fast/arrivals.py), any cost model (one that prices step shapes,
+``fitted`` ops profiles, ``roofline`` or ``linear``, from the aggregates; one that prices
+whole plans, a ``fitted`` steps file, from each plan built as the general engine's,
+sim/fast/engine.py ``whole``), with or without async scheduling, and no executor hooks
+(live mode). A caller's per-plan hook (the step log, the conformance comparer) gets the
+general engine's StepPlan and StepOutcome (sim/fast/hooks.py).
 ``core: auto`` (the default) uses it then, the general engine otherwise; ``core:
 general`` always uses the general engine. Its results equal the general engine's
 (tests/fast compares them column by column; the conformance references replay through
@@ -113,13 +113,14 @@ def unsupported(sc, sched, kv, cost, source) -> str:
     if not isinstance(kv, ReservationKV) and type(kv) not in (PagedKV, PrefixCachingKV):
         return (f"KV policy {sc.kv.name} (the fast core runs paged KV and reservations "
                 "made up front)")
-    if kv.host is not None and (type(sched) not in (VllmScheduler, VllmPriorityScheduler)
+    if kv.host is not None and (type(sched) not in (VllmScheduler, VllmPriorityScheduler,
+                                                    PrefillFirstScheduler)
                                 or type(kv) is not PagedKV):
         return (f"swap preemption (engine.preemption_mode: swap) with {sc.scheduler.name}, "
                 f"KV policy {sc.kv.name}"
                 f"{' and prefix caching' if type(kv) is PrefixCachingKV else ''} (the fast "
-                "core swaps with vllm or vllm-priority and paged KV without prefix "
-                "caching)")
+                "core swaps with vllm, vllm-priority or prefill-first and paged KV without "
+                "prefix caching)")
     if not isinstance(cost, CostModel):
         return "an executor that is not a cost model"
     base = CostModel

@@ -369,6 +369,10 @@ class FastScheduler(BlockCount, Progress):
     stopped = ""  # why the modelled server stopped ('' = it did not; sim/fast/swap.py)
     failed_now: list | tuple = ()  # failed by this schedule (sim/fast/swap.py), unreported
 
+    def swapped_queue(self):
+        """v0's swapped requests (sim/fast/swap.py; none without swap preemption)."""
+        return ()
+
     def queued(self) -> int:
         """Waiting requests (a swapped queue's aside: sim/fast/swap.py), as the general
         engine reports those left at the end."""

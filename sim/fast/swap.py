@@ -15,9 +15,10 @@ scheduler's block count.
 A swap's bytes lengthen the step they are charged to by bytes / the GPU's host bandwidth
 (``CostModel.swap_time``; sim/fast/engine.py). Paged KV without prefix caching, the
 ``vllm`` or ``vllm-priority`` scheduler (its victims go back by their key, the swapped ones
-come back first in FCFS order, as sim/sched/base.py keeps them), optimistic or reserve
-admission (a swapped request is judged as a waiting one: it holds no block;
-sim/fast/__init__.py ``unsupported``).
+come back first in FCFS order, as sim/sched/base.py keeps them) or ``prefill-first`` (v0's
+own order: sim/fast/prefill_first.py), optimistic or reserve admission (a swapped
+request is judged as a waiting one: it holds no block; sim/fast/__init__.py
+``unsupported``).
 """
 
 from __future__ import annotations
@@ -79,6 +80,9 @@ class SwapPreemption:
 
     def queued(self) -> int:
         return len(self.waiting.waiting)
+
+    def swapped_queue(self):
+        return self.waiting.swapped
 
     def _requeue(self, v: int, c: int, granted: int, cached) -> None:
         blocks = cdiv(c + granted, self.bs)

@@ -71,11 +71,13 @@ class FastV0(FastScheduler):
             i += 1
         return budget
 
-    def _admit(self, p: Planned, budget: int, whole: bool) -> int:
+    def _admit(self, p: Planned, budget: int, whole: bool, queue=None) -> int:
         """Admit in queue order (V0Scheduler._admit_pass): ``whole``: the prompt must fit the
-        budget, else it computes what the budget leaves. Sets ``blocked``; returns the
-        budget left."""
-        q, lim, known = self.waiting, self.lim, self.known
+        budget, else it computes what the budget leaves; ``queue``: v0's swapped requests
+        (resuming where they stopped; default: the waiting ones). Sets ``blocked``; returns
+        the budget left."""
+        q, lim, known = self.waiting if queue is None else queue, self.lim, self.known
+        swapped = queue is not None
         self.blocked = EMPTY
         while q:
             r = q[0]
@@ -85,16 +87,17 @@ class FastV0(FastScheduler):
                 self.blocked = why
                 return budget
             k = known[r]  # no prefix cache: a preempted request recomputes everything
-            if whole and k > budget:
+            c = self.comp[r] if swapped else 0
+            if whole and k - c > budget:
                 self.blocked = BUDGET
                 return budget
             if not self._admit_blocks(r, k, k):  # can_allocate: every known token's block
                 self.blocked = MEMORY
                 self.memory_blocked[r] = 1
                 return budget
-            self._start(p, r, 0)
-            chunk = k if k < budget else budget
-            p.entries.append((r, chunk, 0))
+            self._start(p, r, c)
+            chunk = k - c if k - c < budget else budget
+            p.entries.append((r, chunk, c))
             self._served.append(r)
             budget -= chunk
         return budget

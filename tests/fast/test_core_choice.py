@@ -45,7 +45,8 @@ def test_core_general_never_runs_the_fast_core(monkeypatch):
      "fast"),
     ("swap-preemption", (), "fast"),
     ("swap-preemption", ("scheduler=vllm-priority",), "fast"),
-    ("swap-preemption", ("scheduler=prefill-first",), "general"),
+    ("swap-preemption", ("scheduler=prefill-first",), "fast"),
+    ("swap-preemption", ("scheduler=lanes",), "general"),
     ("reserve-admission", (), "fast"),
     ("contiguous-vs-paged", (), "fast"),
     ("contiguous-vs-paged", ("scheduler=orca",), "fast"),
@@ -70,8 +71,9 @@ UNSUPPORTED = [
      ["scheduler sarathi with prefix caching, KV reserved up front or admission reserve"]),
     ("contiguous-vs-paged.yaml", ("admission=reserve",),
      ["KV policy contiguous-max with vllm and admission reserve"]),
-    ("swap-preemption.yaml", ("scheduler=prefill-first",),
-     ["swap preemption (engine.preemption_mode: swap) with prefill-first, KV policy paged "
+    ("swap-preemption.yaml", ("engine.enable_prefix_caching=true",),
+     ["swap preemption (engine.preemption_mode: swap) with vllm, KV policy paged and "
+      "prefix caching "
       "(the fast core swaps"]),
 ]
 

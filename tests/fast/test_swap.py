@@ -32,11 +32,12 @@ def _same(*sets: str):
     return a
 
 
-@pytest.mark.parametrize("sets", [(), ("engine.async_scheduling=true",), (STEPS,)])
+@pytest.mark.parametrize("sets", [(), ("engine.async_scheduling=true",), (STEPS,),
+                                  ("scheduler=prefill-first",)])
 def test_swaps_out_and_back_in(sets):
     a = _same(*sets)
     c = a.counters
-    assert c["swap_out_events"] == c["swap_in_events"] > 40 and c["engine_stopped"] == ""
+    assert c["swap_out_events"] == c["swap_in_events"] > 20 and c["engine_stopped"] == ""
     assert c["swap_in_bytes"] == c["swap_out_bytes"] and a.recomputed_tokens == 0
     assert (a.status == Status.FINISHED).all()
 
@@ -65,7 +66,8 @@ def test_a_full_host_pool_stops_the_engine(sets):
 @pytest.mark.parametrize("sets,core", [
     ((), "fast"),
     (("scheduler=vllm-priority",), "fast"),
-    (("scheduler=prefill-first",), "general"),
+    (("scheduler=prefill-first",), "fast"),
+    (("scheduler=lanes",), "general"),
     (("engine.enable_prefix_caching=true",), "general"),
     (("admission=reserve",), "fast"),
 ])
@@ -78,13 +80,15 @@ def test_which_core_swaps(sets, core):
 def swap_knobs(draw) -> tuple[str, ...]:
     """tests/fast/test_properties.py's knobs with swap preemption: a host pool of a few
     blocks to thousands, each of vLLM v0's answers to a full one, sync or async."""
+    sched = draw(st.sampled_from(["vllm", "vllm-priority", "prefill-first"]))
+    admission = "optimistic" if sched == "prefill-first" else draw(
+        st.sampled_from(["optimistic", "reserve"]))  # v0 had no reserve rule
     return (*draw(knobs()), "engine.preemption_mode=swap",
             f"engine.swap_space={draw(st.sampled_from([0.004, 0.02, 0.1, 4]))}",
             "engine.swap_space_full="
             + draw(st.sampled_from(["stop_engine", "abort_request", "recompute"])),
             f"engine.async_scheduling={str(draw(st.booleans())).lower()}",
-            f"scheduler={draw(st.sampled_from(['vllm', 'vllm-priority']))}",
-            f"admission={draw(st.sampled_from(['optimistic', 'reserve']))}")
+            f"scheduler={sched}", f"admission={admission}")
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -126,3 +130,18 @@ def test_a_failed_request_answers_its_client(clients):
     assert aborted > 2 * clients and a.never_sent == 0 and len(a.specs) == 300
     assert int((a.status == Status.FINISHED).sum()) + aborted + int(
         (a.status == Status.REJECTED).sum()) == 300
+
+
+@pytest.mark.parametrize("sets", [
+    ("engine.async_scheduling=true",),
+    (SMALL, "engine.swap_space_full=recompute"),
+    (SMALL, "engine.swap_space_full=abort_request"),
+    (SMALL,),  # stops the engine
+    ("engine.num_gpu_blocks_override=700", "workload.arrival.rate=4"),
+])
+def test_prefill_first_swaps_as_v0(sets):
+    """v0's rules (sim/fast/prefill_first.py): no prompt admitted while one is swapped out,
+    swap-ins after a decode step that preempted nothing, in that step."""
+    a = _same("scheduler=prefill-first", *sets)
+    c = a.counters
+    assert c["swap_out_events"] + c["swap_space_exhausted"] > 0
