@@ -40,6 +40,10 @@ def why_not(plan: FleetPlan) -> str:
     """'' when the replicas of ``plan`` can run alone, else why they cannot."""
     if plan.pools[0].resolved.scenario.workload.arrival.concurrency is not None:
         return "the clients' concurrency gate ties the replicas together"
+    if any(p.resolved.scenario.engine.speculative_config is not None for p in plan.pools):
+        # a request's acceptance draws are keyed by its number in the run (sim/sched/spec.py):
+        # a replica run alone numbers its requests 0..m-1
+        return "speculative decoding draws by the run's request numbers"
     for p in plan.pools:
         if p.role in (PREFILL, DECODE):
             return "prefill replicas hand requests to decode replicas"

@@ -76,6 +76,8 @@ def test_replicas_run_alone_report_what_the_event_loop_reports(extra):
     (("cluster={replicas: 2}",), ""),
     (("cluster={replicas: 2, router: {name: random}}",), ""),
     (("cluster={replicas: 2}", "engine.ingress_per_token_us=12"), ""),  # per replica
+    (("cluster={replicas: 2}", "engine.speculative_config={method: eagle3, "
+      "num_speculative_tokens: 3}"), "speculative decoding"),  # draws by run numbers
 ])
 def test_which_fleets_run_alone(sets, why):
     r, _, _ = prepare(load_scenario(None, ("workload.num_requests=20", *sets)))
@@ -90,3 +92,17 @@ def test_a_fleet_that_cannot_run_alone_is_refused_when_asked_to():
         simulate_fleet(plan_fleet(r.scenario, r), specs, alone=True)
     fr = simulate_fleet(plan_fleet(r.scenario, r), specs)  # default: the event loop
     assert fr.own_requests is None and (fr.first >= 0).all()
+
+
+def test_a_speculative_fleet_draws_as_the_event_loop_does():
+    """Acceptance is drawn by a request's number in the run (sim/sched/spec.py); a replica
+    run alone would number its requests 0..m-1, so a speculative fleet runs as one event
+    loop, and a step log (which forces it) changes nothing."""
+    r, specs, _ = prepare(load_scenario("scenarios/speculative-eagle3.yaml", (
+        "workload.num_requests=120", "cluster={replicas: 3, router: {name: round_robin}}")))
+    plan = plan_fleet(r.scenario, r)
+    with pytest.raises(ValueError, match="speculative decoding"):
+        simulate_fleet(plan, specs, alone=True)
+    spec = [fleet_outputs(simulate_fleet(plan, specs, seed=r.scenario.seed, alone=a))[1]
+            ["speculative"] for a in (None, False)]
+    assert spec[0] == spec[1] and spec[0]["verify_steps"] > 1000
