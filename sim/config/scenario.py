@@ -381,6 +381,16 @@ class Scenario(Validated):
                              f"own multi-token-prediction layers, and {self.model_spec.name} "
                              "has none (model.mtp_layers 0); use eagle, eagle3, ngram or "
                              "draft_model")
+        if spec.method == "draft_model" and not spec.use_heterogeneous_vocab:
+            draft = spec.drafter_spec(self.model_spec)
+            if draft.vocab_size != self.model_spec.vocab_size:
+                # vLLM 0.32 config/speculative.py verify_equal_vocab_size_if_draft_model
+                raise ValueError(
+                    f"engine.speculative_config.model: the draft model {draft.name} has "
+                    f"vocab_size {draft.vocab_size} and {self.model_spec.name} "
+                    f"{self.model_spec.vocab_size}; vLLM 0.32 refuses a drafter whose "
+                    "vocabulary differs from the target's (pick one of the target's family, or "
+                    "set use_heterogeneous_vocab: true as vLLM allows)")
         if self.scheduler.name not in ("vllm", "vllm-priority", "lanes"):
             raise ValueError(f"engine.speculative_config needs a vLLM v1 scheduler (vllm, "
                              f"vllm-priority, lanes), not {self.scheduler.name!r}")

@@ -54,6 +54,11 @@ class SpeculativeConfig(Validated):
         None, description="The drafter's weights (vLLM's `model` key): a Hugging Face repo "
         "for eagle/eagle3 heads, or for draft_model a servesim catalog model priced as the "
         "drafter (`servesim catalog`). Emitted as given; unused for ngram, ngram_gpu and mtp.")
+    use_heterogeneous_vocab: bool = Field(
+        False, description="vLLM's use_heterogeneous_vocab: let a draft_model drafter whose "
+        "vocabulary differs from the target's draft (vLLM keeps its draft logits to the "
+        "tokens both share; greedy draft sampling). Off, as vLLM 0.32: a drafter whose "
+        "vocab_size differs from the target's is refused. Emitted when on.")
     acceptance_rates: tuple[float, ...] | None = Field(
         None, json_schema_extra={"unit": "probability per draft position"},
         description="Conditional acceptance per draft position: entry i is the chance that "
@@ -92,6 +97,9 @@ class SpeculativeConfig(Validated):
                 raise ValueError("acceptance_histogram: entries must be >= 0 and sum to 1")
         if self.method == "draft_model" and not self.model:
             raise ValueError("method draft_model needs `model` (the drafter, a catalog model)")
+        if self.use_heterogeneous_vocab and self.method != "draft_model":
+            raise ValueError("use_heterogeneous_vocab only works with method draft_model "
+                             "(vLLM 0.32)")
         return self
 
     @property
@@ -170,4 +178,6 @@ class SpeculativeConfig(Validated):
         out = {"method": self.method, "num_speculative_tokens": self.num_speculative_tokens}
         if self.model:
             out["model"] = self.model
+        if self.use_heterogeneous_vocab:
+            out["use_heterogeneous_vocab"] = True
         return out

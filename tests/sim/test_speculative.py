@@ -8,6 +8,7 @@ reference for (the seeded acceptance process, the drafter's price).
 
 from __future__ import annotations
 
+import re
 from unittest.mock import patch
 
 import numpy as np
@@ -298,10 +299,12 @@ def test_the_emitted_server_runs_the_simulated_drafts():
     assert ("--speculative-config '{\"method\":\"eagle3\",\"num_speculative_tokens\":3,"
             "\"model\":\"RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3\"}'") in line
     assert "acceptance" not in line
-    # a draft model named by its catalog name deploys by its Hugging Face id
-    r = _resolved("{method: draft_model, model: qwen2.5-0.5b, num_speculative_tokens: 3}",
-                  model="qwen2.5-7b")
-    assert "\"model\":\"Qwen/Qwen2.5-0.5B\"}'" in vllm_serve(r)
+    # a draft model named by its catalog name deploys by its Hugging Face id; Qwen2.5-0.5B's
+    # 151,936-entry vocabulary against Qwen2.5-7B's 152,064 needs vLLM's heterogeneous mode
+    r = _resolved("{method: draft_model, model: qwen2.5-0.5b, num_speculative_tokens: 3, "
+                  "use_heterogeneous_vocab: true}", model="qwen2.5-7b")
+    assert "\"model\":\"Qwen/Qwen2.5-0.5B\",\"use_heterogeneous_vocab\":true}'" in \
+        vllm_serve(r)
 
 
 @pytest.mark.parametrize("bad,says", [
@@ -339,7 +342,7 @@ def test_async_by_method_as_vllm_032():
     # vllm/config/vllm.py:1553-1644: unset, async is on for every method but host n-gram;
     # asked for with host n-gram, vLLM refuses to start
     def default(method: str) -> bool:
-        extra = ", model: tiny-2l" if method == "draft_model" else ""
+        extra = ", model: llama-3.1-8b" if method == "draft_model" else ""
         r = _resolved(f"{{method: {method}, num_speculative_tokens: 2{extra}}}")
         return r.scenario.engine.async_scheduling
 
@@ -487,3 +490,17 @@ def test_a_verify_run_folds_steps_and_prices_each_as_alone():
                                                   [125, 132, 146]]))
     alone = [float(cost.step_times(plan.step(j))[0]) for j in range(3)]
     assert cost.verify_run_times(plan).tolist() == alone
+
+
+@pytest.mark.parametrize("spec,says", [
+    ("{method: draft_model, model: qwen2.5-0.5b, num_speculative_tokens: 3}",
+     "the draft model qwen2.5-0.5b has vocab_size 151936 and llama-3.1-8b 128256; vLLM 0.32 "
+     "refuses"),
+    ("{method: eagle3, num_speculative_tokens: 3, use_heterogeneous_vocab: true}",
+     "use_heterogeneous_vocab only works with method draft_model"),
+])
+def test_a_drafter_with_another_vocabulary_is_refused_as_vllm_does(spec, says):
+    # vllm/config/speculative.py verify_equal_vocab_size_if_draft_model (vLLM 0.32)
+    with pytest.raises(InputError, match=re.escape(says)) as e:
+        load_scenario(None, ("model=llama-3.1-8b", f"engine.speculative_config={spec}"))
+    assert "\n" not in str(e.value)
