@@ -198,7 +198,12 @@ class Fleet:
                 self.entry_of[p.arrivals] = i
                 ok[p.arrivals] = p.replicas[0].source.admissible[p.arrivals]
         self.think_ns = ns(a.think_s)
-        return Gated(to_ns(self.specs.arrival_s), ok, a.concurrency, self.think_ns)
+        # every request holds its client's slot until answered: a rejected one when its
+        # replica's API server has seen it and its error is back (``_route``), as a single
+        # run's gate frees it (not at the send)
+        self.rejected = ~ok
+        return Gated(to_ns(self.specs.arrival_s), np.ones(len(ok), dtype=bool),
+                     a.concurrency, self.think_ns)
 
     # ---- building ---------------------------------------------------------------------
     def _pool(self, plan: PoolPlan, i: int, seed: int) -> PoolRun:
@@ -454,6 +459,8 @@ class Fleet:
         rep.source.push(req, due)
         if rep.source.dead and rep.source.admissible[req]:
             self._failed(rep, [req], due)
+        elif self.gate is not None and pool.plan.role != DECODE and self.rejected[req]:
+            self.gate.finished(np.array([req], dtype=np.int64), due + pool.egress_ns)
         number = self.numbers[rep.name]
         if pool.plan.role != DECODE:
             self.first[req] = number

@@ -74,3 +74,22 @@ def test_a_speculative_fleet_reports_its_replicas_acceptance():
     assert (got["method"], got["num_speculative_tokens"]) == ("eagle", 3)
     assert got["draft_s"] == pytest.approx(parts[0]["draft_s"] + parts[1]["draft_s"], abs=2e-6)
     assert got["draft_share"] == round(got["draft_s"] / (got["draft_s"] + got["verify_s"]), 4)
+
+
+@pytest.mark.parametrize("extra", [(), ("engine.egress_ms=2", "engine.ingress_serial=true")])
+def test_a_closed_loops_rejected_requests_answer_as_in_a_plain_run(extra):
+    """A request too long for max_model_len is refused by the API server once it has seen
+    it (ingress, the per-token part included) and the error is back (egress): its client's
+    next request goes then, in a fleet as in a single run (before, a fleet freed the slot
+    at the send)."""
+    sets = ("workload.num_requests=60", "engine.max_model_len=1000",
+            "workload.arrival={process: closed, concurrency: 8}", *extra)
+    plain, s1 = single(None, *sets)
+    fr, res, s2 = fleet(None, *sets, "cluster={replicas: 1}")
+    assert 5 < (plain.status == 4).sum() < 55  # some rejected (REJECTED), some served
+    np.testing.assert_array_equal(plain.specs.arrival_s, res.specs.arrival_s)
+    np.testing.assert_array_equal(plain.status, res.status)
+    for name in ("first_token_s", "finish_s"):
+        np.testing.assert_array_equal(getattr(plain.recorder, name),
+                                      getattr(res.recorder, name))
+    assert s1["duration_s"] == s2["duration_s"] and s1["latency_ms"] == s2["latency_ms"]
