@@ -171,7 +171,23 @@ def vllm_flags(r: Resolved) -> tuple[list[str], list[str]]:
     flag for."""
     dtype, dtype_notes = _dtype_flags(r.model)
     policy, notes = _policy_flags(r.scenario)
-    return [*dtype, *_engine_flags(r), *policy], dtype_notes + notes + _backend_notes(r)
+    return ([*dtype, *_engine_flags(r), *policy],
+            dtype_notes + notes + _backend_notes(r) + _drafter_notes(r))
+
+
+def _drafter_notes(r: Resolved) -> list[str]:
+    """A draft model the catalog knows by no Hugging Face repository is emitted by its
+    catalog name, which vLLM cannot load: say so."""
+    spec = r.scenario.engine.speculative_config
+    if spec is None or spec.method != "draft_model" or not spec.model:
+        return []
+    from sim.catalog import get_model
+
+    if _HF.search(get_model(spec.model).source or ""):
+        return []
+    return [f"--speculative-config names the draft model by its catalog name "
+            f"{spec.model!r} (the catalog has no Hugging Face repository for it): put the "
+            "drafter's repository there"]
 
 
 def _backend_notes(r: Resolved) -> list[str]:

@@ -22,7 +22,7 @@ from sim.config.speculative import SpeculativeConfig
 from sim.cost.drafter import NGRAM_SHARE, Drafter
 from sim.engine.plan import StepPlan
 from sim.pipeline import prepare
-from sim.plan.emit import vllm_serve
+from sim.plan.emit import vllm_flags, vllm_serve
 from sim.runner import build_cost, simulate
 from sim.sched import spec as spec_rules
 from sim.sched.base import Status
@@ -305,6 +305,12 @@ def test_the_emitted_server_runs_the_simulated_drafts():
                   "use_heterogeneous_vocab: true}", model="qwen2.5-7b")
     assert "\"model\":\"Qwen/Qwen2.5-0.5B\",\"use_heterogeneous_vocab\":true}'" in \
         vllm_serve(r)
+    assert not any("catalog name" in n for n in vllm_flags(r)[1])
+    # one the catalog knows by no repository is emitted by its name, with a note
+    r = _resolved("{method: draft_model, model: tiny-2l, num_speculative_tokens: 2, "
+                  "use_heterogeneous_vocab: true}")
+    assert "\"model\":\"tiny-2l\"" in vllm_serve(r)
+    assert any("catalog name 'tiny-2l'" in n for n in vllm_flags(r)[1])
 
 
 @pytest.mark.parametrize("bad,says", [
