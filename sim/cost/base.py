@@ -161,7 +161,10 @@ class CostModel(ABC):
 
     def swap_time(self, plan: StepPlan) -> float:
         """Seconds to move swapped KV over the host link before the step."""
-        moved = plan.swap_in_bytes + plan.swap_out_bytes
+        return self.swap_seconds(plan.swap_in_bytes + plan.swap_out_bytes)
+
+    def swap_seconds(self, moved: int) -> float:
+        """Seconds to move ``moved`` bytes of KV over the host link."""
         return moved / self.gpu.host_bandwidth if moved else 0.0
 
 

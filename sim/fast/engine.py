@@ -72,9 +72,7 @@ class FastEngine:
         # committed (``observe``), as sim/runner.py does for the general engine
         self.whole = not cost.prices_shapes
         self.view = None  # the decode run being priced: its batch (hooks.batch_view)
-        # a step priced from its shape alone: no whole-plan model, no transferred prompts
-        # (``priced``), no swap traffic (sim/fast/swap.py)
-        self.plain = not self.whole and priced is None and getattr(sched, "host", None) is None
+        self.swaps = getattr(sched, "host", None) is not None  # swap traffic (sim/fast/swap.py)
         self.viewed = hook is not None or self.whole  # plans built as the general engine's
         self.ok = bytearray(admissible.astype(np.uint8).tobytes())  # accepted at arrival
         self.src = arrivals.view(source)  # .nxt: the next arrival (ns; NEVER: none known)
@@ -287,18 +285,15 @@ class FastEngine:
             pure = (not p.entries and not p.skipped and not p.preempted and not s.pre
                     and not s.deferred)
             interruptible = not s.persists[p.blocked] if pure else True  # as _plan sets it
-        if self.plain:
-            dur = self.cost.shape_time1(total, p.num_reqs, pq, pc, p.n_dec + n1,
-                                        p.dec_ctx + c1)
-        elif self.whole:
+        if self.whole:  # its step_times adds the swap time (CostModel.swap_time)
             plan = hooks.plan(view, p, 1, interruptible)
             dur = float(self.cost.step_times(plan)[0])
         else:
             dur = self.cost.shape_time1(total, p.num_reqs, pq, pc, p.n_dec + n1,
                                         p.dec_ctx + c1) if self.priced is None else \
                 self.priced.fast_step_time(self.cost, p)
-            if p.swap_out or p.swap_in:  # CostModel.swap_time
-                dur += (p.swap_out + p.swap_in) / self.cost.gpu.host_bandwidth
+            if self.swaps:
+                dur += self.cost.swap_seconds(p.swap_out + p.swap_in)
         d = round((dur if dur < _MAX_S else _MAX_S) * NS_PER_S)
         start = self.clock
         self.last_start, self.clock = start, start + d
