@@ -49,19 +49,20 @@ def test_rare_shapes_and_short_runs_of_a_shape_do_not_count():
 
 
 def test_the_committed_runs_drift_with_the_sign_of_the_rotation_errors():
-    """The committed runs were recorded in rounds (2026-12-07 19:29-20:01): every case's
-    repeats sped up over the session (r1 > r2 > r3), and short-busy's recordings ran fast
-    against the others (the rotation's E2E +12.0 %, ITL p50 +13.4 %: the model, fitted on
-    slower recordings, prices its steps slow): the model cannot follow a drift the step
-    shapes do not carry."""
+    """The committed runs' first three repeats were recorded in rounds (2026-12-07
+    19:29-20:01): every case's repeats sped up over that session (r1 > r2 > r3), and
+    short-busy's ran fast against the others. The fourth (2026-12-08 00:17-00:29) ran slower
+    than every earlier one of its case: the model cannot follow a drift the step shapes do
+    not carry, so it sits in the cases' spread."""
     from calibrate.steplog import read_log
     from calibrate.validate_steps import case_name
 
     dirs = sorted(p for p in RUNS.iterdir() if (p / "run.json").is_file())
     s = speed({p.name: read_log(p) for p in dirs})
-    assert len(s.dropna()) == 21
-    assert 0.86 < s.min() < 0.91 and 1.18 < s.max() < 1.23
+    assert len(s.dropna()) == 28
+    assert 0.82 < s.min() < 0.86 and 1.25 < s.max() < 1.29
     by_case = s.groupby(s.index.map({p.name: case_name(p) for p in dirs}))
-    assert (by_case.apply(lambda v: v.iloc[0] > v.iloc[-1])).all()  # r1 slower than r3
-    case = by_case.mean()
-    assert case["short-busy"] < 0.95 and (case.drop("short-busy") > 1.02).all()
+    assert (by_case.apply(lambda v: v.iloc[0] > v.iloc[2])).all()  # r1 slower than r3
+    assert (by_case.apply(lambda v: v.iloc[3] > v.iloc[:3].max())).all()  # r4 slowest
+    first = by_case.apply(lambda v: v.iloc[:3].mean())
+    assert first["short-busy"] < 0.92 and (first.drop("short-busy") > 0.96).all()
