@@ -122,10 +122,12 @@ def _fleet_blocks(out: dict, parts: list[dict], names: list[str],
     kv = [p["kv_cache"] for p in parts]
     mean = lambda key: float(np.mean([k.get(key, 0.0) for k in kv]))  # noqa: E731
     peak = lambda key: max(k.get(key, 0) for k in kv)  # noqa: E731
+    used = {"mean_used_fraction": mean("mean_used_fraction"),
+            "peak_used_fraction": float(peak("peak_used_fraction")),
+            "peak_used_blocks": int(peak("peak_used_blocks"))}
+    # no replica ran a step (every request rejected): as a single run, no used-block figures
     out["kv_cache"] = {**out["kv_cache"], "total_blocks": int(sum(k["total_blocks"] for k in kv)),
-                       "mean_used_fraction": mean("mean_used_fraction"),
-                       "peak_used_fraction": float(peak("peak_used_fraction")),
-                       "peak_used_blocks": int(peak("peak_used_blocks")),
+                       **(used if any("peak_used_blocks" in k for k in kv) else {}),
                        "mean_concurrent_seqs": mean("mean_concurrent_seqs"),
                        "peak_concurrent_seqs": int(peak("peak_concurrent_seqs"))}
 

@@ -93,3 +93,15 @@ def test_a_closed_loops_rejected_requests_answer_as_in_a_plain_run(extra):
         np.testing.assert_array_equal(getattr(plain.recorder, name),
                                       getattr(res.recorder, name))
     assert s1["duration_s"] == s2["duration_s"] and s1["latency_ms"] == s2["latency_ms"]
+
+
+def test_a_fleet_whose_every_request_is_rejected_reports_kv_as_a_plain_run():
+    """No step ran: a single run's kv_cache block has no used-block figures, and neither
+    has the fleet's (it listed them as 0 before)."""
+    sets = ("workload.num_requests=20", "engine.max_model_len=512",
+            "workload.lengths={dist: fixed, prompt: 1000, output: 10}")
+    plain, s1 = single(None, *sets)
+    fr, res, s2 = fleet(None, *sets, "cluster={replicas: 1, router: round_robin}")
+    assert (plain.status == 4).all() and (res.status == 4).all()  # every one REJECTED
+    assert s2["kv_cache"] == s1["kv_cache"]
+    assert "peak_used_blocks" not in s2["kv_cache"]
