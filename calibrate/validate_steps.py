@@ -91,7 +91,20 @@ def case_rotation(run_dirs: list[Path], held: list[Path], *, seed: int = 0) -> p
     engines = [metrics(load_result(p)) for p in held]
     keys = (*CHECKS, "steps")
     table = spread_table(engines, {k: float(np.mean([m[k] for m in sims])) for k in keys}, keys)
-    return table.assign(case=case_name(Path(held[0])), repeats=len(held))
+    return table.assign(case=case_name(Path(held[0])), repeats=len(held),
+                        span_h=recorded_span_h(held))
+
+
+def recorded_span_h(runs: list[Path]) -> float:
+    """Hours from the first repeat's start to the last's (run.json ``started_unix``; NaN when
+    a run does not say): repeats from one half hour show less of a machine's drift than
+    repeats from several sessions (NOTES.md, issue 22)."""
+    try:
+        t = [float(json.loads((Path(p) / "run.json").read_text())["started_unix"])
+             for p in runs]
+    except (OSError, ValueError, KeyError, TypeError):
+        return float("nan")
+    return (max(t) - min(t)) / 3600.0
 
 
 def case_name(run_dir: Path) -> str:
@@ -122,13 +135,14 @@ def render_cases(df: pd.DataFrame):
 
     t = Table(title="held-out case (all its repeats) replayed with a fit of the other cases: "
               "error of the replays' mean vs the repeats' mean, beside the repeats' spread")
-    for c in ("case", "repeats", "metric", "error %", "engine spread %", "judgement"):
-        t.add_column(c, justify="right" if c in ("repeats", "error %", "engine spread %")
-                     else "left")
+    right = ("repeats", "over h", "error %", "engine spread %")
+    for c in ("case", "repeats", "over h", "metric", "error %", "engine spread %", "judgement"):
+        t.add_column(c, justify="right" if c in right else "left")
     for r in df.itertuples():
         spread = f"{r.spread_pct:.2f}" if np.isfinite(r.spread_pct) else "-"
-        t.add_row(r.case, str(r.repeats), r.metric.replace(" ms", ""), f"{r.error_pct:+.2f}",
-                  spread, r.judgement)
+        span = f"{r.span_h:.1f}" if np.isfinite(r.span_h) else "-"
+        t.add_row(r.case, str(r.repeats), span, r.metric.replace(" ms", ""),
+                  f"{r.error_pct:+.2f}", spread, r.judgement)
     return t
 
 

@@ -132,6 +132,7 @@ def test_every_leave_one_case_out_rotation_is_judged_against_the_engines_spread(
     # heavy-mixed ITL p90 +14.1 %, light-short TTFT p90 -11.8 %), whatever the spread.
     held = [r for r in RUNS if r.name.rsplit("-r", 1)[0] == case]
     t = case_rotation(RUNS, held).set_index("metric")
+    assert (t["span_h"] > 4.0).all()  # r1 to r4: hours apart
     bars = {"TTFT mean ms": 3.0, "E2EL mean ms": 3.0, "ITL median ms": 3.0,
             "TTFT p90 ms": 10.0, "ITL p90 ms": 10.0}
     guard = {"TTFT mean ms": 7.0, "E2EL mean ms": 10.0, "ITL median ms": 10.0,

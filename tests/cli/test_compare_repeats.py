@@ -100,6 +100,7 @@ def test_validate_steps_cli_prints_the_spread_beside_the_error(tmp_path, capsys)
     assert main(["calibrate", "validate-steps", *map(str, runs)]) == 0
     out = capsys.readouterr().out
     assert "engine spread %" in out and ("within the engine" in out or "beyond it by" in out)
+    assert "over h" in out  # the hours the repeats were recorded over
     assert "no repeats" in out  # light-short has none
     assert main(["calibrate", "validate-steps", str(runs[0]), str(runs[1])]) == 2
     assert "every run is a repeat of one case" in capsys.readouterr().err
