@@ -20,6 +20,7 @@ import pandas as pd
 
 from traces.errors import TraceError
 from traces.hashes import blocks_for, check_chains
+from traces.limits import MAX_TOKENS
 
 # Integers travel through float64 while parsing, so they must be exactly representable.
 MAX_INT = 2**53
@@ -129,9 +130,11 @@ def _float_or_nan(value: object) -> float:
 
 
 def _int_column(
-    rep: _Report, df: pd.DataFrame, col: str, low: int | None, default: int | None = None
+    rep: _Report, df: pd.DataFrame, col: str, low: int | None, default: int | None = None,
+    high: int = MAX_INT,
 ) -> np.ndarray:
-    """Parse an integer column; blanks become `default` when one is given."""
+    """Parse an integer column; blanks become `default` when one is given; values above
+    ``high`` (magnitude) are refused."""
     if col not in df:
         return np.full(len(df), default, dtype=np.int64)
     values = df[col]
@@ -148,11 +151,12 @@ def _int_column(
     not_int = ~finite | (safe != np.floor(safe))
     if low is not None:
         not_int |= safe < low
-    too_big = ~not_int & (np.abs(safe) > MAX_INT)
+    too_big = ~not_int & (np.abs(safe) > high)
     if cells is None and (not_int.any() or too_big.any()):
         cells = values.to_numpy(dtype=object)
     rep.add(col, not_int, cells)
-    rep.add(col, too_big, cells, f"must be an integer of magnitude at most {MAX_INT}")
+    rep.add(col, too_big, cells, f"must be an integer of magnitude at most {high}"
+            if low is None else f"must be an integer from {low} to {high:,}")
     return np.where(not_int | too_big, 0, safe).astype(np.int64)
 
 
@@ -275,8 +279,10 @@ def normalize(
     out = {
         "request_id": _request_ids(rep, df),
         "arrival_s": _arrivals(rep, df),
-        "prompt_tokens": _int_column(rep, df, "prompt_tokens", 1),
-        "output_tokens": _int_column(rep, df, "output_tokens", 1),
+        # a prompt or output of more than MAX_TOKENS is no request any model serves (and the
+        # fast core keeps token counts in int32)
+        "prompt_tokens": _int_column(rep, df, "prompt_tokens", 1, high=MAX_TOKENS),
+        "output_tokens": _int_column(rep, df, "output_tokens", 1, high=MAX_TOKENS),
         "lane": _str_column(df, "lane", DEFAULT_LANE),
     }
     out["priority"] = _int_column(rep, df, "priority", None, default=0)
@@ -304,7 +310,7 @@ def plain_frame(columns: Mapping[str, object]) -> pd.DataFrame | None:
         return None
     if not (np.isfinite(a).all() and (a >= 0).all() and (a[1:] >= a[:-1]).all()):
         return None
-    if not all(((x >= 1) & (x <= MAX_INT)).all() for x in (p, o)):
+    if not all(((x >= 1) & (x <= MAX_TOKENS)).all() for x in (p, o)):
         return None
     import pyarrow as pa
 

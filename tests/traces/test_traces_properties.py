@@ -39,7 +39,7 @@ def valid_traces(draw):
         "request_id": draw(st.lists(TEXT.filter(bool), min_size=n, max_size=n, unique=True)),
         "arrival_s": column(st.floats(0, 1e9, allow_nan=False, allow_infinity=False)),
         "prompt_tokens": prompt,
-        "output_tokens": column(st.integers(1, 2**53)),
+        "output_tokens": column(st.integers(1, 2**24)),  # traces.limits.MAX_TOKENS
         "lane": column(TEXT.filter(bool)),
         "priority": column(st.integers(-(2**53), 2**53)),
         "tenant": column(TEXT),

@@ -96,9 +96,24 @@ def test_first_bad_row_wins_across_fields():
 def test_huge_integer():
     msg = error_of(rows(prompt_tokens=[1, 1e30, 3]))
     assert msg == (
-        "trace.csv: row 2: field 'prompt_tokens' is 1e+30; must be an integer of magnitude "
+        "trace.csv: row 2: field 'prompt_tokens' is 1e+30; must be an integer from 1 to "
+        "16,777,216"
+    )
+    msg = error_of(rows(priority=[0, 1e30, 3]))
+    assert msg == (
+        "trace.csv: row 2: field 'priority' is 1e+30; must be an integer of magnitude "
         "at most 9007199254740992"
     )
+
+
+@pytest.mark.parametrize("value", [2**24 + 1, 2**32 + 1, 99999999999])
+def test_a_token_count_past_the_bound_is_refused_in_one_line(value):
+    # 2**32 + 1 used to load and stall the run behind it (every request left waiting)
+    msg = error_of(rows(prompt_tokens=[1, value, 3]))
+    assert msg == (f"trace.csv: row 2: field 'prompt_tokens' is {value}; must be an integer "
+                   "from 1 to 16,777,216")
+    assert make_trace(rows(prompt_tokens=[1, 2**24, 3]), source="trace.csv").prompt_tokens[1] \
+        == 2**24
 
 
 def test_missing_column_and_empty():
