@@ -23,7 +23,7 @@ import pandas as pd
 from sim.metrics.token_times import ITL_PERCENTILES, gap_percentiles
 from traces.errors import InputError
 from traces.files import read_utf8
-from traces.loaders.jsonl import read_text
+from traces.loaders.common import read_jsonl_text
 
 KIND = "vllm-engine-run"
 FILES = ("run.json", "trace.jsonl.gz", "requests.jsonl.gz", "engine_steps.jsonl.gz")
@@ -52,7 +52,7 @@ def is_recorded_run(path: str | Path) -> bool:
 
 def _jsonl(path: Path) -> list[dict]:
     try:
-        return [json.loads(x) for x in read_text(path).split("\n") if x.strip()]
+        return [json.loads(x) for x in read_jsonl_text(path).split("\n") if x.strip()]
     except ValueError as e:
         raise InputError(f"{path}: not JSON lines ({e})") from None
 

@@ -93,6 +93,22 @@ def test_mooncake(write):
     assert [h.tolist() for h in t.prefix_hashes] == [[0, 1], [0, 2], [0, 1], [3]]
 
 
+@pytest.mark.parametrize("name", ["trace.jsonl.gz", "trace.jsonl", "trace.gz"])
+def test_a_gzipped_mooncake_trace_reads_as_the_plain_one(write, tmp_path, name):
+    """As the jsonl format: gzip is detected from the first bytes, whatever the name (it
+    was refused as 'not UTF-8' or of an unknown format)."""
+    import gzip
+
+    plain = load_trace(write("plain.jsonl", MOONCAKE_JSONL))
+    p = tmp_path / name
+    p.write_bytes(gzip.compress(("\ufeff" + MOONCAKE_JSONL).encode()))  # a BOM inside
+    for fmt in ("auto", "mooncake"):
+        t = load_trace(p, fmt)
+        assert t.arrival_s.tolist() == plain.arrival_s.tolist()
+        assert t.prompt_tokens.tolist() == plain.prompt_tokens.tolist()
+        assert [h.tolist() for h in t.prefix_hashes] == [h.tolist() for h in plain.prefix_hashes]
+
+
 def test_mooncake_spread(write):
     path = write("trace.jsonl", MOONCAKE_JSONL)
     a = load_trace(path, spread_s=3.0, seed=1)

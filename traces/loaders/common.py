@@ -58,7 +58,28 @@ def gzipped(path: Path) -> bool:
     return starts_with(path, b"\x1f\x8b")
 
 
-GZIP_TEXT = "is gzip-compressed; servesim reads gzip for JSONL traces only: gunzip it first"
+GZIP_TEXT = ("is gzip-compressed; servesim reads gzip for JSONL traces only (jsonl, mooncake): "
+             "gunzip it first")
+
+
+def read_jsonl_text(path: Path) -> str:
+    """A JSON-lines file as UTF-8 text (a leading BOM dropped), gunzipped when it starts
+    with the gzip magic bytes, whatever its name."""
+    import gzip
+    import zlib
+
+    try:
+        raw = path.read_bytes()
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+    except (OSError, EOFError, zlib.error) as e:
+        raise TraceError(f"{path}: not a readable gzip file ({one_line(e)})") from None
+    check_text(path, raw[:65536])
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise TraceError(f"{path}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset "
+                         f"{e.start}); save the file as UTF-8") from None
 
 
 def not_utf8(path: Path, e: UnicodeDecodeError) -> TraceError:

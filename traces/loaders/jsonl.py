@@ -14,15 +14,13 @@ skipped; row numbers in messages are line numbers.
 
 from __future__ import annotations
 
-import gzip
 import json
-import zlib
 from pathlib import Path
 
 import numpy as np
 
 from traces.errors import TraceError
-from traces.loaders.common import one_line, row_ids
+from traces.loaders.common import one_line, read_jsonl_text, row_ids
 from traces.rng import Streams
 from traces.schema import Trace, make_trace
 from traces.validate import FileContext
@@ -33,7 +31,6 @@ OPTIONS: tuple[str, ...] = ()
 FIELDS = {"arrival_s": "arrival_s", "prompt_tokens": "prompt_len",
           "output_tokens": "max_tokens"}
 OPTIONAL = ("request_id", "lane", "priority")
-GZIP_MAGIC = b"\x1f\x8b"
 
 
 def sniff(suffix: str, line: str) -> bool:
@@ -41,22 +38,9 @@ def sniff(suffix: str, line: str) -> bool:
             and '"prompt_len"' in line)
 
 
-def read_text(path: Path) -> str:
-    """The file as UTF-8 text, gunzipped when it starts with the gzip magic bytes."""
-    try:
-        raw = path.read_bytes()
-        if raw[:2] == GZIP_MAGIC:
-            raw = gzip.decompress(raw)
-        return raw.decode("utf-8")
-    except (OSError, EOFError, zlib.error) as e:
-        raise TraceError(f"{path}: not a readable gzip file ({one_line(e)})") from None
-    except UnicodeDecodeError as e:
-        raise TraceError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
-
-
 def _records(path: Path) -> tuple[list[dict], list[int]]:
     records, lines = [], []
-    for number, line in enumerate(read_text(path).split("\n"), start=1):
+    for number, line in enumerate(read_jsonl_text(path).split("\n"), start=1):
         if not line.strip():
             continue
         try:

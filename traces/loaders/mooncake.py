@@ -22,7 +22,7 @@ import pandas as pd
 
 from traces.arrivals import spread_buckets
 from traces.errors import TraceError, TraceWarning
-from traces.loaders.common import check_text, one_line, row_ids
+from traces.loaders.common import one_line, read_jsonl_text, row_ids
 from traces.rng import Streams
 from traces.schema import Trace, make_trace
 from traces.validate import FileContext, to_float
@@ -41,7 +41,7 @@ FIELDS = {
 
 def sniff(suffix: str, line: str) -> bool:
     return (
-        suffix in (".jsonl", ".json", ".txt", "")
+        suffix in (".jsonl", ".json", ".gz", ".txt", "")
         and line.startswith("{")
         and ('"input_length"' in line or '"hash_ids"' in line)
     )
@@ -49,14 +49,8 @@ def sniff(suffix: str, line: str) -> bool:
 
 def _records(path: Path) -> tuple[list[dict], list[int]]:
     """Parse every non-blank line; a bad line is a TraceError naming its line number."""
-    check_text(path)
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise TraceError(f"{path}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset "
-                         f"{e.start}); save the file as UTF-8") from None
     records, lines = [], []
-    for number, line in enumerate(text.split("\n"), start=1):
+    for number, line in enumerate(read_jsonl_text(path).split("\n"), start=1):
         if not line.strip():
             continue
         try:
