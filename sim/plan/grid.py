@@ -101,6 +101,14 @@ def _pieces(raw: str, what: str) -> list[str]:
     return [v for v in pieces if v.strip()]
 
 
+def _same(value) -> object:
+    """What makes two grid values the same point: a number by its value (64 and 64.0 set
+    one integer knob alike), anything else as written."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return ("number", float(value))
+    return repr(value)
+
+
 def parse_grid(specs: list[str] | None) -> list[tuple[str, list]]:
     """`KEY=V1,V2,...` (or a YAML list, `KEY=[{name: vllm}, {name: lanes}]`, for values
     that hold commas) -> [(key, [values])], in the order given."""
@@ -119,7 +127,7 @@ def parse_grid(specs: list[str] | None) -> list[tuple[str, list]]:
                              "e.g. --grid engine.max_num_seqs=64,256")
         if key in dict(out):
             raise InputError(f"--grid {key}: given twice; put every value in one --grid")
-        if len(set(map(repr, values))) != len(values):
+        if len(set(map(_same, values))) != len(values):
             why = (" (YAML reads yes / no / on / off as true / false)"
                    if any(isinstance(v, bool) for v in values) else "")
             raise InputError(f"--grid {spec!r}: a value appears twice{why}")

@@ -217,6 +217,11 @@ def test_a_bad_grid_value_names_the_grid(tmp_path, capsys):
                  "-o", str(tmp_path / "out"), "-q", "-j", "1"])
     assert_one_line_error(code, capsys.readouterr().err, "a value appears twice (YAML reads "
                           "yes / no / on / off as true / false)")
+    # a number by its value: 64 and 64.0 are one point (both ran before)
+    code = main(["sweep", str(sc), "--grid", "engine.max_num_seqs=64,64.0", "-o",
+                 str(tmp_path / "out"), "-q", "-j", "1"])
+    assert_one_line_error(code, capsys.readouterr().err, "a value appears twice")
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("sets,needles", [
