@@ -4,7 +4,9 @@ A load is *sustainable* when, for every seed, the engine keeps up (``sustain``) 
 latency budget holds; the worst seed decides. Per configuration:
 
     bracket  start at the scenario's own load; double while sustainable, halve while not
-             (at most MAX_STEPS times each way), until lo (sustainable) < hi (not) are known
+             (a rate or rate_scale up to its bounds, 1e-6 and 1e6; a closed loop's clients
+             at most MAX_STEPS times each way, down to 1), until lo (sustainable) < hi
+             (not) are known
     bisect   probe inside (lo, hi) until hi - lo <= the tolerance
 
 Every probe is a full simulation stored as a point (``store``), so a search resumes and
@@ -29,9 +31,14 @@ from sim.plan.progress import PointProgress
 from sim.plan.slo import Budget
 from sim.plan.store import PointStore
 from sim.plan.sweep import Runner, check_configs, manifest
+from traces.arrival_spec import MAX_RATE, MIN_RATE
 from traces.errors import InputError
 
-MAX_STEPS = 10  # doublings (or halvings) from the starting load before giving up
+MAX_STEPS = 10  # doublings (or halvings) of a closed loop's clients before giving up
+# a rate (or a replay's rate_scale, bounded alike) is doubled or halved up to its bounds:
+# a start of 1e6 req/s against ~15 sustainable used to stop at 976 after 10 halvings and
+# answer "none", a start of 0.01 at 10.24 with "the SLOs do not bind"
+LOW, HIGH = MIN_RATE, MAX_RATE
 MAX_SEARCHES = 10_000  # configurations x seeds: a typo in --seeds must not queue days of work
 
 
@@ -120,9 +127,15 @@ class Search:
         if lo and hi:
             narrow = hi.load - lo.load <= self.tol.width(hi.load)
             return "found" if narrow or self.exhausted else "searching"
-        if lo and lo.load >= self.start * 2 ** MAX_STEPS:
+        if self.integer:
+            if lo and lo.load >= self.start * 2 ** MAX_STEPS:
+                return "above range"
+            if hi and hi.load <= max(1.0, self.start / 2 ** MAX_STEPS):
+                return "none"
+            return "searching"
+        if lo and lo.load >= HIGH:
             return "above range"
-        if hi and (hi.load <= self.start / 2 ** MAX_STEPS or self.integer and hi.load <= 1):
+        if hi and hi.load <= LOW:
             return "none"
         return "searching"
 
@@ -136,9 +149,11 @@ class Search:
             xs = sorted({x for x in xs if lo.load < x < hi.load})
             self.exhausted = not xs
             return xs
+        top, bottom = (math.inf, 1.0) if self.integer else (HIGH, LOW)
         if lo:
-            return [r(lo.load * 2 ** i) for i in range(1, k + 1)]
-        return sorted({r(hi.load / 2 ** i) for i in range(1, k + 1)} - {hi.load}, reverse=True)
+            return sorted({min(r(lo.load * 2 ** i), top) for i in range(1, k + 1)} - {lo.load})
+        return sorted({max(r(hi.load / 2 ** i), bottom) for i in range(1, k + 1)} - {hi.load},
+                      reverse=True)
 
     def rounds_left(self) -> int:
         """A guess for the progress bar: bisection steps still to go."""

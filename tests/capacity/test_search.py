@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.plan.capacity import MAX_STEPS, Probe, Search, Tolerance, judge
+from sim.plan.capacity import HIGH, LOW, MAX_STEPS, Probe, Search, Tolerance, judge
 from sim.plan.slo import parse_slo
 from traces.errors import InputError
 
@@ -56,15 +56,32 @@ def test_bisection_from_a_sustainable_start_takes_the_expected_probes():
 
 
 def test_a_load_that_never_fails_is_reported_above_the_range():
+    # a rate doubles up to its bound (1e6 requests/s), not 2^10 times the start
     s = search(threshold=math.inf, start=1, tol=Tolerance(0.02, True))
     assert s.status == "above range" and s.hi is None
-    assert s.lo.load == 2 ** MAX_STEPS
+    assert s.lo.load == HIGH == 1e6 and len(s.probes) == 21  # 1, 2, ..., 2^19, 1e6
 
 
 def test_a_config_sustainable_nowhere_is_none():
     s = search(threshold=0, start=1, tol=Tolerance(0.02, True))
     assert s.status == "none" and s.lo is None
-    assert s.hi.load == pytest.approx(2.0 ** -MAX_STEPS, rel=1e-5)
+    assert s.hi.load == LOW == 1e-6
+
+
+@pytest.mark.parametrize("start", [1e6, 0.01, 1e-6])
+def test_a_start_far_from_the_answer_still_brackets_it(start):
+    # a start of 1e6 req/s against ~15.4 sustainable stopped at 976 after ten halvings and
+    # answered "none"; 0.01 stopped at 10.24 and said the SLOs do not bind
+    s = search(threshold=15.4, start=start, tol=Tolerance(0.02, True))
+    assert s.status == "found" and s.lo.load <= 15.4 < s.hi.load
+
+
+def test_a_closed_loops_clients_keep_their_ten_doublings():
+    s = Search((), 4, Tolerance(0.02, True), integer=True)
+    while s.status == "searching":
+        for x in s.next_loads(1):
+            s.probes.append(Probe.of(x, [{"metrics": metrics()}], BUDGETS))
+    assert s.status == "above range" and s.lo.load == 4 * 2 ** MAX_STEPS
 
 
 def test_the_worst_seed_decides():
