@@ -168,7 +168,8 @@ def capacity(
     scenario: ScenarioArg = None,
     slo: Annotated[str | None, typer.Option(
         "--slo", help="Budgets, e.g. ttft_p95=500ms,tpot_p95=50ms (metrics ttft, tpot, itl, "
-        "e2el; stats mean, p50, p90, p95, p99, max). Default: the scenario's slo.")] = None,
+        "e2el; stats mean, p50, p90, p95, p99, max; limits in ms or s, a bare number is ms). "
+        "Default: the scenario's slo.")] = None,
     grid: GridOpt = None,
     seeds: SeedsOpt = 3,
     tol: Annotated[str, typer.Option(

@@ -96,8 +96,8 @@ def _budget(item: str) -> Budget:
     if not sep or metric not in METRICS or stat not in STATS or not m:
         raise InputError(
             f"--slo {item!r}: expected METRIC_STAT=LIMIT with METRIC one of "
-            f"{', '.join(METRICS)}, STAT one of {', '.join(STATS)} and LIMIT in ms or s, "
-            "e.g. ttft_p95=500ms")
+            f"{', '.join(METRICS)}, STAT one of {', '.join(STATS)} and LIMIT in ms or s (a bare "
+            "number is ms), e.g. ttft_p95=500ms")
     ms = float(m[1]) * (1e3 if m[2] == "s" else 1.0)
     if ms > MAX_TIME_S * 1e3:  # the scenario's slo limit, said here for the flag given
         raise InputError(f"--slo {clip(item)!r}: the limit must be at most "
