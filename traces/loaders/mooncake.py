@@ -3,7 +3,8 @@
 Fields: `timestamp` (int milliseconds, relative to the trace start), `input_length`,
 `output_length`, `hash_ids` (one id per 512-token block of the input; optional per line).
 arrival_s = timestamp / 1000 (not shifted). request_id = the 0-based record index as text.
-Blank lines are skipped; row numbers in messages are line numbers.
+Blank lines are skipped; row numbers in messages are line numbers. The file may be
+gzip-compressed (detected from its first bytes, whatever its name), as for the jsonl format.
 
 Option `spread_s` (seconds, default 0 = off): the conversation trace's timestamps are quantized
 to ~3 s buckets (90 % of gaps are 0). With spread_s > 0, requests sharing a timestamp t get
