@@ -61,14 +61,23 @@ class SarathiScheduler(V0Scheduler):
                 "preemption; set engine.enable_prefix_caching false and "
                 "engine.preemption_mode recompute")
         params = params if params is not None else self.Params()
+        super().__init__(specs, self._budgeted(limits, params), kv, params, admission)
+
+    @staticmethod
+    def _budgeted(limits, params):
+        """The step budget min(chunk_size, max_num_batched_tokens), chunked, no long-prefill
+        cap (idempotent)."""
         budget = min(params.chunk_size, limits.max_num_batched_tokens)
-        limits = replace(limits, max_num_batched_tokens=budget, enable_chunked_prefill=True,
-                         long_prefill_token_threshold=0)
-        super().__init__(specs, limits, kv, params, admission)
+        return replace(limits, max_num_batched_tokens=budget, enable_chunked_prefill=True,
+                       long_prefill_token_threshold=0)
 
     @classmethod
     def resolve_defaults(cls, scenario, limits):
-        return with_default_watermark(scenario), limits
+        # the resolved limits carry the budget, so sizing, reports and the emitted vllm serve
+        # line (--max-num-batched-tokens, --long-prefill-token-threshold 0: vLLM's v1
+        # scheduler under that budget) say what was simulated
+        params = scenario.scheduler.params or cls.Params()
+        return with_default_watermark(scenario), cls._budgeted(limits, params)
 
     def _step(self, batch: BatchBuilder, preempted: list) -> int:
         budget = self._decode_pass(self.limits.max_num_batched_tokens, batch, preempted)

@@ -145,6 +145,16 @@ def test_what_vllm_cannot_express_is_noted():
     assert notes[1].startswith("kv.watermark 0.01 is vLLM v0's")  # sarathi: v0 defaults
 
 
+@pytest.mark.parametrize("chunk,budget", [(512, 512), (20000, 8192)])
+def test_sarathis_step_budget_is_deployed(chunk, budget):
+    # its budget is min(chunk_size, max_num_batched_tokens), no long-prefill cap: vLLM's v1
+    # scheduler runs it under these flags (the line said 8192 while 512 was simulated)
+    f, _ = flags(f"scheduler={{name: sarathi, chunk_size: {chunk}}}",
+                 "engine.enable_prefix_caching=false")
+    assert f"--max-num-batched-tokens {budget}" in f
+    assert "--long-prefill-token-threshold 0" in f and "--enable-chunked-prefill" in f
+
+
 def test_admission_and_length_knobs_map_to_flags_or_notes():
     f, notes = flags("engine.long_prefill_token_threshold=64",
                      "engine.long_prefill_token_threshold_adaptive=true",
