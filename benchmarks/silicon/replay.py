@@ -87,6 +87,21 @@ def _graph_ceiling(r, p: Protocol) -> str | None:
     return f"engine.max_cudagraph_capture_size={min(2 * r.limits.max_num_seqs, 512)}"
 
 
+def _budget_of_the_time(r, p: Protocol) -> str | None:
+    """The token budget of the rows' vLLM where the script set none: 8,192 on every GPU of
+    70 GiB or more (A100 aside) until PR 51726 (August 2026) made it 16,384 from 160 GiB,
+    which vLLM 0.32 (servesim's default) has; every row ran a vLLM of spring 2026 at the
+    latest, so B200 / B300 rows are pinned to the old default, computed as vLLM did (with
+    chunked prefill off at least max_model_len, at most max_num_seqs x max_model_len)."""
+    if p.max_num_batched_tokens is not None or r.scenario.engine.max_num_batched_tokens:
+        return None
+    if r.limits.max_num_batched_tokens != 16384:
+        return None
+    lim = r.limits
+    tokens = 8192 if lim.enable_chunked_prefill else max(lim.max_model_len, 8192)
+    return f"engine.max_num_batched_tokens={min(lim.max_num_seqs * lim.max_model_len, tokens)}"
+
+
 def replay(row: Row, p: Protocol | None = None, overrides: tuple[str, ...] = ()) -> dict:
     """Simulated TTFT/TPOT (mean and median, ms) of ROW, with the run's preemptions."""
     p = p or protocol(row)
@@ -100,9 +115,11 @@ def replay(row: Row, p: Protocol | None = None, overrides: tuple[str, ...] = ())
         with warnings.catch_warnings(record=True) as caught:  # said once per row, in rows.csv
             warnings.simplefilter("always")
             loaded = load_scenario(path, overrides)
-            pin = _graph_ceiling(pipeline.resolve_loaded(loaded), p)
-            if pin is not None:
-                loaded = load_scenario(path, (*overrides, pin))
+            resolved = pipeline.resolve_loaded(loaded)
+            pins = [x for x in (_graph_ceiling(resolved, p), _budget_of_the_time(resolved, p))
+                    if x is not None]
+            if pins:
+                loaded = load_scenario(path, (*overrides, *pins))
             res = pipeline.run(loaded, None, plots=False)
     lat = res.summary["latency_ms"]
     return {"ttft_mean": lat["ttft"]["mean"], "ttft_median": lat["ttft"]["median"],

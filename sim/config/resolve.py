@@ -131,6 +131,15 @@ def _big_gpu(gpu: GpuSpec) -> bool:
     return gpu.hbm_bytes >= 70 * GIB and "a100" not in gpu.name.lower()
 
 
+def default_batched_tokens(gpu: GpuSpec) -> int:
+    """vLLM 0.32's API-server token budget for the GPU (vllm/engine/arg_utils.py:2922-2948):
+    16,384 from 160 GiB (B200, B300; PR 51726, August 2026), 8,192 on the other GPUs of 70 GiB
+    or more but A100, else 2,048."""
+    if gpu.hbm_bytes >= 160 * GIB:
+        return 16384
+    return 8192 if _big_gpu(gpu) else 2048
+
+
 def _limits(sc: Scenario, model: ModelSpec, gpu: GpuSpec) -> SchedulerLimits:
     """vLLM's defaults and refusals for the token budget and sequence cap.
 
@@ -149,7 +158,7 @@ def _limits(sc: Scenario, model: ModelSpec, gpu: GpuSpec) -> SchedulerLimits:
     if e.max_num_batched_tokens:
         tokens = e.max_num_batched_tokens
     else:
-        tokens = 8192 if big else 2048
+        tokens = default_batched_tokens(gpu)
         if not e.enable_chunked_prefill:
             tokens = max(max_len, tokens)
         tokens = min(seqs * max_len, tokens)

@@ -84,7 +84,8 @@ class EngineConfig(Validated):
     max_num_batched_tokens: PositiveInt | None = Field(
         None, le=MAX_TOKENS, json_schema_extra=why(TOKENS_WHY, "tokens"),
         description="Token budget of one step (tokens). Default as vLLM's API server: "
-        "8192 on GPUs with >= 70 GiB other than A100, else 2048; with chunked prefill off, "
+        "16384 on GPUs with >= 160 GiB (B200, B300), 8192 on the others with >= 70 GiB "
+        "other than A100, else 2048; with chunked prefill off, "
         "max(max_model_len, that); at most max_num_seqs x max_model_len.",
     )
     enable_chunked_prefill: bool = Field(

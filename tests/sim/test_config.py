@@ -26,6 +26,11 @@ def test_vllm_defaults_follow_the_gpu():
     off = resolve(sc(engine={"enable_chunked_prefill": False})).limits
     assert off.max_num_batched_tokens == 8192  # max(max_model_len 8192, 2048)
     assert big.max_model_len == 8192
+    # 160 GiB or more: vLLM 0.32's 16,384 (engine/arg_utils.py:2922-2932; PR 51726)
+    for gpu in ("b200", "b300"):
+        huge = resolve(sc(gpu=gpu)).limits
+        assert (huge.max_num_seqs, huge.max_num_batched_tokens) == (1024, 16384), gpu
+    assert resolve(sc(gpu="h200-sxm")).limits.max_num_batched_tokens == 8192  # 139.8 GiB
 
 
 def test_kv_capacity_is_memory_left_after_weights_and_activations():
