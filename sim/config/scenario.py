@@ -180,7 +180,8 @@ class EngineConfig(Validated):
         "a captured CUDA graph; a step with more runs eager. Unset: vLLM 0.32's default, "
         "min(2 x max_num_seqs x (1 + num_speculative_tokens), 1024 on data-center Blackwell "
         "(gpu.compute_capability 10.x) else 512), at most max_num_batched_tokens "
-        "(vllm/config/vllm.py, _set_cudagraph_sizes); the emitted flags spell it out.",
+        "(vllm/config/vllm.py, _set_cudagraph_sizes); the emitted flags leave it to vLLM "
+        "(an explicit value stops vLLM adding its uniform-decode sizes).",
     )
     moe_backend: MoeBackend = Field(
         "auto", description="vLLM's --moe-backend: the kernels of a mixture-of-experts "

@@ -106,12 +106,14 @@ def _engine_flags(r: Resolved) -> list[str]:
     # previous step's tokens are known); on GPUs vLLM 0.32 turns async scheduling on unless
     # told not to, so both values are spelled out
     flags.append(on("async-scheduling", e.async_scheduling))
-    # CUDA graphs: the largest step run from a graph is spelled out as simulated
-    # (Resolved.cuda_graph_max_tokens: vLLM 0.32's default unless set), so that a server of
-    # a vLLM whose default differs (512 on Blackwell before PR 49390) deploys it too
+    # CUDA graphs: a capture ceiling the scenario sets is written; an unset one is vLLM
+    # 0.32's own default (Resolved.cuda_graph_max_tokens models it), left to vLLM, since an
+    # explicit --max-cudagraph-capture-size keeps vLLM from adding its uniform-decode sizes
+    # (speculative decoding's 1 + K multiples, an odd max_num_seqs: vllm/config/vllm.py
+    # 2350-2353, 2436-2443), whose batches then fall from full to piecewise graphs
     if e.enforce_eager:
         flags.append("--enforce-eager")
-    graphs = e.max_cudagraph_capture_size if e.enforce_eager else r.cuda_graph_max_tokens
+    graphs = e.max_cudagraph_capture_size
     if graphs == 0 and not e.enforce_eager:
         # no step from a graph: vLLM 0.32 asserts a capture size >= 1 while CUDA graphs are
         # on (vllm/config/vllm.py:2448, _set_cudagraph_sizes), so they are turned off by mode
@@ -172,7 +174,7 @@ def vllm_flags(r: Resolved) -> tuple[list[str], list[str]]:
     dtype, dtype_notes = _dtype_flags(r.model)
     policy, notes = _policy_flags(r.scenario)
     return ([*dtype, *_engine_flags(r), *policy],
-            dtype_notes + notes + _backend_notes(r) + _drafter_notes(r))
+            dtype_notes + notes + _backend_notes(r) + _graph_notes(r) + _drafter_notes(r))
 
 
 def _drafter_notes(r: Resolved) -> list[str]:
@@ -188,6 +190,36 @@ def _drafter_notes(r: Resolved) -> list[str]:
     return [f"--speculative-config names the draft model by its catalog name "
             f"{spec.model!r} (the catalog has no Hugging Face repository for it): put the "
             "drafter's repository there"]
+
+
+def capture_grid_max(cap: int, max_num_tokens: int) -> int:
+    """The largest CUDA-graph size vLLM 0.32 captures under --max-cudagraph-capture-size
+    ``cap`` (vllm/config/vllm.py:2450-2480): 1, 2, 4, multiples of 8 below 256, of 16 from
+    256, and max_num_batched_tokens when it fits; a ceiling between them is truncated."""
+    cap = min(cap, max_num_tokens)
+    sizes = [i for i in (1, 2, 4) if i <= cap]
+    sizes += list(range(8, min(cap + 1, 256), 8)) + list(range(256, cap + 1, 16))
+    return max(sizes + ([max_num_tokens] if max_num_tokens <= cap else []), default=0)
+
+
+def _graph_notes(r: Resolved) -> list[str]:
+    """An explicit capture ceiling vLLM truncates, or one that drops the uniform-decode
+    sizes speculative decoding's verify batches would use."""
+    e = r.scenario.engine
+    cap = e.max_cudagraph_capture_size
+    if cap is None or cap == 0 or e.enforce_eager:
+        return []
+    notes = []
+    valid = capture_grid_max(cap, r.limits.max_num_batched_tokens)
+    if valid != min(cap, r.limits.max_num_batched_tokens):
+        notes.append(f"vLLM 0.32 truncates --max-cudagraph-capture-size {cap} to {valid} (its "
+                     "capture sizes: 1, 2, 4, multiples of 8 below 256, of 16 from 256); "
+                     f"steps of {valid + 1}-{cap} tokens were priced from graphs")
+    if e.speculative_config is not None:
+        notes.append("an explicit --max-cudagraph-capture-size keeps vLLM 0.32 from capturing "
+                     "the verify batches' (1 + K)-token multiples (vllm/config/vllm.py:"
+                     "2350-2353); leave engine.max_cudagraph_capture_size unset to keep them")
+    return notes
 
 
 def _backend_notes(r: Resolved) -> list[str]:

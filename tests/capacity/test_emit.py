@@ -39,7 +39,7 @@ def test_default_spells_out_every_engine_value():
         "--max-num-seqs 1024 --max-num-batched-tokens 8192 --block-size 16 "
         "--gpu-memory-utilization 0.9 --enable-chunked-prefill --enable-prefix-caching "
         "--long-prefill-token-threshold 0 --no-long-prefill-token-threshold-adaptive "
-        "--scheduler-reserve-full-isl --async-scheduling --max-cudagraph-capture-size 512 "
+        "--scheduler-reserve-full-isl --async-scheduling "
         "--scheduling-policy fcfs")
 
 
@@ -86,13 +86,26 @@ def test_cuda_graph_choices_are_flagged():
     # never above max_num_batched_tokens (vllm/config/vllm.py:2439-2440)
     (("engine.max_num_batched_tokens=300",), 300),
 ])
-def test_the_simulated_cuda_graph_ceiling_is_spelled_out(sets, simulated):
+def test_an_unset_cuda_graph_ceiling_is_left_to_vllm(sets, simulated):
     """Steps above Resolved.cuda_graph_max_tokens are priced eager (sim/cost/fitted.py). The
-    ceiling is vLLM 0.32's default, and is written out so that a server of another vLLM
-    deploys it too (--max-cudagraph-capture-size, vllm/engine/arg_utils.py:1790)."""
+    ceiling is vLLM 0.32's default, which vLLM computes itself when the flag is absent; an
+    explicit --max-cudagraph-capture-size would keep it from adding its uniform-decode
+    sizes (vllm/config/vllm.py:2350-2353), so it is not written."""
     r = resolve_loaded(load_scenario(None, sets))
     assert r.cuda_graph_max_tokens == simulated
-    assert f"--max-cudagraph-capture-size {simulated}" in vllm_flags(r)[0]
+    assert not any(f.startswith("--max-cudagraph-capture-size") for f in vllm_flags(r)[0])
+
+
+def test_an_explicit_ceiling_vllm_truncates_or_that_drops_verify_sizes_is_noted():
+    f, notes = flags("engine.max_num_seqs=37", "engine.max_cudagraph_capture_size=74")
+    assert "--max-cudagraph-capture-size 74" in f
+    assert any("truncates --max-cudagraph-capture-size 74 to 72" in n for n in notes)
+    assert not any("truncates" in n for n in flags("engine.max_cudagraph_capture_size=96")[1])
+    spec = ("model=llama-3.1-8b", "engine.max_model_len=8192",
+            "engine.max_cudagraph_capture_size=256",
+            "engine.speculative_config={method: eagle3, num_speculative_tokens: 2, "
+            "model: a/b, acceptance_rates: [0.8, 0.6]}")
+    assert any("(1 + K)-token multiples" in n for n in flags(*spec)[1])
 
 
 def test_a_checkpoint_naming_fp8_kv_is_asked_for_16_bit_kv_by_name():
