@@ -139,8 +139,8 @@ class EngineConfig(Validated):
     swap_space: float = Field(
         4.0, ge=0, le=4096, json_schema_extra=why("more host memory per GPU than any server "
                                                   "has", "GiB"),
-        description="Host memory for swapped-out KV, per GPU (GiB; vLLM's default "
-        "4). Used by preemption_mode swap.",
+        description="Host memory for swapped-out KV, per GPU (GiB; vLLM v0's --swap-space "
+        "default 4; vLLM 0.32 has no swap). Used by preemption_mode swap.",
     )
     swap_space_full: Literal["stop_engine", "abort_request", "recompute"] = Field(
         "stop_engine", description="A swap victim that does not fit swap_space: stop_engine "

@@ -174,7 +174,28 @@ def vllm_flags(r: Resolved) -> tuple[list[str], list[str]]:
     dtype, dtype_notes = _dtype_flags(r.model)
     policy, notes = _policy_flags(r.scenario)
     return ([*dtype, *_engine_flags(r), *policy],
-            dtype_notes + notes + _backend_notes(r) + _graph_notes(r) + _drafter_notes(r))
+            dtype_notes + notes + _backend_notes(r) + _graph_notes(r) + _drafter_notes(r)
+            + _server_notes(r))
+
+
+def _server_notes(r: Resolved) -> list[str]:
+    """What the line leaves to vLLM that the simulation fixed: the model's repository, the
+    KV pool's size; and a choice vLLM warns about."""
+    notes = []
+    if not _HF.search(r.model.source or ""):
+        notes.append(f"the model is named by its catalog name {r.model.name!r} (the catalog "
+                     "has no Hugging Face repository for it): put its repository there")
+    e = r.scenario.engine
+    if not e.num_gpu_blocks_override:
+        # vLLM sizes its KV pool from its own memory profiling (vllm/v1/worker/gpu_worker.py
+        # determine_available_memory); --num-gpu-blocks-override pins it
+        notes.append(f"the KV cache was simulated at {r.memory.num_gpu_blocks:,} blocks of "
+                     f"{r.block_size} tokens; vLLM sizes its own from profiled memory: add "
+                     f"--num-gpu-blocks-override {r.memory.num_gpu_blocks} to pin it")
+    if not r.limits.enable_chunked_prefill:
+        notes.append("chunked prefill off: vLLM 0.32 warns that the model does not officially "
+                     "support disabling it (vllm/engine/arg_utils.py:2999-3008)")
+    return notes
 
 
 def _drafter_notes(r: Resolved) -> list[str]:

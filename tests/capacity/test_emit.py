@@ -10,9 +10,29 @@ from sim.config.load import load_scenario
 from sim.pipeline import resolve_loaded
 from sim.plan.emit import deployment, vllm_flags, vllm_serve
 
+KV_NOTE = "the KV cache was simulated at "
+
 
 def flags(*sets):
-    return vllm_flags(resolve_loaded(load_scenario(None, sets)))
+    """(flags, notes) less the KV pool's size note every unpinned line carries (its own
+    test below)."""
+    f, notes = vllm_flags(resolve_loaded(load_scenario(None, sets)))
+    return f, [n for n in notes if not n.startswith(KV_NOTE)]
+
+
+def test_what_the_line_leaves_to_vllm_is_noted():
+    r = resolve_loaded(load_scenario(None))
+    blocks = r.memory.num_gpu_blocks
+    notes = vllm_flags(r)[1]
+    assert notes == [f"{KV_NOTE}{blocks:,} blocks of 16 tokens; vLLM sizes its own from "
+                     f"profiled memory: add --num-gpu-blocks-override {blocks} to pin it"]
+    pinned = vllm_flags(resolve_loaded(load_scenario(None, (
+        "engine.num_gpu_blocks_override=4000",))))
+    assert "--num-gpu-blocks-override 4000" in pinned[0] and pinned[1] == []
+    _, notes = flags("model=tiny-2l", "engine.enable_chunked_prefill=false",
+                     "engine.max_model_len=2048")
+    assert any("catalog name 'tiny-2l'" in n for n in notes)
+    assert any("does not officially support disabling it" in n for n in notes)
 
 
 FLAGS = Path(__file__).with_name("vllm_0_32_engine_flags.txt")
@@ -148,7 +168,7 @@ def test_knobs_map_to_their_flags():
     assert "--tensor-parallel-size 2" in f and "--max-num-seqs 64" in f
     assert "--no-enable-chunked-prefill" in f and "--enable-prefix-caching" in f
     assert "--long-prefill-token-threshold 256" in f and "--scheduling-policy priority" in f
-    assert notes == []
+    assert [n[:20] for n in notes] == ["chunked prefill off:"]  # vLLM warns
 
 
 def test_what_vllm_cannot_express_is_noted():
