@@ -207,12 +207,21 @@ def default_block_size(model: ModelSpec, gpu: GpuSpec) -> int:
     16 where the backend takes it, else its smallest). MLA on data-center Blackwell runs
     FlashInfer MLA first (vllm/platforms/cuda.py _get_backend_priorities), which takes 32 or
     64; the CPU backend takes multiples of 32 (vllm/v1/attention/backends/cpu_attn.py);
-    Hopper's FlashAttention MLA and every dense backend take 16."""
+    Hopper's FlashAttention MLA and every dense backend take 16. An fp8 KV cache rules
+    FlashAttention MLA out (auto / float16 / bfloat16 only, v1/attention/backends/mla/
+    flashattn_mla.py:42-47), so MLA on Hopper then runs FlashMLA, which takes 64 only
+    (flashmla.py:58-59)."""
     if gpu.platform == "cpu":
         return 32
     if model.is_mla and gpu.datacenter_blackwell:
         return 32
+    if model.is_mla and _hopper(gpu) and model.kv_bytes == 1:
+        return 64
     return 16
+
+
+def _hopper(gpu: GpuSpec) -> bool:
+    return gpu.compute_capability is not None and int(gpu.compute_capability) == 9
 
 
 def _check_memory(sc: Scenario, model, gpu, tp, mem: MemoryPlan, limits, block_size: int,

@@ -254,6 +254,9 @@ def test_the_serve_line_is_shell_quoted():
     # _preferred_block_size_for_backends): a --block-size 16 would push it to Triton MLA
     (("model=deepseek-v3", "gpu=b200", "tensor_parallel_size=8"), 32),
     (("model=deepseek-v3", "gpu=h200-sxm", "tensor_parallel_size=8"), 16),  # FlashAttention MLA
+    # an fp8 KV cache: FlashAttention MLA stores none, FlashMLA (next) takes 64 only
+    (("model=deepseek-v3", "gpu=h200-sxm", "tensor_parallel_size=8",
+      "engine.max_model_len=16384", "model.kv_dtype_bytes=1"), 64),
     (("gpu=b200",), 16),  # a dense model: FlashInfer takes 16
     (("model=deepseek-v3", "gpu=b200", "tensor_parallel_size=8", "engine.block_size=64"), 64),
 ])
@@ -269,6 +272,13 @@ def test_a_block_size_that_rules_out_flashinfer_mla_is_noted():
     assert any("Triton MLA" in n for n in notes)
     assert not any("Triton MLA" in n for n in vllm_flags(resolve_loaded(load_scenario(
         None, mla)))[1])  # unset: 32, FlashInfer MLA
+
+
+def test_a_block_size_that_rules_out_flashmla_on_hopper_is_noted():
+    fp8 = ("model=deepseek-v3", "gpu=h200-sxm", "tensor_parallel_size=8",
+           "engine.max_model_len=16384", "model.kv_dtype_bytes=1")
+    assert any("Triton MLA on Hopper" in n for n in flags(*fp8, "engine.block_size=16")[1])
+    assert not any("Triton MLA" in n for n in flags(*fp8)[1])
 
 
 def test_a_capture_size_of_0_turns_cuda_graphs_off_by_mode():
