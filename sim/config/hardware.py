@@ -93,6 +93,12 @@ class GpuSpec(Validated):
         return self.compute_capability is not None and int(self.compute_capability) == 10
 
     @property
+    def hopper(self) -> bool:
+        """Compute capability 9.x (H100, H200), where vLLM's MLA backends are FlashAttention
+        MLA, then FlashMLA (vllm/platforms/cuda.py _get_backend_priorities)."""
+        return self.compute_capability is not None and int(self.compute_capability) == 9
+
+    @property
     def ridge_flops_per_byte(self) -> float:
         """Arithmetic intensity at which compute and bandwidth limits meet (FLOP/byte)."""
         return self.bf16_flops / self.mem_bandwidth

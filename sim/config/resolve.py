@@ -215,13 +215,10 @@ def default_block_size(model: ModelSpec, gpu: GpuSpec) -> int:
         return 32
     if model.is_mla and gpu.datacenter_blackwell:
         return 32
-    if model.is_mla and _hopper(gpu) and model.kv_bytes == 1:
+    if model.is_mla and gpu.hopper and model.kv_bytes == 1:
         return 64
     return 16
 
-
-def _hopper(gpu: GpuSpec) -> bool:
-    return gpu.compute_capability is not None and int(gpu.compute_capability) == 9
 
 
 def _check_memory(sc: Scenario, model, gpu, tp, mem: MemoryPlan, limits, block_size: int,

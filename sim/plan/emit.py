@@ -252,9 +252,7 @@ def _backend_notes(r: Resolved) -> list[str]:
         return [f"--block-size {r.block_size} makes vLLM 0.32 run Triton MLA on this GPU "
                 "(FlashInfer MLA takes 32 or 64), slower than the MLA kernel priced: leave "
                 "engine.block_size unset (32) to deploy what was simulated"]
-    cc = r.gpu.compute_capability
-    if (r.model.is_mla and cc is not None and int(cc) == 9 and r.model.kv_bytes == 1
-            and r.block_size != 64):
+    if r.model.is_mla and r.gpu.hopper and r.model.kv_bytes == 1 and r.block_size != 64:
         return [f"--block-size {r.block_size} with an fp8 KV cache makes vLLM 0.32 run Triton "
                 "MLA on Hopper (FlashAttention MLA stores no fp8 KV, FlashMLA takes 64 only), "
                 "slower than the MLA kernel priced: leave engine.block_size unset (64)"]
