@@ -13,6 +13,7 @@ from benchmarks.silicon.rows import MODELS, Protocol, Row, protocol
 from sim import pipeline
 from sim.catalog import get_model
 from sim.config.load import load_scenario
+from sim.config.resolve import unset_budget
 
 
 def lengths(row: Row, p: Protocol, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -91,15 +92,15 @@ def _budget_of_the_time(r, p: Protocol) -> str | None:
     """The token budget of the rows' vLLM where the script set none: 8,192 on every GPU of
     70 GiB or more (A100 aside) until PR 51726 (August 2026) made it 16,384 from 160 GiB,
     which vLLM 0.32 (servesim's default) has; every row ran a vLLM of spring 2026 at the
-    latest, so B200 / B300 rows are pinned to the old default, computed as vLLM did (with
-    chunked prefill off at least max_model_len, at most max_num_seqs x max_model_len)."""
+    latest, so B200 / B300 rows are pinned to the old default, derived as vLLM derives an
+    unset budget (sim.config.resolve.unset_budget)."""
     if p.max_num_batched_tokens is not None or r.scenario.engine.max_num_batched_tokens:
         return None
     if r.limits.max_num_batched_tokens != 16384:
         return None
     lim = r.limits
-    tokens = 8192 if lim.enable_chunked_prefill else max(lim.max_model_len, 8192)
-    return f"engine.max_num_batched_tokens={min(lim.max_num_seqs * lim.max_model_len, tokens)}"
+    old = unset_budget(8192, lim.max_num_seqs, lim.max_model_len, lim.enable_chunked_prefill)
+    return f"engine.max_num_batched_tokens={old}"
 
 
 def replay(row: Row, p: Protocol | None = None, overrides: tuple[str, ...] = ()) -> dict:

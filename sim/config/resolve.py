@@ -140,6 +140,13 @@ def default_batched_tokens(gpu: GpuSpec) -> int:
     return 8192 if _big_gpu(gpu) else 2048
 
 
+def unset_budget(default: int, seqs: int, max_len: int, chunked: bool) -> int:
+    """An unset max_num_batched_tokens as vLLM derives it from its ``default`` for the GPU:
+    with chunked prefill off at least max_model_len, at most max_num_seqs x max_model_len."""
+    tokens = default if chunked else max(max_len, default)
+    return min(seqs * max_len, tokens)
+
+
 def _limits(sc: Scenario, model: ModelSpec, gpu: GpuSpec) -> SchedulerLimits:
     """vLLM's defaults and refusals for the token budget and sequence cap.
 
@@ -158,10 +165,8 @@ def _limits(sc: Scenario, model: ModelSpec, gpu: GpuSpec) -> SchedulerLimits:
     if e.max_num_batched_tokens:
         tokens = e.max_num_batched_tokens
     else:
-        tokens = default_batched_tokens(gpu)
-        if not e.enable_chunked_prefill:
-            tokens = max(max_len, tokens)
-        tokens = min(seqs * max_len, tokens)
+        tokens = unset_budget(default_batched_tokens(gpu), seqs, max_len,
+                              e.enable_chunked_prefill)
     if e.max_num_seqs is None:
         seqs = min(seqs, tokens)
     _check_limits(e, seqs, tokens, max_len)
